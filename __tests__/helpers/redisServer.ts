@@ -1,0 +1,140 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+/** A free loopback port, as the kernel hands one out. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export function hasRedisServer(): boolean {
+  try {
+    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A private `redis-server` on a free loopback port, no persistence. Tests may kill it, pause it
+ * (SIGSTOP) and start it again on the same port, empty.
+ */
+export class RedisServer {
+  private process: ChildProcess | undefined;
+  private readonly dir = mkdtempSync(join(tmpdir(), 'rlock-redis-'));
+
+  private constructor(
+    readonly port: number,
+    private readonly extraArgs: string[],
+  ) {}
+
+  static async start(extraArgs: string[] = []): Promise<RedisServer> {
+    const server = new RedisServer(await freePort(), extraArgs);
+    await server.restart();
+    return server;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.process?.pid;
+  }
+
+  /** Starts (again) on the same port and waits until it answers PING. */
+  async restart(): Promise<void> {
+    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.extraArgs];
+    const child = spawn('redis-server', args, { stdio: 'ignore' });
+    this.process = child;
+    child.unref();
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const probe = new Redis(this.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      probe.on('error', () => undefined);
+      try {
+        await probe.connect();
+        await probe.ping();
+        probe.disconnect();
+        return;
+      } catch {
+        probe.disconnect();
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`redis-server on port ${this.port} did not start`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+  }
+
+  /** kill -9: the data is gone, connections drop. */
+  async kill(): Promise<void> {
+    const child = this.process;
+    this.process = undefined;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  pause(): void {
+    this.process?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.process?.kill('SIGCONT');
+  }
+
+  /** A plain connection for the test to inspect the server with. */
+  connect(): Redis {
+    return new Redis(this.port, '127.0.0.1');
+  }
+
+  async stop(): Promise<void> {
+    this.resume();
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Where the behaviour tests run: `REDIS_URL` when set (the test then never flushes or counts
+ * commands on it), else a private server. Tests that count commands, kill or pause the server
+ * always use `RedisServer.start()`.
+ */
+export async function testRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
+  if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, stop: async () => undefined };
+  if (!hasRedisServer()) return startContainer();
+  const server = await RedisServer.start();
+  return { url: server.url, stop: () => server.stop() };
+}
+
+/** Only where no redis-server binary exists: a Docker engine must answer (globalSetup checked). */
+async function startContainer(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const { GenericContainer } = await import('testcontainers');
+  const container = await new GenericContainer('redis:7').withExposedPorts(6379).start();
+  return {
+    url: `redis://${container.getHost()}:${container.getMappedPort(6379)}`,
+    stop: async () => {
+      await container.stop();
+    },
+  };
+}
+
+/** How many times each command ran on a server, from INFO commandstats (`evalsha`, `hget`, ...). */
+export async function commandCounts(redis: Redis): Promise<Record<string, number>> {
+  const info = await redis.info('commandstats');
+  const counts: Record<string, number> = {};
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[match[1]!] = Number(match[2]);
+  return counts;
+}

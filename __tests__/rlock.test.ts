@@ -1,0 +1,477 @@
+import { Redis } from 'ioredis';
+import {
+  ClientClosedError,
+  InvalidArgumentError,
+  LockClient,
+  LockLostError,
+  LockTimeoutError,
+  LockUsageError,
+  NotLockOwnerError,
+} from '../src';
+import { runFixture } from './helpers/child';
+import { commandCounts, RedisServer } from './helpers/redisServer';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+let server: RedisServer;
+let redis: Redis;
+const clients: LockClient[] = [];
+let seq = 0;
+
+function newClient(options: { watchdogTimeout?: number; keyPrefix?: string } = {}): LockClient {
+  const client = new LockClient({ redis: server.url, ...options });
+  clients.push(client);
+  return client;
+}
+
+/** A lock name no other test uses. */
+const uniqueName = (): string => `test:${++seq}:${Date.now()}`;
+
+/** Script calls (EVALSHA, or EVAL after NOSCRIPT) the server ran so far. */
+async function scriptCalls(): Promise<number> {
+  const counts = await commandCounts(redis);
+  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
+}
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  redis = server.connect();
+});
+
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((client) => client.close()));
+});
+
+afterAll(async () => {
+  await redis.quit();
+  await server.stop();
+});
+
+describe('mutual exclusion', () => {
+  async function incrementUnderLock(client: LockClient, name: string, times: number): Promise<void> {
+    for (let i = 0; i < times; i++) {
+      await client.getLock(name).withLock(async () => {
+        const value = Number((await redis.get(`${name}:counter`)) ?? 0);
+        await sleep(0);
+        await redis.set(`${name}:counter`, value + 1);
+      });
+    }
+  }
+
+  test('two clients in one process lose no read-modify-write update', async () => {
+    const name = uniqueName();
+    const [a, b] = [newClient(), newClient()];
+    await Promise.all([
+      incrementUnderLock(a, name, 50),
+      incrementUnderLock(a, name, 50),
+      incrementUnderLock(b, name, 50),
+      incrementUnderLock(b, name, 50),
+    ]);
+    expect(Number(await redis.get(`${name}:counter`))).toBe(200);
+    expect(await redis.exists(name)).toBe(0);
+  });
+
+  test('two OS processes lose no read-modify-write update', async () => {
+    const name = uniqueName();
+    const results = await Promise.all([
+      runFixture('counterWorker.ts', [server.url, name, '25']),
+      runFixture('counterWorker.ts', [server.url, name, '25']),
+    ]);
+    for (const result of results) expect(result).toEqual({ code: 0, stderr: '' });
+    expect(Number(await redis.get(`${name}:counter`))).toBe(2 * 4 * 25);
+  });
+
+  test('two tasks that each call getLock(name) exclude each other', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const first = client.getLock(name);
+    await first.lock();
+    expect(await client.getLock(name).tryLock()).toBe(false);
+    await first.unlock();
+    expect(await client.getLock(name).tryLock()).toBe(true);
+  });
+});
+
+describe('the Redis protocol', () => {
+  test('the lock is a hash <clientId>:<ownerId> → holds, with the lease as TTL', async () => {
+    const client = newClient({ keyPrefix: 'app:' });
+    const name = uniqueName();
+    await client.getLock(name).withLock(async () => {
+      const hash = await redis.hgetall(`app:${name}`);
+      const [field, holds] = Object.entries(hash)[0]!;
+      expect(Object.keys(hash)).toHaveLength(1);
+      expect(field.startsWith(`${client.id}:`)).toBe(true);
+      expect(holds).toBe('1');
+      const ttl = await redis.pttl(`app:${name}`);
+      expect(ttl).toBeGreaterThan(29_000);
+      expect(ttl).toBeLessThanOrEqual(30_000);
+    });
+  });
+
+  test('a failed acquire returns the holder pttl; release answers nil, 0, 1', async () => {
+    const conn = new Redis(server.url);
+    const client = new LockClient({ redis: conn });
+    clients.push(client);
+    const key = uniqueName();
+    const channel = `rlock__channel:{${key}}`;
+    expect(await conn.rlock_acquire(key, 10_000, 'c:a')).toBeNull();
+    expect(await conn.rlock_acquire(key, 10_000, 'c:a')).toBeNull();
+    const pttl = await conn.rlock_acquire(key, 10_000, 'c:b');
+    expect(pttl).toBeGreaterThan(9_000);
+    expect(pttl).toBeLessThanOrEqual(10_000);
+    expect(await conn.rlock_release(key, channel, `${key}:latch1`, 'c:b', '0', 1000)).toBeNull();
+    expect(await conn.rlock_release(key, channel, `${key}:latch2`, 'c:a', '0', 1000)).toBe(0);
+    expect(await conn.rlock_release(key, channel, `${key}:latch3`, 'c:a', '0', 1000)).toBe(1);
+    await client.close();
+    expect(conn.status).toBe('ready'); // a connection passed in stays open
+    await conn.quit();
+  });
+
+  test('a resent release answers what the first one did and does not decrement twice', async () => {
+    const conn = new Redis(server.url);
+    const client = new LockClient({ redis: conn });
+    clients.push(client);
+    const key = uniqueName();
+    const channel = `rlock__channel:{${key}}`;
+    const latch = `rlock__unlock_latch:{${key}}:req1`;
+    await conn.rlock_acquire(key, 10_000, 'c:a');
+    await conn.rlock_acquire(key, 10_000, 'c:a');
+    expect(await conn.rlock_release(key, channel, latch, 'c:a', '0', 1000)).toBe(0);
+    expect(await conn.rlock_release(key, channel, latch, 'c:a', '0', 1000)).toBe(0);
+    expect(await conn.hget(key, 'c:a')).toBe('1');
+    await client.close();
+    await conn.quit();
+  });
+
+  test('full release publishes on rlock__channel:{<key>} and leaves no latch key', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const listener = server.connect();
+    const messages: string[] = [];
+    listener.on('message', (channel: string, message: string) => messages.push(`${channel} ${message}`));
+    await listener.subscribe(`rlock__channel:{${name}}`);
+    const lock = client.getLock(name);
+    await lock.withLock(async () => {
+      await lock.withLock(async () => undefined);
+    });
+    await sleep(50);
+    expect(messages).toEqual([`rlock__channel:{${name}} 0`]);
+    expect(await redis.keys(`rlock__unlock_latch:{${name}}*`)).toEqual([]);
+    await listener.quit();
+  });
+});
+
+describe('reentrancy', () => {
+  test('nested withLock counts holds up and down; the outermost exit releases', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const lock = client.getLock(name);
+    const counts: number[] = [];
+    await lock.withLock(async () => {
+      counts.push(await lock.getHoldCount());
+      await lock.withLock(async () => {
+        counts.push(await lock.getHoldCount());
+        await client.getLock(name).withLock(async () => counts.push(await client.getLock(name).getHoldCount()));
+        counts.push(await lock.getHoldCount());
+      });
+      counts.push(await lock.getHoldCount());
+    });
+    expect(counts).toEqual([1, 2, 3, 2, 1]);
+    expect(await lock.isLocked()).toBe(false);
+  });
+
+  test("methodA → methodB: code holding the lock calls code that locks the same name", async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const methodB = async (): Promise<number> => {
+      const lock = client.getLock(name); // a fresh handle, as independent code would take
+      await lock.lock();
+      try {
+        return await lock.getHoldCount();
+      } finally {
+        await lock.unlock();
+      }
+    };
+    const methodA = (): Promise<number> => client.getLock(name).withLock(() => methodB());
+    expect(await methodA()).toBe(2);
+    expect(await redis.exists(name)).toBe(0);
+  });
+
+  test('holds left behind inside withLock are given back when it ends', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    await client.getLock(name).withLock(async () => {
+      await client.getLock(name).lock(); // never unlocked
+    });
+    expect(await redis.exists(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test('a handle shared by two concurrent tasks refuses the second lock() instead of letting both in', async () => {
+    const client = newClient();
+    const shared = client.getLock(uniqueName());
+    await shared.lock();
+    await expect(shared.lock()).rejects.toBeInstanceOf(LockUsageError);
+    await expect(shared.tryLock()).rejects.toThrow(/not reentrant outside withLock/);
+    await shared.unlock();
+    expect(await shared.tryLock()).toBe(true);
+    await shared.unlock();
+  });
+
+  test('withLock on one shared handle is safe: concurrent calls exclude each other', async () => {
+    const client = newClient();
+    const shared = client.getLock(uniqueName());
+    let inside = 0;
+    let maxInside = 0;
+    await Promise.all(
+      Array.from({ length: 5 }, () =>
+        shared.withLock(async () => {
+          maxInside = Math.max(maxInside, ++inside);
+          await sleep(10);
+          inside--;
+        }),
+      ),
+    );
+    expect(maxInside).toBe(1);
+  });
+});
+
+describe('failing to acquire', () => {
+  test('unlock by an owner that holds nothing throws NotLockOwnerError and leaves the lock held', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const holder = client.getLock(name);
+    await holder.lock();
+    await expect(client.getLock(name).unlock()).rejects.toBeInstanceOf(NotLockOwnerError);
+    expect(await holder.isHeldByCurrentOwner()).toBe(true);
+    expect(await client.getLock(name).isHeldByCurrentOwner()).toBe(false);
+    await holder.unlock();
+    await expect(holder.unlock()).rejects.toBeInstanceOf(NotLockOwnerError);
+  });
+
+  test('tryLock with waitTime gets the lock when the holder releases in time', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const holder = client.getLock(name);
+    await holder.lock();
+    setTimeout(() => void holder.unlock(), 200);
+    const started = performance.now();
+    expect(await client.getLock(name).tryLock({ waitTime: 5_000 })).toBe(true);
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
+  test('tryLock with waitTime gives up after waitTime', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    await client.getLock(name).lock();
+    const started = performance.now();
+    expect(await client.getLock(name).tryLock({ waitTime: 300 })).toBe(false);
+    const waited = performance.now() - started;
+    expect(waited).toBeGreaterThanOrEqual(295);
+    expect(waited).toBeLessThan(1_500);
+    expect(client.stats).toEqual({ renewals: 1, waitingChannels: 0, waiters: 0 });
+  });
+
+  test('withLock that cannot get the lock within waitTime rejects with LockTimeoutError', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    await client.getLock(name).lock();
+    await expect(client.getLock(name).withLock(() => 1, { waitTime: 50 })).rejects.toBeInstanceOf(LockTimeoutError);
+  });
+
+  test('remainTimeToLive is -2 without a lock and the lease while held', async () => {
+    const client = newClient();
+    const lock = client.getLock(uniqueName());
+    expect(await lock.remainTimeToLive()).toBe(-2);
+    await lock.lock({ leaseTime: 5_000 });
+    const ttl = await lock.remainTimeToLive();
+    expect(ttl).toBeGreaterThan(4_000);
+    expect(ttl).toBeLessThanOrEqual(5_000);
+  });
+});
+
+describe('waking waiters', () => {
+  test('a waiter is woken by the release message, not by polling: at most 3 attempts in 2 s', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const holder = client.getLock(name);
+    await holder.lock({ leaseTime: 30_000 });
+    const before = await scriptCalls();
+    const waiter = client.getLock(name).lock();
+    await sleep(2_000);
+    const releasedAt = performance.now();
+    await holder.unlock();
+    await waiter;
+    const handoff = performance.now() - releasedAt;
+    // attempts (at most 3) + the holder's one release
+    expect((await scriptCalls()) - before).toBeLessThanOrEqual(4);
+    expect(handoff).toBeLessThan(500);
+  });
+
+  test('forceUnlock wakes a waiter long before the holder lease ends', async () => {
+    const [holderClient, waiterClient, admin] = [newClient(), newClient(), newClient()];
+    const name = uniqueName();
+    await holderClient.getLock(name).lock({ leaseTime: 20_000 });
+    const waiter = waiterClient.getLock(name);
+    const got = waiter.lock();
+    await sleep(200);
+    const started = performance.now();
+    expect(await admin.getLock(name).forceUnlock()).toBe(true);
+    await got;
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(await waiter.isHeldByCurrentOwner()).toBe(true);
+    expect(await admin.getLock(uniqueName()).forceUnlock()).toBe(false);
+  });
+
+  test('many waiters on one lock share one subscription and all get their turn', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const order: number[] = [];
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => client.getLock(name).withLock(async () => void order.push(i))),
+    );
+    expect(order.sort((x, y) => x - y)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
+    expect(await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)).toEqual([`rlock__channel:{${name}}`, 0]);
+  });
+});
+
+describe('leases and the watchdog', () => {
+  test('the watchdog keeps a lock without lease past three leases and stops after unlock', async () => {
+    const client = newClient({ watchdogTimeout: 300 });
+    const lock = client.getLock(uniqueName());
+    await lock.lock();
+    await sleep(1_000);
+    expect(await lock.isHeldByCurrentOwner()).toBe(true);
+    expect(await lock.remainTimeToLive()).toBeGreaterThan(100);
+    await lock.unlock();
+    expect(client.stats.renewals).toBe(0);
+    const before = await scriptCalls();
+    await sleep(400);
+    expect((await scriptCalls()) - before).toBe(0); // no renewal after unlock
+  });
+
+  test('a lock with leaseTime expires by itself and is not renewed', async () => {
+    const client = newClient({ watchdogTimeout: 300 });
+    const name = uniqueName();
+    await client.getLock(name).lock({ leaseTime: 300 });
+    expect(client.stats.renewals).toBe(0);
+    await sleep(450);
+    expect(await client.getLock(name).isLocked()).toBe(false);
+    expect(await client.getLock(name).tryLock()).toBe(true);
+  });
+
+  test('a lost lock aborts withLock’s signal, emits lockLost and makes withLock reject', async () => {
+    const client = newClient({ watchdogTimeout: 300 });
+    const name = uniqueName();
+    const events: unknown[] = [];
+    client.on('lockLost', (event) => events.push(event));
+    let seen: unknown;
+    const run = client.getLock(name).withLock(
+      (signal) =>
+        new Promise<string>((resolve) => {
+          signal.addEventListener('abort', () => {
+            seen = signal.reason;
+            resolve('finished anyway');
+          });
+        }),
+    );
+    await sleep(50);
+    await redis.del(name); // Redis forgets it: a failover, an eviction, an admin
+    await expect(run).rejects.toBeInstanceOf(LockLostError);
+    expect(seen).toBeInstanceOf(LockLostError);
+    expect(events).toEqual([expect.objectContaining({ name, key: name, clientId: client.id })]);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test('withLock with leaseTime aborts its signal when the lease runs out', async () => {
+    const client = newClient();
+    const run = client.getLock(uniqueName()).withLock(
+      (signal) => new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason))),
+      { leaseTime: 200 },
+    );
+    await expect(run).rejects.toThrow(/lease of 200 ms ran out/);
+  });
+});
+
+describe('AbortSignal', () => {
+  test('aborting a waiter rejects with the reason and leaves nothing behind', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    await client.getLock(name).lock();
+    const controller = new AbortController();
+    const waiting = client.getLock(name).lock({ signal: controller.signal });
+    await sleep(100);
+    expect(client.stats.waiters).toBe(1);
+    controller.abort(new Error('user gave up'));
+    await expect(waiting).rejects.toThrow('user gave up');
+    expect(client.stats).toEqual({ renewals: 1, waitingChannels: 0, waiters: 0 });
+    await sleep(50);
+    expect(await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)).toEqual([`rlock__channel:{${name}}`, 0]);
+  });
+
+  test('an already aborted signal rejects before anything is sent', async () => {
+    const client = newClient();
+    const lock = client.getLock(uniqueName());
+    await lock.isLocked(); // connect and load nothing else
+    const before = await commandCounts(redis);
+    await expect(lock.tryLock({ signal: AbortSignal.abort(new Error('no')), waitTime: 100 })).rejects.toThrow('no');
+    await expect(lock.withLock(() => 1, { signal: AbortSignal.abort(new Error('no')) })).rejects.toThrow('no');
+    const after = await commandCounts(redis);
+    expect({ ...after, info: 0 }).toEqual({ ...before, info: 0 });
+  });
+});
+
+describe('bad input', () => {
+  const cases: [string, (client: LockClient) => Promise<unknown> | unknown][] = [
+    ['empty name', (c) => c.getLock('')],
+    ['non-string name', (c) => c.getLock(42 as unknown as string)],
+    ['name over 1 KiB', (c) => c.getLock('x'.repeat(1025))],
+    ['negative leaseTime', (c) => c.getLock('n').lock({ leaseTime: -1 })],
+    ['zero leaseTime', (c) => c.getLock('n').tryLock({ waitTime: 100, leaseTime: 0 })],
+    ['NaN waitTime', (c) => c.getLock('n').tryLock({ waitTime: NaN })],
+    ['fractional leaseTime', (c) => c.getLock('n').lock({ leaseTime: 1.5 })],
+    ['huge waitTime', (c) => c.getLock('n').tryLock({ waitTime: 2 ** 40 })],
+    ['Infinity leaseTime', (c) => c.getLock('n').withLock(() => 1, { leaseTime: Infinity })],
+    ['unknown option', (c) => c.getLock('n').lock({ lease: 10 } as never)],
+    ['waitTime on lock()', (c) => c.getLock('n').lock({ waitTime: 10 } as never)],
+    ['signal that is not a signal', (c) => c.getLock('n').lock({ signal: {} as AbortSignal })],
+    ['withLock without a function', (c) => c.getLock('n').withLock(null as never)],
+  ];
+
+  test.each(cases)('%s: InvalidArgumentError, nothing sent to Redis', async (_, call) => {
+    const client = newClient();
+    await client.getLock('warm-up').isLocked();
+    const before = await commandCounts(redis);
+    await expect((async () => call(client))()).rejects.toBeInstanceOf(InvalidArgumentError);
+    const after = await commandCounts(redis);
+    expect({ ...after, info: 0 }).toEqual({ ...before, info: 0 });
+  });
+
+  test('client options are checked', () => {
+    expect(() => new LockClient({ redis: 'http://x' })).toThrow(InvalidArgumentError);
+    expect(() => new LockClient({ redis: server.url, watchdogTimeout: 10 })).toThrow(/watchdogTimeout/);
+    expect(() => new LockClient({ redis: server.url, keyPrefix: 5 as unknown as string })).toThrow(/keyPrefix/);
+    expect(() => new LockClient({ redis: { keyPrefix: 'x:' } })).toThrow(/keyPrefix/);
+  });
+
+  test('calls after close() throw ClientClosedError; close() settles parked waiters', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    await client.getLock(name).lock();
+    const lock = client.getLock(name);
+    const waiting = lock.lock().catch((error: unknown) => error);
+    await sleep(100);
+    await client.close();
+    expect(await waiting).toBeInstanceOf(ClientClosedError);
+    await expect(lock.isLocked()).rejects.toBeInstanceOf(ClientClosedError);
+    expect(() => client.getLock('x')).toThrow(ClientClosedError);
+  });
+});
+
+describe('process life', () => {
+  test('a child process that locks, unlocks and closes exits by itself', async () => {
+    const result = await runFixture('counterWorker.ts', [server.url, uniqueName(), '3'], 15_000);
+    expect(result).toEqual({ code: 0, stderr: '' });
+  });
+});

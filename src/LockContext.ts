@@ -1,0 +1,19 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { ExpirationRenewal } from './ExpirationRenewal';
+import type { LockPubSub } from './LockPubSub';
+
+/** What a lock handle needs from its client. */
+export interface LockContext {
+  readonly clientId: string;
+  readonly keyPrefix: string;
+  readonly watchdogTimeout: number;
+  readonly redis: Redis | Cluster;
+  readonly pubsub: LockPubSub;
+  readonly renewal: ExpirationRenewal;
+  /** Throws `ClientClosedError` once `close()` was called. */
+  assertOpen(): void;
+  /** Runs one Redis call; its failure becomes a `RedisCommandError`, or `ClientClosedError` after close. */
+  command<T>(name: string, call: (redis: Redis | Cluster) => Promise<T>): Promise<T>;
+  /** Lets `close()` abort a parked waiter; returns the undo. */
+  trackWaiter(waiter: AbortController): () => void;
+}

@@ -1,0 +1,34 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { nanoid } from 'nanoid';
+
+/**
+ * What Redisson calls a thread: the party whose holds a lock counts, written to the lock hash
+ * as the field `<clientId>:<ownerId>`. Every handle is an owner of its own; every outermost
+ * `withLock` call is a fresh owner, and code running inside it acts as that owner for the same
+ * lock (see docs/design.md, "Owners").
+ */
+export class LockOwner {
+  readonly id = nanoid();
+  /** Holds this process believes the owner has; Redis's count is the truth, this may lag behind it. */
+  holds = 0;
+  /** Acquire calls under way. */
+  pending = 0;
+}
+
+/** One lock of one client: `<clientId>\n<lock key>`. */
+type LockIdentity = string;
+
+const scopes = new AsyncLocalStorage<ReadonlyMap<LockIdentity, LockOwner>>();
+
+/** The owner of the innermost `withLock` on this lock that the calling code runs inside, if any. */
+export function scopedOwner(identity: LockIdentity): LockOwner | undefined {
+  return scopes.getStore()?.get(identity);
+}
+
+/** Runs `fn` so that code it calls, across awaits, acts as `owner` on that lock. */
+export function runAsOwner<T>(identity: LockIdentity, owner: LockOwner, fn: () => T): T {
+  const outer = scopes.getStore();
+  const scope = new Map(outer);
+  scope.set(identity, owner);
+  return scopes.run(scope, fn);
+}

@@ -1,0 +1,147 @@
+import { Semaphore } from 'async-mutex';
+import type { Cluster, Redis } from 'ioredis';
+
+/**
+ * The waiters of one channel. Each release message adds one permit to the semaphore, so it
+ * wakes one local waiter; a message that comes while no waiter is parked leaves its permit for
+ * the next one, which then retries at once instead of sleeping through a free lock.
+ */
+export class ChannelEntry {
+  refCount = 0;
+  readonly semaphore = new Semaphore(0);
+  /** Settles true once SUBSCRIBE is confirmed, false when it failed (waiters then fall back to pttl sleeps). */
+  subscribed: Promise<boolean> = Promise.resolve(false);
+
+  /** Wakes one waiter; permits never exceed the waiters, so a burst of messages cannot pile up. */
+  wakeOne(): void {
+    if (this.semaphore.getValue() < this.refCount) this.semaphore.release();
+  }
+
+  wakeAll(): void {
+    const missing = this.refCount - this.semaphore.getValue();
+    if (missing > 0) this.semaphore.release(missing);
+  }
+
+  /** Resolves once subscribed or after `ms`, whichever is first; rejects with `signal.reason` on abort. */
+  untilSubscribed(ms: number, signal: AbortSignal): Promise<void> {
+    return boundedWait(ms, signal, (done) => {
+      void this.subscribed.then(() => done());
+      return undefined;
+    });
+  }
+
+  /** Resolves on a release message (consuming its permit) or after `ms`; rejects with `signal.reason` on abort. */
+  untilReleased(ms: number, signal: AbortSignal): Promise<void> {
+    return boundedWait(ms, signal, (done) => {
+      let settled = false;
+      this.semaphore.acquire().then(
+        // A permit that arrives after we stopped waiting goes back for the next waiter.
+        ([, giveBack]) => (settled ? giveBack() : done()),
+        () => done(), // cancelled: the entry was dropped
+      );
+      return () => {
+        settled = true;
+      };
+    });
+  }
+}
+
+/**
+ * Waits for `start`'s callback, at most `ms` (Infinity: no bound), or until `signal` aborts.
+ * `start` may return a function that is told the wait is over.
+ */
+function boundedWait(
+  ms: number,
+  signal: AbortSignal,
+  start: (done: () => void) => (() => void) | undefined,
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    let finished = false;
+    const finish = (error?: unknown): void => {
+      if (finished) return;
+      finished = true;
+      if (timer !== undefined) clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      stop?.();
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const onAbort = (): void => finish(signal.reason ?? new Error('aborted'));
+    const timer = Number.isFinite(ms) ? setTimeout(() => finish(), Math.max(0, ms)) : undefined;
+    signal.addEventListener('abort', onAbort, { once: true });
+    const stop = start(() => finish());
+  });
+}
+
+/**
+ * One subscriber connection per client, created on first need, shared by every lock's waiters:
+ * one entry per channel, reference-counted; the last waiter to leave unsubscribes.
+ */
+export class LockPubSub {
+  private subscriber: Redis | Cluster | undefined;
+  private readonly entries = new Map<string, ChannelEntry>();
+  private wasReady = false;
+
+  constructor(private readonly createSubscriber: () => Redis | Cluster) {}
+
+  /** Channels with waiters; for tests and introspection. */
+  get channelCount(): number {
+    return this.entries.size;
+  }
+
+  get connection(): Redis | Cluster | undefined {
+    return this.subscriber;
+  }
+
+  join(channel: string): ChannelEntry {
+    let entry = this.entries.get(channel);
+    if (!entry) {
+      entry = new ChannelEntry();
+      this.entries.set(channel, entry);
+      entry.subscribed = this.connect().subscribe(channel).then(
+        () => true,
+        () => false,
+      );
+    }
+    entry.refCount++;
+    return entry;
+  }
+
+  leave(channel: string, entry: ChannelEntry): void {
+    entry.refCount--;
+    if (entry.refCount > 0 || this.entries.get(channel) !== entry) return;
+    this.entries.delete(channel);
+    entry.semaphore.cancel();
+    // Commands on one connection run in order, so a later SUBSCRIBE to this channel wins.
+    this.subscriber?.unsubscribe(channel).catch(() => undefined);
+  }
+
+  /** Disconnects; waiters still parked are woken by the caller's abort, not here. */
+  async close(): Promise<void> {
+    for (const entry of this.entries.values()) entry.semaphore.cancel();
+    this.entries.clear();
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    if (subscriber) subscriber.disconnect();
+  }
+
+  private connect(): Redis | Cluster {
+    if (this.subscriber) return this.subscriber;
+    const subscriber = this.createSubscriber();
+    subscriber.on('message', (channel: string) => this.entries.get(channel)?.wakeOne());
+    // ioredis resubscribes by itself after a reconnect; releases published while we were away
+    // are lost, so every waiter retries once now instead of sleeping out its pttl.
+    subscriber.on('ready', () => {
+      if (this.wasReady) for (const entry of this.entries.values()) entry.wakeAll();
+      this.wasReady = true;
+    });
+    // Connection errors are retried by ioredis; without a listener it would log each one.
+    subscriber.on('error', () => undefined);
+    this.subscriber = subscriber;
+    return subscriber;
+  }
+}

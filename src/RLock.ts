@@ -1,0 +1,273 @@
+import { nanoid } from 'nanoid';
+import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from './errors';
+import type { LockContext } from './LockContext';
+import { LockOwner, runAsOwner, scopedOwner } from './LockOwner';
+import { lockNames, UNLOCK_MESSAGE, type LockNames } from './names';
+import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from './options';
+
+/**
+ * How long a release latch outlives its call, in ms. It only matters when ioredis resends a
+ * release whose reply was lost, which happens on reconnect; a successful reply deletes it.
+ */
+const RELEASE_LATCH_TTL_MS = 60_000;
+
+/**
+ * A reentrant distributed lock, Redisson's RLock: a Redis hash `<clientId>:<ownerId> → holds`.
+ * Outside `withLock` the handle is its own owner and not reentrant; inside `withLock(fn)`, every
+ * handle of the same client and name acts as the scope's owner, so nested holds count up.
+ */
+export class RLock {
+  readonly name: string;
+  private readonly names: LockNames;
+  private readonly identity: string;
+  private readonly handleOwner = new LockOwner();
+
+  /** @internal Use `client.getLock(name)`. */
+  constructor(
+    private readonly context: LockContext,
+    name: unknown,
+  ) {
+    this.name = checkName(name);
+    this.names = lockNames(context.keyPrefix, this.name);
+    this.identity = `${context.clientId}\n${this.names.key}`;
+  }
+
+  /** The Redis key of the lock hash. */
+  get key(): string {
+    return this.names.key;
+  }
+
+  /** Waits as long as it takes (or until `signal` aborts) and takes the lock. */
+  async lock(options?: LockOptions): Promise<void> {
+    const { leaseTime, signal } = checkLockOptions(options, false);
+    this.context.assertOpen();
+    await this.acquire(this.ownerToAcquire(), leaseTime, Infinity, signal);
+  }
+
+  /** Takes the lock if it can within `waitTime` (default: one attempt); true when it did. */
+  async tryLock(options?: TryLockOptions): Promise<boolean> {
+    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
+    this.context.assertOpen();
+    return this.acquire(this.ownerToAcquire(), leaseTime, waitTime ?? 0, signal);
+  }
+
+  /** Gives back one hold; throws `NotLockOwnerError` when the current owner holds none. */
+  async unlock(): Promise<void> {
+    this.context.assertOpen();
+    await this.release(this.currentOwner());
+  }
+
+  /**
+   * Runs `fn` holding the lock and unlocks in `finally`. `fn`'s signal aborts when the lock is
+   * lost (watchdog finds it gone, or its `leaseTime` runs out) or when `options.signal` aborts;
+   * a lock lost while `fn` ran makes `withLock` reject with `LockLostError` even if `fn` resolved.
+   */
+  async withLock<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: WithLockOptions): Promise<T> {
+    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
+    this.context.assertOpen();
+    const outer = scopedOwner(this.identity);
+    const owner = outer ?? new LockOwner();
+    const maxWait = waitTime ?? Infinity;
+    if (!(await this.acquire(owner, leaseTime, maxWait, signal))) throw new LockTimeoutError(this.name, maxWait);
+
+    const scope = new AbortController();
+    const stopWatching = this.watchScope(owner, leaseTime, signal, scope);
+    let outcome: { value: T } | { error: unknown };
+    try {
+      const run = (): T | Promise<T> => fn(scope.signal);
+      outcome = { value: await (outer ? run() : runAsOwner(this.identity, owner, run)) };
+    } catch (error) {
+      outcome = { error };
+    } finally {
+      stopWatching();
+    }
+    const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
+    let releaseError: unknown;
+    try {
+      await (outer ? this.release(owner) : this.releaseAll(owner));
+    } catch (error) {
+      // After a loss, "not the owner" is the expected answer, not news.
+      if (!(lost && error instanceof NotLockOwnerError)) releaseError = error;
+    }
+    if ('error' in outcome) throw outcome.error;
+    if (lost) throw lost;
+    if (releaseError !== undefined) throw releaseError;
+    return outcome.value;
+  }
+
+  /** Deletes the lock whoever holds it and wakes waiters at once; true when there was one. */
+  async forceUnlock(): Promise<boolean> {
+    this.context.assertOpen();
+    const { key, channel } = this.names;
+    const removed = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channel, UNLOCK_MESSAGE));
+    return removed === 1;
+  }
+
+  /** Holds of the current owner (0 when none). */
+  async getHoldCount(): Promise<number> {
+    this.context.assertOpen();
+    const field = this.field(this.currentOwner());
+    const count = await this.context.command('getHoldCount', (redis) => redis.hget(this.names.key, field));
+    return count === null ? 0 : Number(count);
+  }
+
+  /** Whether anyone holds the lock. */
+  async isLocked(): Promise<boolean> {
+    this.context.assertOpen();
+    return (await this.context.command('isLocked', (redis) => redis.exists(this.names.key))) === 1;
+  }
+
+  async isHeldByCurrentOwner(): Promise<boolean> {
+    this.context.assertOpen();
+    const field = this.field(this.currentOwner());
+    return (await this.context.command('isHeldByCurrentOwner', (redis) => redis.hexists(this.names.key, field))) === 1;
+  }
+
+  /** Remaining lease in ms; -2 when there is no lock, -1 when it never expires (as PTTL). */
+  async remainTimeToLive(): Promise<number> {
+    this.context.assertOpen();
+    return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.names.key));
+  }
+
+  private field(owner: LockOwner): string {
+    return `${this.context.clientId}:${owner.id}`;
+  }
+
+  private currentOwner(): LockOwner {
+    return scopedOwner(this.identity) ?? this.handleOwner;
+  }
+
+  /**
+   * A handle outside `withLock` refuses to enter twice: a second `lock()` could as well come from
+   * another task sharing the handle, and letting it in would put two tasks in the critical section.
+   */
+  private ownerToAcquire(): LockOwner {
+    const scoped = scopedOwner(this.identity);
+    if (scoped) return scoped;
+    const owner = this.handleOwner;
+    if (owner.holds > 0 || owner.pending > 0) {
+      throw new LockUsageError(
+        `this handle of lock "${this.name}" already ${owner.holds > 0 ? 'holds it' : 'is acquiring it'}; ` +
+          'a handle is not reentrant outside withLock, so two tasks sharing one cannot both enter. ' +
+          'Use client.getLock() per task, or withLock() for reentrant sections.',
+      );
+    }
+    return owner;
+  }
+
+  /** The waiter loop: try; subscribe; try again; sleep until a release message or the pttl; repeat. */
+  private async acquire(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<boolean> {
+    signal?.throwIfAborted();
+    owner.pending++;
+    try {
+      const deadline = performance.now() + waitTime;
+      let ttl = await this.attempt(owner, leaseTime);
+      if (ttl === null) return await this.acquired(owner, leaseTime, signal);
+      if (waitTime <= 0) return false;
+
+      const waiting = new AbortController();
+      const forwardAbort = (): void => waiting.abort(signal?.reason);
+      signal?.addEventListener('abort', forwardAbort, { once: true });
+      const untrack = this.context.trackWaiter(waiting);
+      const { channel } = this.names;
+      const entry = this.context.pubsub.join(channel);
+      try {
+        // Retrying only once subscribed closes the race with a release published before that.
+        await entry.untilSubscribed(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), waiting.signal);
+        for (;;) {
+          ttl = await this.attempt(owner, leaseTime);
+          if (ttl === null) return await this.acquired(owner, leaseTime, waiting.signal);
+          const remaining = deadline - performance.now();
+          if (remaining <= 0) return false;
+          // A lost message costs at most the holder's pttl, never liveness.
+          await entry.untilReleased(Math.min(ttl < 0 ? Infinity : ttl, remaining), waiting.signal);
+          waiting.signal.throwIfAborted();
+        }
+      } finally {
+        this.context.pubsub.leave(channel, entry);
+        untrack();
+        signal?.removeEventListener('abort', forwardAbort);
+      }
+    } finally {
+      owner.pending--;
+    }
+  }
+
+  private async attempt(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
+    const lease = leaseTime ?? this.context.watchdogTimeout;
+    const field = this.field(owner);
+    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.names.key, lease, field));
+  }
+
+  /** Books a successful attempt; one that raced an abort is given back, leaving nothing behind. */
+  private async acquired(owner: LockOwner, leaseTime: number | undefined, signal?: AbortSignal): Promise<boolean> {
+    owner.holds++;
+    if (leaseTime === undefined) {
+      this.context.renewal.add({ name: this.name, key: this.names.key, field: this.field(owner), owner });
+    }
+    if (signal?.aborted) {
+      await this.release(owner).catch(() => undefined);
+      throw signal.reason;
+    }
+    return true;
+  }
+
+  /** Gives back one hold; returns whether the lock was released entirely. */
+  private async release(owner: LockOwner): Promise<boolean> {
+    const { key, channel, latchPrefix } = this.names;
+    const field = this.field(owner);
+    const latch = latchPrefix + nanoid();
+    let result: 0 | 1 | null;
+    try {
+      result = await this.context.command('release', (redis) =>
+        redis.rlock_release(key, channel, latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS),
+      );
+    } catch (error) {
+      // Unknown outcome. If this was the last hold, stop renewing so that the lock expires
+      // within its lease rather than living on; a retried unlock() tells the rest.
+      if (owner.holds <= 1) this.context.renewal.remove(key, field);
+      throw error;
+    }
+    // The reply came, so ioredis will not resend this call: the latch has done its job.
+    this.context.redis.del(latch).catch(() => undefined);
+    if (result === 0) {
+      owner.holds = Math.max(1, owner.holds - 1);
+      return false;
+    }
+    owner.holds = 0;
+    this.context.renewal.remove(key, field);
+    if (result === null) throw new NotLockOwnerError(this.name, owner.id);
+    return true;
+  }
+
+  /**
+   * Ends an outermost `withLock`: its owner disappears with it, so holds that `fn` left behind
+   * (a `lock()` without `unlock()`), or that Redis counted twice for an acquire resent after a
+   * reconnect, are given back too instead of being kept alive by the watchdog forever.
+   */
+  private async releaseAll(owner: LockOwner): Promise<void> {
+    while (!(await this.release(owner))) {
+      /* keep going until Redis says released (or not held) */
+    }
+  }
+
+  /** Aborts `scope` when the lock is lost or `signal` aborts; returns the undo. */
+  private watchScope(owner: LockOwner, leaseTime: number | undefined, signal: AbortSignal | undefined, scope: AbortController): () => void {
+    const forward = (source: AbortSignal) => () => scope.abort(source.reason);
+    const undo: (() => void)[] = [];
+    for (const source of [signal, this.context.renewal.lostSignal(this.names.key, this.field(owner))]) {
+      if (!source) continue;
+      if (source.aborted) scope.abort(source.reason);
+      const listener = forward(source);
+      source.addEventListener('abort', listener, { once: true });
+      undo.push(() => source.removeEventListener('abort', listener));
+    }
+    if (leaseTime !== undefined && !this.context.renewal.has(this.names.key, this.field(owner))) {
+      const timer = setTimeout(() => scope.abort(new LockLostError(this.name, `its lease of ${leaseTime} ms ran out`)), leaseTime);
+      timer.unref();
+      undo.push(() => clearTimeout(timer));
+    }
+    return () => undo.forEach((fn) => fn());
+  }
+}

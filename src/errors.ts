@@ -1,0 +1,62 @@
+/** Base class of every error this library throws, so callers can catch them all at once. */
+export class LockError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A public call got an argument it cannot use. Nothing was sent to Redis. */
+export class InvalidArgumentError extends LockError {
+  constructor(
+    /** The argument or option at fault, e.g. `name` or `options.leaseTime`. */
+    readonly argument: string,
+    message: string,
+  ) {
+    super(`${argument}: ${message}`);
+  }
+}
+
+/** The client was closed: by `close()` before or while the call ran. */
+export class ClientClosedError extends LockError {
+  constructor() {
+    super('the LockClient is closed');
+  }
+}
+
+/** `unlock()` was called by an owner that holds no hold on the lock (never had one, or lost it). */
+export class NotLockOwnerError extends LockError {
+  constructor(readonly lockName: string, readonly ownerId: string) {
+    super(`lock "${lockName}" is not held by owner ${ownerId}`);
+  }
+}
+
+/** `withLock` could not take the lock within its `waitTime`. */
+export class LockTimeoutError extends LockError {
+  constructor(readonly lockName: string, readonly waitTime: number) {
+    super(`lock "${lockName}" was not acquired within ${waitTime} ms`);
+  }
+}
+
+/**
+ * The owner no longer holds a lock it believed it held: the watchdog found it gone (expired,
+ * force-unlocked, Redis lost its data) or its lease ran out inside `withLock`.
+ */
+export class LockLostError extends LockError {
+  constructor(readonly lockName: string, reason: string) {
+    super(`lock "${lockName}" was lost: ${reason}`);
+  }
+}
+
+/**
+ * A lock handle was used in a way that would silently break mutual exclusion, such as two
+ * concurrent tasks calling `lock()` on one handle outside a `withLock` scope.
+ */
+export class LockUsageError extends LockError {}
+
+/** Redis answered a lock command with an error (OOM, READONLY, WRONGTYPE, ...). */
+export class RedisCommandError extends LockError {
+  constructor(readonly command: string, cause: unknown) {
+    super(`${command} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}

@@ -1,0 +1,14 @@
+export { LockClient, type LockClientEvents, type LockLostEvent } from './LockClient';
+export { RLock } from './RLock';
+export {
+  ClientClosedError,
+  InvalidArgumentError,
+  LockError,
+  LockLostError,
+  LockTimeoutError,
+  LockUsageError,
+  NotLockOwnerError,
+  RedisCommandError,
+} from './errors';
+export { MAX_NAME_BYTES, MAX_TIME_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
+export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';

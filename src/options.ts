@@ -1,0 +1,140 @@
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import { InvalidArgumentError } from './errors';
+
+/** The longest wait or lease accepted, in ms: Node's timer limit (about 24.8 days). */
+export const MAX_TIME_MS = 2_147_483_647;
+/** The longest lock name accepted, in UTF-8 bytes; longer keys cost memory on every call. */
+export const MAX_NAME_BYTES = 1024;
+/** The shortest watchdog timeout: renewals every third of it must still fit between round trips. */
+export const MIN_WATCHDOG_TIMEOUT_MS = 30;
+
+export interface LockClientOptions {
+  /**
+   * Where the locks live: a `redis://` URL, ioredis options (also `{ sentinels, name }` for
+   * Sentinel), or a connected ioredis `Redis`/`Cluster`. Connections the client creates it also
+   * closes; one passed in is left open.
+   */
+  redis: string | RedisOptions | Redis | Cluster;
+  /** Lease of a lock taken without `leaseTime`, in ms, renewed every third of it. Default 30 000. */
+  watchdogTimeout?: number;
+  /** Prepended to every lock name to make its Redis key. Default `''`. */
+  keyPrefix?: string;
+}
+
+export interface LockOptions {
+  /** Lease in ms after which the lock expires by itself; no watchdog. Omit to use the watchdog. */
+  leaseTime?: number;
+  /** Aborting rejects the call with `signal.reason` and leaves nothing behind. */
+  signal?: AbortSignal;
+}
+
+export interface TryLockOptions extends LockOptions {
+  /** How long to wait for the lock, in ms. Default 0: a single attempt. */
+  waitTime?: number;
+}
+
+/** `withLock` waits as long as it takes unless `waitTime` is given. */
+export type WithLockOptions = TryLockOptions;
+
+export interface ResolvedClientOptions {
+  watchdogTimeout: number;
+  keyPrefix: string;
+}
+
+const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix'];
+const LOCK_OPTION_KEYS = ['leaseTime', 'signal'];
+const TRY_LOCK_OPTION_KEYS = ['waitTime', 'leaseTime', 'signal'];
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (value === null || typeof value !== 'object') return String(value);
+  return Array.isArray(value) ? 'an array' : 'an object';
+}
+
+function checkPlainObject(argument: string, value: unknown, allowed: readonly string[]): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidArgumentError(argument, `must be an object, got ${describe(value)}`);
+  }
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) {
+      throw new InvalidArgumentError(`${argument}.${key}`, `is not an option; expected one of ${allowed.join(', ')}`);
+    }
+  }
+  return value as Record<string, unknown>;
+}
+
+/** A whole number of ms within [min, MAX_TIME_MS], or undefined when absent. */
+function checkTime(argument: string, value: unknown, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_TIME_MS) {
+    throw new InvalidArgumentError(
+      argument,
+      `must be a whole number of milliseconds from ${min} to ${MAX_TIME_MS}, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+function checkSignal(argument: string, value: unknown): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  if (!(value instanceof AbortSignal)) {
+    throw new InvalidArgumentError(argument, `must be an AbortSignal, got ${describe(value)}`);
+  }
+  return value;
+}
+
+export function checkName(name: unknown): string {
+  if (typeof name !== 'string') {
+    throw new InvalidArgumentError('name', `must be a string, got ${describe(name)}`);
+  }
+  if (name.length === 0) throw new InvalidArgumentError('name', 'must not be empty');
+  if (Buffer.byteLength(name) > MAX_NAME_BYTES) {
+    throw new InvalidArgumentError('name', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(name)}`);
+  }
+  return name;
+}
+
+export interface CheckedLockOptions {
+  leaseTime?: number;
+  waitTime?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Validates the options of `lock`, `tryLock` and `withLock`. A lease must be at least 1 ms: a
+ * zero lease would expire before the caller could use it, and Redisson's `-1` for "watchdog" is
+ * spelled here by leaving `leaseTime` out.
+ */
+export function checkLockOptions(options: unknown, withWaitTime: boolean): CheckedLockOptions {
+  if (options === undefined) return {};
+  const keys = withWaitTime ? TRY_LOCK_OPTION_KEYS : LOCK_OPTION_KEYS;
+  const raw = checkPlainObject('options', options, keys);
+  return {
+    leaseTime: checkTime('options.leaseTime', raw.leaseTime, 1),
+    waitTime: withWaitTime ? checkTime('options.waitTime', raw.waitTime, 0) : undefined,
+    signal: checkSignal('options.signal', raw.signal),
+  };
+}
+
+export function checkClientOptions(options: unknown): ResolvedClientOptions & { redis: LockClientOptions['redis'] } {
+  const raw = checkPlainObject('options', options, CLIENT_OPTION_KEYS);
+  const redis = raw.redis;
+  const redisOk =
+    typeof redis === 'string' ? /^rediss?:\/\//.test(redis) : typeof redis === 'object' && redis !== null && !Array.isArray(redis);
+  if (!redisOk) {
+    throw new InvalidArgumentError(
+      'options.redis',
+      `must be a redis:// or rediss:// URL, ioredis options, or an ioredis Redis or Cluster, got ${describe(redis)}`,
+    );
+  }
+  const keyPrefix = raw.keyPrefix ?? '';
+  if (typeof keyPrefix !== 'string') {
+    throw new InvalidArgumentError('options.keyPrefix', `must be a string, got ${describe(keyPrefix)}`);
+  }
+  return {
+    redis: redis as LockClientOptions['redis'],
+    watchdogTimeout: checkTime('options.watchdogTimeout', raw.watchdogTimeout, MIN_WATCHDOG_TIMEOUT_MS) ?? 30_000,
+    keyPrefix,
+  };
+}
