@@ -9,7 +9,7 @@ import {
   NotLockOwnerError,
 } from '../src';
 import { runFixture } from './helpers/child';
-import { commandCounts, RedisServer } from './helpers/redisServer';
+import { commandCounts, RedisServer } from './helpers/testRedis';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

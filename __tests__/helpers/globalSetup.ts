@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { hasRedisServer } from './redisServer';
+import { hasRedisServer } from '../../scripts/redisServer';
 
 /** Fails the run at once, with the fix, when there is no Redis to test against. */
 export default async function globalSetup(): Promise<void> {

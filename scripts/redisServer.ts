@@ -83,6 +83,7 @@ export class RedisServer {
     this.process = undefined;
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.ref(); // an unref'ed child's exit would not keep us waiting for it
     child.kill('SIGKILL');
     await exited;
   }
@@ -107,34 +108,10 @@ export class RedisServer {
   }
 }
 
-/**
- * Where the behaviour tests run: `REDIS_URL` when set (the test then never flushes or counts
- * commands on it), else a private server. Tests that count commands, kill or pause the server
- * always use `RedisServer.start()`.
- */
-export async function testRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
+
+/** `REDIS_URL` when set, else a private server that `stop()` removes again. */
+export async function redisFromEnv(): Promise<{ url: string; stop: () => Promise<void> }> {
   if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, stop: async () => undefined };
-  if (!hasRedisServer()) return startContainer();
   const server = await RedisServer.start();
   return { url: server.url, stop: () => server.stop() };
-}
-
-/** Only where no redis-server binary exists: a Docker engine must answer (globalSetup checked). */
-async function startContainer(): Promise<{ url: string; stop: () => Promise<void> }> {
-  const { GenericContainer } = await import('testcontainers');
-  const container = await new GenericContainer('redis:7').withExposedPorts(6379).start();
-  return {
-    url: `redis://${container.getHost()}:${container.getMappedPort(6379)}`,
-    stop: async () => {
-      await container.stop();
-    },
-  };
-}
-
-/** How many times each command ran on a server, from INFO commandstats (`evalsha`, `hget`, ...). */
-export async function commandCounts(redis: Redis): Promise<Record<string, number>> {
-  const info = await redis.info('commandstats');
-  const counts: Record<string, number> = {};
-  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[match[1]!] = Number(match[2]);
-  return counts;
 }
