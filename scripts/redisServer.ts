@@ -62,7 +62,12 @@ export class RedisServer {
     child.unref();
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const probe = new Redis(this.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const probe = new Redis(this.port, '127.0.0.1', {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+        disconnectTimeout: 0, // else a refused probe leaves a 2 s timer behind
+      });
       probe.on('error', () => undefined);
       try {
         await probe.connect();

@@ -14,6 +14,12 @@ export interface RenewalTarget {
 interface RenewalEntry extends RenewalTarget {
   /** Aborted with a `LockLostError` when the watchdog finds the lock gone. */
   readonly lost: AbortController;
+  /**
+   * When Redis expires the lock at the earliest (performance.now() ms): the send time of the
+   * last call that confirmed the lease, plus the lease. Redis set the TTL after that send, so
+   * the key cannot expire before this instant.
+   */
+  expiresAt: number;
 }
 
 /** Keys renewed by one script call; large enough that 10 000 held locks cost 10 calls a period. */
@@ -27,7 +33,11 @@ const BATCH_SIZE = 1000;
 export class ExpirationRenewal {
   private readonly entries = new Map<string, RenewalEntry>();
   private timer: NodeJS.Timeout | undefined;
+  /** Fires at the earliest lease end that no renewal has pushed back yet. */
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private deadlineAt = Infinity;
   private renewing = false;
+  private closed = false;
 
   constructor(
     private readonly redis: Redis | Cluster,
@@ -42,12 +52,17 @@ export class ExpirationRenewal {
     return this.entries.size;
   }
 
-  /** Starts renewing; a second call for the same lock and owner is a no-op. */
-  add(target: RenewalTarget): void {
+  /**
+   * Starts renewing a lock whose acquire call was sent at `sentAt` (performance.now()); a second
+   * call for the same lock and owner is a no-op.
+   */
+  add(target: RenewalTarget, sentAt: number): void {
     const id = entryId(target.key, target.field);
-    if (this.entries.has(id)) return;
-    this.entries.set(id, { ...target, lost: new AbortController() });
+    if (this.closed || this.entries.has(id)) return;
+    const entry = { ...target, lost: new AbortController(), expiresAt: sentAt + this.leaseMs };
+    this.entries.set(id, entry);
     this.timer ??= setInterval(() => void this.renewAll(), Math.floor(this.leaseMs / 3)).unref();
+    this.armDeadline(entry.expiresAt);
   }
 
   has(key: string, field: string): boolean {
@@ -65,6 +80,7 @@ export class ExpirationRenewal {
   }
 
   close(): void {
+    this.closed = true;
     this.entries.clear();
     this.stopTimer();
   }
@@ -72,6 +88,51 @@ export class ExpirationRenewal {
   private stopTimer(): void {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
+    if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
+    this.deadlineAt = Infinity;
+  }
+
+  /**
+   * The owner must stop believing before Redis can expire the lock, or a paused or unreachable
+   * Redis would let a second owner in while the first still works under its lock. A margin of
+   * a tenth of the lease (at most 1 s) absorbs timer and event-loop lag.
+   */
+  private get margin(): number {
+    return Math.min(this.leaseMs / 10, 1000);
+  }
+
+  /** Makes sure the deadline timer fires no later than `expiresAt - margin`. */
+  private armDeadline(expiresAt: number): void {
+    const at = expiresAt - this.margin;
+    if (at >= this.deadlineAt) return;
+    if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
+    this.deadlineAt = at;
+    this.deadlineTimer = setTimeout(() => this.expireOverdue(), Math.max(0, at - performance.now())).unref();
+  }
+
+  /** Declares lost every lock whose lease no renewal confirmed in time, then re-arms for the next. */
+  private expireOverdue(): void {
+    this.deadlineTimer = undefined;
+    this.deadlineAt = Infinity;
+    const now = performance.now();
+    let next = Infinity;
+    for (const entry of [...this.entries.values()]) {
+      if (entry.expiresAt - this.margin <= now) {
+        this.lose(entry, `no renewal was confirmed before its lease of ${this.leaseMs} ms ran out (Redis slow or unreachable)`);
+      } else {
+        next = Math.min(next, entry.expiresAt);
+      }
+    }
+    if (next < Infinity) this.armDeadline(next);
+  }
+
+  private lose(entry: RenewalEntry, reason: string): void {
+    this.remove(entry.key, entry.field);
+    entry.owner.holds = 0;
+    const error = new LockLostError(entry.name, reason);
+    entry.lost.abort(error);
+    this.onLost(entry, error);
   }
 
   /** One tick. A tick that finds the previous one still running skips: Redis is slow enough already. */
@@ -103,6 +164,7 @@ export class ExpirationRenewal {
 
   private async renewBatch(batch: RenewalEntry[]): Promise<void> {
     let renewed: (0 | 1)[];
+    const sentAt = performance.now();
     try {
       renewed = await this.redis.rlock_renew(
         batch.length,
@@ -116,16 +178,31 @@ export class ExpirationRenewal {
       this.onFailed(error);
       return;
     }
+    let earliest = Infinity;
     batch.forEach((entry, i) => {
-      // Only an entry still registered as the very same object was lost; one removed or
+      // Only an entry still registered as the very same object counts; one removed or
       // re-added while the call was in flight belongs to a newer hold.
-      if (renewed[i] === 1 || this.entries.get(entryId(entry.key, entry.field)) !== entry) return;
-      this.remove(entry.key, entry.field);
-      entry.owner.holds = 0;
-      const error = new LockLostError(entry.name, 'the watchdog found it no longer held by its owner');
-      entry.lost.abort(error);
-      this.onLost(entry, error);
+      if (this.entries.get(entryId(entry.key, entry.field)) !== entry) return;
+      if (renewed[i] === 1) {
+        entry.expiresAt = sentAt + this.leaseMs;
+        earliest = Math.min(earliest, entry.expiresAt);
+      } else {
+        this.lose(entry, 'the watchdog found it no longer held by its owner');
+      }
     });
+    // The deadline may now lie later: re-arm from scratch once per batch.
+    if (earliest < Infinity && this.deadlineTimer !== undefined && this.deadlineAt < earliest - this.margin) {
+      clearTimeout(this.deadlineTimer);
+      this.deadlineTimer = undefined;
+      this.deadlineAt = Infinity;
+      this.armDeadline(this.earliestExpiry());
+    }
+  }
+
+  private earliestExpiry(): number {
+    let earliest = Infinity;
+    for (const entry of this.entries.values()) earliest = Math.min(earliest, entry.expiresAt);
+    return earliest;
   }
 }
 

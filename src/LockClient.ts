@@ -25,6 +25,22 @@ export interface LockClientEvents {
   renewalFailed: [unknown];
 }
 
+/** How long `close()` waits for QUIT before it cuts the connection. */
+const QUIT_TIMEOUT_MS = 1000;
+
+async function quitWithin(redis: Redis | Cluster, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  try {
+    await Promise.race([redis.quit().catch(() => undefined), timeout]);
+  } finally {
+    clearTimeout(timer);
+    redis.disconnect();
+  }
+}
+
 function isConnection(value: unknown): value is Redis | Cluster {
   return value instanceof Redis || value instanceof Cluster ||
     (typeof value === 'object' && value !== null &&
@@ -45,7 +61,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly pubsub: LockPubSub;
   private readonly renewal: ExpirationRenewal;
   private readonly waiters = new Set<AbortController>();
+  /** Rejecters of the Redis calls under way, so that `close()` can settle them at once. */
+  private readonly inFlight = new Set<(error: Error) => void>();
   private closed = false;
+  private readonly onReconnect: () => void;
   private readonly context: LockContext;
 
   constructor(options: LockClientOptions) {
@@ -61,7 +80,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       if (typeof given === 'object' && 'keyPrefix' in given && given.keyPrefix) {
         throw new InvalidArgumentError('options.redis.keyPrefix', 'is not supported; use the LockClient option keyPrefix');
       }
-      this.redis = typeof given === 'string' ? new Redis(given) : new Redis(given);
+      this.redis = typeof given === 'string' ? new Redis(given, { disconnectTimeout: 0 }) : new Redis({ disconnectTimeout: 0, ...given });
       this.ownsRedis = true;
       this.redis.on('error', () => undefined); // ioredis retries; calls report their own failures
     }
@@ -73,7 +92,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     }
     defineScripts(this.redis);
     const redis = this.redis;
-    this.pubsub = new LockPubSub(() => redis.duplicate());
+    // disconnectTimeout 0: on disconnect() ioredis otherwise arms a ref'ed 2 s timer that waits
+    // for a socket 'close' which never comes when the socket was already gone (Redis down), and
+    // that timer would hold the process open after close().
+    this.pubsub = new LockPubSub(() => (redis instanceof Redis ? redis.duplicate({ disconnectTimeout: 0 }) : redis.duplicate()));
     this.renewal = new ExpirationRenewal(
       redis,
       this.watchdogTimeout,
@@ -81,6 +103,14 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       (target, error) => this.lost(target, error),
       (error) => this.emit('renewalFailed', error),
     );
+    // After a reconnect Redis may have restarted empty or failed over: check every kept lock now
+    // rather than at the next tick, so that an owner learns of a loss as soon as it can.
+    let wasReady = this.redis.status === 'ready';
+    this.onReconnect = () => {
+      if (wasReady) void this.renewal.renewAll();
+      wasReady = true;
+    };
+    this.redis.on('ready', this.onReconnect);
     this.context = {
       clientId: this.id,
       keyPrefix: this.keyPrefix,
@@ -104,20 +134,23 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 
   /**
-   * Stops the watchdog, rejects parked waiters with `ClientClosedError`, and closes the
-   * connections this client created. Held locks are not released: they expire after their lease.
+   * Stops the watchdog, settles every call under way and every parked waiter with
+   * `ClientClosedError`, and closes the connections this client created (a polite QUIT, cut
+   * short after `QUIT_TIMEOUT_MS` when Redis does not answer). Held locks are not released:
+   * they expire after their lease.
    */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.renewal.close();
+    this.redis.off('ready', this.onReconnect);
     const error = new ClientClosedError();
     for (const waiter of this.waiters) waiter.abort(error);
     this.waiters.clear();
+    for (const reject of this.inFlight) reject(error);
+    this.inFlight.clear();
     await this.pubsub.close();
-    if (this.ownsRedis) {
-      await (this.redis as Redis).quit().catch(() => this.redis.disconnect());
-    }
+    if (this.ownsRedis) await quitWithin(this.redis, QUIT_TIMEOUT_MS);
   }
 
   /** Counters of the client's internal state, for tests and dashboards. */
@@ -129,13 +162,29 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     if (this.closed) throw new ClientClosedError();
   }
 
-  private async command<T>(name: string, call: (redis: Redis | Cluster) => Promise<T>): Promise<T> {
-    try {
-      return await call(this.redis);
-    } catch (error) {
-      if (this.closed) throw new ClientClosedError();
-      throw new RedisCommandError(name, error);
-    }
+  /**
+   * Runs one call. It settles with `ClientClosedError` as soon as `close()` runs, even when
+   * Redis has not answered (paused, unreachable, a connection the user owns); a reply that
+   * arrives later is dropped.
+   */
+  private command<T>(name: string, call: (redis: Redis | Cluster) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const settle = (error: Error): void => {
+        this.inFlight.delete(settle);
+        reject(error);
+      };
+      this.inFlight.add(settle);
+      call(this.redis).then(
+        (value) => {
+          if (!this.inFlight.delete(settle)) return;
+          resolve(value);
+        },
+        (error: unknown) => {
+          if (!this.inFlight.delete(settle)) return;
+          reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, error));
+        },
+      );
+    });
   }
 
   private lost(target: RenewalTarget, error: LockLostError): void {

@@ -48,13 +48,16 @@ export class RLock {
   async tryLock(options?: TryLockOptions): Promise<boolean> {
     const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
     this.context.assertOpen();
-    return this.acquire(this.ownerToAcquire(), leaseTime, waitTime ?? 0, signal);
+    return (await this.acquire(this.ownerToAcquire(), leaseTime, waitTime ?? 0, signal)) !== undefined;
   }
 
   /** Gives back one hold; throws `NotLockOwnerError` when the current owner holds none. */
   async unlock(): Promise<void> {
     this.context.assertOpen();
-    await this.release(this.currentOwner());
+    const owner = this.currentOwner();
+    // A handle's own owner never holds more than once, so any further hold Redis counts comes
+    // from an acquire that ioredis resent after a reconnect: give it back too.
+    await (owner === this.handleOwner ? this.releaseAll(owner) : this.release(owner));
   }
 
   /**
@@ -69,10 +72,11 @@ export class RLock {
     const outer = scopedOwner(this.identity);
     const owner = outer ?? new LockOwner();
     const maxWait = waitTime ?? Infinity;
-    if (!(await this.acquire(owner, leaseTime, maxWait, signal))) throw new LockTimeoutError(this.name, maxWait);
+    const sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
+    if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
 
     const scope = new AbortController();
-    const stopWatching = this.watchScope(owner, leaseTime, signal, scope);
+    const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
     let outcome: { value: T } | { error: unknown };
     try {
       const run = (): T | Promise<T> => fn(scope.signal);
@@ -156,15 +160,19 @@ export class RLock {
     return owner;
   }
 
-  /** The waiter loop: try; subscribe; try again; sleep until a release message or the pttl; repeat. */
-  private async acquire(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<boolean> {
+  /**
+   * The waiter loop: try; subscribe; try again; sleep until a release message or the pttl; repeat.
+   * Resolves with when (performance.now()) the successful attempt was sent, or undefined on timeout.
+   */
+  private async acquire(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<number | undefined> {
     signal?.throwIfAborted();
     owner.pending++;
     try {
       const deadline = performance.now() + waitTime;
+      let sentAt = performance.now();
       let ttl = await this.attempt(owner, leaseTime);
-      if (ttl === null) return await this.acquired(owner, leaseTime, signal);
-      if (waitTime <= 0) return false;
+      if (ttl === null) return await this.acquired(owner, leaseTime, sentAt, signal);
+      if (waitTime <= 0) return undefined;
 
       const waiting = new AbortController();
       const forwardAbort = (): void => waiting.abort(signal?.reason);
@@ -176,10 +184,11 @@ export class RLock {
         // Retrying only once subscribed closes the race with a release published before that.
         await entry.untilSubscribed(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), waiting.signal);
         for (;;) {
+          sentAt = performance.now();
           ttl = await this.attempt(owner, leaseTime);
-          if (ttl === null) return await this.acquired(owner, leaseTime, waiting.signal);
+          if (ttl === null) return await this.acquired(owner, leaseTime, sentAt, waiting.signal);
           const remaining = deadline - performance.now();
-          if (remaining <= 0) return false;
+          if (remaining <= 0) return undefined;
           // A lost message costs at most the holder's pttl, never liveness.
           await entry.untilReleased(Math.min(ttl < 0 ? Infinity : ttl, remaining), waiting.signal);
           waiting.signal.throwIfAborted();
@@ -201,16 +210,16 @@ export class RLock {
   }
 
   /** Books a successful attempt; one that raced an abort is given back, leaving nothing behind. */
-  private async acquired(owner: LockOwner, leaseTime: number | undefined, signal?: AbortSignal): Promise<boolean> {
+  private async acquired(owner: LockOwner, leaseTime: number | undefined, sentAt: number, signal?: AbortSignal): Promise<number> {
     owner.holds++;
     if (leaseTime === undefined) {
-      this.context.renewal.add({ name: this.name, key: this.names.key, field: this.field(owner), owner });
+      this.context.renewal.add({ name: this.name, key: this.names.key, field: this.field(owner), owner }, sentAt);
     }
     if (signal?.aborted) {
       await this.release(owner).catch(() => undefined);
       throw signal.reason;
     }
-    return true;
+    return sentAt;
   }
 
   /** Gives back one hold; returns whether the lock was released entirely. */
@@ -253,7 +262,13 @@ export class RLock {
   }
 
   /** Aborts `scope` when the lock is lost or `signal` aborts; returns the undo. */
-  private watchScope(owner: LockOwner, leaseTime: number | undefined, signal: AbortSignal | undefined, scope: AbortController): () => void {
+  private watchScope(
+    owner: LockOwner,
+    leaseTime: number | undefined,
+    signal: AbortSignal | undefined,
+    scope: AbortController,
+    sentAt: number,
+  ): () => void {
     const forward = (source: AbortSignal) => () => scope.abort(source.reason);
     const undo: (() => void)[] = [];
     for (const source of [signal, this.context.renewal.lostSignal(this.names.key, this.field(owner))]) {
@@ -264,7 +279,11 @@ export class RLock {
       undo.push(() => source.removeEventListener('abort', listener));
     }
     if (leaseTime !== undefined && !this.context.renewal.has(this.names.key, this.field(owner))) {
-      const timer = setTimeout(() => scope.abort(new LockLostError(this.name, `its lease of ${leaseTime} ms ran out`)), leaseTime);
+      // Counted from when the acquire was sent: Redis's TTL started later, so this fires first.
+      const timer = setTimeout(
+        () => scope.abort(new LockLostError(this.name, `its lease of ${leaseTime} ms ran out`)),
+        Math.max(0, sentAt + leaseTime - performance.now()),
+      );
       timer.unref();
       undo.push(() => clearTimeout(timer));
     }

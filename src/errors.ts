@@ -56,7 +56,12 @@ export class LockUsageError extends LockError {}
 
 /** Redis answered a lock command with an error (OOM, READONLY, WRONGTYPE, ...). */
 export class RedisCommandError extends LockError {
+  /** Redis's error code, the first word of its reply (`OOM`, `READONLY`, ...), when it gave one. */
+  readonly code: string | undefined;
+
   constructor(readonly command: string, cause: unknown) {
-    super(`${command} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    const message = cause instanceof Error ? cause.message : String(cause);
+    super(`${command} failed: ${message}`, { cause });
+    this.code = /^([A-Z][A-Z_]+) /.exec(message)?.[1];
   }
 }

@@ -1,0 +1,59 @@
+// Fault 1: Redis is killed -9 and started again, empty, while a holder holds and waiters wait.
+import { once } from 'node:events';
+import { LockLostError } from '../../src';
+import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
+import { aborted, sleep, until } from '../helpers/time';
+
+const redis = usePrivateRedis();
+
+test('no call hangs, the holder is told it lost the lock, and the waiters acquire once Redis is back', async () => {
+  const holder = redis.client({ watchdogTimeout: 900 });
+  const waiting = redis.client({ watchdogTimeout: 900 });
+  const name = 'restart';
+  const lostEvent = once(holder, 'lockLost');
+  let holderSignal: AbortSignal | undefined;
+  const held = holder.getLock(name).withLock(async (signal) => {
+    holderSignal = signal;
+    await aborted(signal);
+  });
+  // It may reject while Redis is still starting: catch it now, judge it below.
+  const heldOutcome = held.then(() => 'resolved', (error: unknown) => error);
+  await until('the holder holds', () => holderSignal);
+
+  const acquiredAt: number[] = [];
+  const waiters = Promise.all(
+    [1, 2, 3].map(() =>
+      waiting.getLock(name).withLock(async () => {
+        acquiredAt.push(performance.now());
+        await sleep(5);
+      }),
+    ),
+  );
+  waiters.catch(() => undefined); // judged below
+  await until('the waiters subscribed', async () => (await subscribers(redis.admin, name)) === 1);
+
+  await redis.server.kill();
+  await sleep(300);
+  await redis.server.restart();
+  const backAt = performance.now();
+
+  expect(await heldOutcome).toBeInstanceOf(LockLostError);
+  expect(holderSignal!.reason).toBeInstanceOf(LockLostError);
+  const [event] = await lostEvent;
+  expect(event).toMatchObject({ name, clientId: holder.id });
+  await waiters;
+  expect(acquiredAt).toHaveLength(3);
+  // Woken by the reconnect and then by each other's releases, not by a lease running out.
+  expect(Math.max(...acquiredAt) - backAt).toBeLessThan(3000);
+  expect(await redis.admin.exists(name)).toBe(0);
+});
+
+test('a lock() under way while Redis is down completes once it is back', async () => {
+  const client = redis.client();
+  await redis.server.kill();
+  const taking = client.getLock('restart:down').tryLock({ waitTime: 10_000, leaseTime: 5_000 });
+  await sleep(200);
+  await redis.server.restart();
+  await expect(taking).resolves.toBe(true);
+  expect(await redis.admin.hlen('restart:down')).toBe(1);
+});

@@ -1,0 +1,74 @@
+// Fault 2: Redis is paused (SIGSTOP) for longer than the lease, then resumed.
+import { once } from 'node:events';
+import { LockLostError } from '../../src';
+import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
+import { aborted, sleep, until } from '../helpers/time';
+
+const redis = usePrivateRedis();
+
+test('the owner stops believing before Redis can expire its lock, so no two owners overlap', async () => {
+  const lease = 600;
+  const holder = redis.client({ watchdogTimeout: lease });
+  const other = redis.client({ watchdogTimeout: lease });
+  const name = 'paused';
+  let lostAt = Infinity;
+  let holding = false;
+  const held = holder.getLock(name).withLock(async (signal) => {
+    holding = true;
+    await aborted(signal);
+    lostAt = performance.now();
+  });
+  const heldOutcome = held.then(() => 'resolved', (error: unknown) => error); // judged below
+  await until('the holder holds', () => holding);
+  let acquiredAt = -Infinity;
+  const waiter = other.getLock(name).withLock(async () => {
+    acquiredAt = performance.now();
+  });
+  await until('the waiter subscribed', async () => (await subscribers(redis.admin, name)) === 1);
+
+  const pausedAt = performance.now();
+  redis.server.pause();
+  await sleep(lease * 2.5);
+  const resumedAt = performance.now();
+  redis.server.resume();
+
+  expect(await heldOutcome).toBeInstanceOf(LockLostError);
+  await waiter;
+  // The holder learned it while Redis was still frozen, from its own lease clock...
+  expect(lostAt).toBeGreaterThan(pausedAt);
+  expect(lostAt).toBeLessThan(resumedAt);
+  // ...so it had given up before the other owner could take the lock.
+  expect(lostAt).toBeLessThan(acquiredAt);
+});
+
+test('lock() without withLock: the lockLost event comes during the pause', async () => {
+  const lease = 600;
+  const client = redis.client({ watchdogTimeout: lease });
+  const lock = client.getLock('paused:plain');
+  await lock.lock();
+  const lost = once(client, 'lockLost');
+  redis.server.pause();
+  const pausedAt = performance.now();
+  const [event] = await lost;
+  const lostAfter = performance.now() - pausedAt;
+  redis.server.resume();
+  expect(event.error).toBeInstanceOf(LockLostError);
+  expect(lostAfter).toBeLessThan(lease);
+  expect(client.stats.renewals).toBe(0);
+});
+
+test('a pause shorter than the lease loses nothing', async () => {
+  const lease = 1500;
+  const client = redis.client({ watchdogTimeout: lease });
+  const lost = jest.fn();
+  client.on('lockLost', lost);
+  const lock = client.getLock('paused:short');
+  await lock.lock();
+  redis.server.pause();
+  await sleep(lease / 3);
+  redis.server.resume();
+  await sleep(lease * 1.5);
+  expect(lost).not.toHaveBeenCalled();
+  expect(await redis.admin.pttl('paused:short')).toBeGreaterThan(lease / 3);
+  await lock.unlock();
+});

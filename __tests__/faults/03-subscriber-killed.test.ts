@@ -1,0 +1,32 @@
+// Fault 3: the subscriber connection is killed (CLIENT KILL TYPE pubsub) while waiters wait.
+import { commandCounts } from '../helpers/testRedis';
+import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
+import { until } from '../helpers/time';
+
+const redis = usePrivateRedis();
+
+test('it resubscribes, and the next unlock wakes the waiter long before its pttl', async () => {
+  const holder = redis.client(); // default lease 30 s: a waiter relying on its pttl would wait that long
+  const waiting = redis.client();
+  const name = 'subscriber-killed';
+  const lock = holder.getLock(name);
+  await lock.lock();
+  let acquiredAt = 0;
+  const waiter = waiting.getLock(name).withLock(async () => {
+    acquiredAt = performance.now();
+  });
+  await until('the waiter subscribed', async () => (await subscribers(redis.admin, name)) === 1);
+
+  const killed = await redis.admin.client('KILL', 'TYPE', 'pubsub');
+  expect(killed).toBeGreaterThanOrEqual(1);
+  await until('the subscriber came back', async () => (await subscribers(redis.admin, name)) === 1);
+  const before = await commandCounts(redis.admin);
+
+  const unlockedAt = performance.now();
+  await lock.unlock();
+  await waiter;
+  expect(acquiredAt - unlockedAt).toBeLessThan(1000);
+  const after = await commandCounts(redis.admin);
+  // One release, one acquire (maybe two if the reconnect wake-up raced the release), one release.
+  expect((after.evalsha ?? 0) - (before.evalsha ?? 0)).toBeLessThanOrEqual(4);
+});

@@ -1,0 +1,38 @@
+// Fault 4: the unlock message never comes; the waiter must still get the lock within the pttl.
+import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
+import { until } from '../helpers/time';
+
+const redis = usePrivateRedis();
+
+test('a lock deleted without a message is taken once the pttl the waiter was given runs out', async () => {
+  const holder = redis.client();
+  const waiting = redis.client();
+  const name = 'lost-message:deleted';
+  const lease = 1200;
+  const start = performance.now();
+  await holder.getLock(name).lock({ leaseTime: lease });
+  const taking = waiting.getLock(name).tryLock({ waitTime: 10_000, leaseTime: 5000 });
+  await until('the waiter subscribed', async () => (await subscribers(redis.admin, name)) === 1);
+  // A release that publishes nothing, as a script that skips the publish would.
+  await redis.admin.del(name);
+  const releasedAt = performance.now();
+  await expect(taking).resolves.toBe(true);
+  const tookAt = performance.now();
+  // Not woken by a message: it slept until the pttl it was given...
+  expect(tookAt - releasedAt).toBeGreaterThan(lease / 2);
+  // ...and no longer than that.
+  expect(tookAt - start).toBeLessThan(lease + 500);
+});
+
+test('a lease that runs out publishes nothing; the waiter takes the lock at its end', async () => {
+  const holder = redis.client();
+  const waiting = redis.client();
+  const name = 'lost-message:expired';
+  const lease = 800;
+  const start = performance.now();
+  await holder.getLock(name).lock({ leaseTime: lease });
+  await expect(waiting.getLock(name).tryLock({ waitTime: 10_000, leaseTime: 5000 })).resolves.toBe(true);
+  const elapsed = performance.now() - start;
+  expect(elapsed).toBeGreaterThan(lease - 50);
+  expect(elapsed).toBeLessThan(lease + 500);
+});

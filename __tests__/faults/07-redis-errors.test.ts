@@ -1,0 +1,68 @@
+// Fault 7: Redis answers with errors. Each surfaces as a typed RedisCommandError (or is recovered
+// from), never as a hang or an unhandled rejection (the suite fails on one).
+import { RedisCommandError } from '../../src';
+import { RedisServer } from '../helpers/testRedis';
+import { usePrivateRedis } from '../helpers/privateRedis';
+import { until } from '../helpers/time';
+
+const redis = usePrivateRedis();
+
+test('OOM (maxmemory 1, noeviction): acquire fails with code OOM, and works again after', async () => {
+  const client = redis.client();
+  const lock = client.getLock('errors:oom');
+  await redis.admin.config('SET', 'maxmemory-policy', 'noeviction');
+  await redis.admin.config('SET', 'maxmemory', '1');
+  try {
+    await expect(lock.tryLock()).rejects.toMatchObject({ name: 'RedisCommandError', code: 'OOM' });
+    // A waiting lock() fails the same way instead of waiting forever.
+    await expect(client.getLock('errors:oom:2').lock()).rejects.toBeInstanceOf(RedisCommandError);
+    // Reads still answer.
+    await expect(lock.isLocked()).resolves.toBe(false);
+  } finally {
+    await redis.admin.config('SET', 'maxmemory', '0');
+  }
+  await expect(lock.tryLock()).resolves.toBe(true);
+  await lock.unlock();
+});
+
+test('READONLY: a client pointed at a replica gets code READONLY for writes; reads work', async () => {
+  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(redis.server.port)]);
+  try {
+    const probe = replica.connect();
+    await until('the replica synced', async () => /master_link_status:up/.test(await probe.info('replication')));
+    probe.disconnect();
+    const client = redis.client({ redis: replica.url });
+    const lock = client.getLock('errors:readonly');
+    await expect(lock.tryLock()).rejects.toMatchObject({ name: 'RedisCommandError', code: 'READONLY' });
+    await expect(lock.forceUnlock()).rejects.toMatchObject({ code: 'READONLY' });
+    await expect(lock.isLocked()).resolves.toBe(false);
+    await expect(lock.remainTimeToLive()).resolves.toBe(-2);
+    await client.close();
+  } finally {
+    await replica.stop();
+  }
+});
+
+test('NOSCRIPT after SCRIPT FLUSH: recovered from, the calls succeed', async () => {
+  const client = redis.client();
+  const lock = client.getLock('errors:noscript');
+  await lock.lock({ leaseTime: 10_000 });
+  await redis.admin.script('FLUSH');
+  await lock.unlock();
+  expect(await redis.admin.exists('errors:noscript')).toBe(0);
+  await redis.admin.script('FLUSH');
+  await expect(lock.tryLock({ leaseTime: 10_000 })).resolves.toBe(true);
+  await redis.admin.script('FLUSH');
+  await expect(lock.forceUnlock()).resolves.toBe(true);
+});
+
+test('WRONGTYPE: a name already used by another kind of key fails with code WRONGTYPE', async () => {
+  const client = redis.client();
+  await redis.admin.set('errors:wrongtype', 'not a lock');
+  const lock = client.getLock('errors:wrongtype');
+  await expect(lock.tryLock()).rejects.toMatchObject({ name: 'RedisCommandError', code: 'WRONGTYPE' });
+  await expect(lock.lock()).rejects.toMatchObject({ code: 'WRONGTYPE' });
+  await expect(lock.getHoldCount()).rejects.toMatchObject({ code: 'WRONGTYPE' });
+  expect(await redis.admin.get('errors:wrongtype')).toBe('not a lock');
+  expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
+});

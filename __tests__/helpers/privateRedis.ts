@@ -1,0 +1,53 @@
+import type { Redis } from 'ioredis';
+import { LockClient, type LockClientOptions } from '../../src';
+import { RedisServer } from './testRedis';
+
+export interface PrivateRedis {
+  /** The private server: tests may kill, pause and restart it. */
+  readonly server: RedisServer;
+  /** A plain connection for the test to look at (and tamper with) the server. */
+  readonly admin: Redis;
+  /** A LockClient on the server (or on `options.redis`), closed after each test. */
+  client(options?: Partial<LockClientOptions>): LockClient;
+}
+
+/** Registers jest hooks that give the file a private `redis-server` and tidy up after each test. */
+export function usePrivateRedis(extraArgs: string[] = []): PrivateRedis {
+  let server: RedisServer | undefined;
+  let admin: Redis | undefined;
+  const clients: LockClient[] = [];
+  beforeAll(async () => {
+    server = await RedisServer.start(extraArgs);
+    admin = server.connect();
+    admin.on('error', () => undefined); // tests restart the server under it; it reconnects
+  });
+  afterEach(async () => {
+    server?.resume();
+    await Promise.all(clients.splice(0).map((client) => client.close()));
+  });
+  afterAll(async () => {
+    admin?.disconnect();
+    await server?.stop();
+  });
+  return {
+    get server() {
+      if (!server) throw new Error('the server starts in beforeAll');
+      return server;
+    },
+    get admin() {
+      if (!admin) throw new Error('the server starts in beforeAll');
+      return admin;
+    },
+    client(options = {}) {
+      const client = new LockClient({ redis: this.server.url, ...options });
+      clients.push(client);
+      return client;
+    },
+  };
+}
+
+/** How many subscribers listen on the release channel of lock `key`. */
+export async function subscribers(admin: Redis, key: string): Promise<number> {
+  const reply = (await admin.pubsub('NUMSUB', `rlock__channel:{${key}}`)) as [string, number];
+  return Number(reply[1]);
+}
