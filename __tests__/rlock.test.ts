@@ -410,6 +410,19 @@ describe('AbortSignal', () => {
     expect(await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)).toEqual([`rlock__channel:{${name}}`, 0]);
   });
 
+  test('a signal aborted while the first attempt is in flight still stops the wait', async () => {
+    const name = uniqueName();
+    await newClient().getLock(name).lock(); // held for 30 s under the watchdog
+    const lock = newClient().getLock(name);
+    const controller = new AbortController();
+    const start = performance.now();
+    const waiting = lock.lock({ signal: controller.signal });
+    controller.abort(new Error('gave up')); // the first acquire call is on the wire
+    await expect(waiting).rejects.toThrow('gave up');
+    expect(performance.now() - start).toBeLessThan(1000);
+    expect(await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)).toEqual([`rlock__channel:{${name}}`, 0]);
+  });
+
   test('an already aborted signal rejects before anything is sent', async () => {
     const client = newClient();
     const lock = client.getLock(uniqueName());

@@ -177,6 +177,8 @@ export class RLock {
       const waiting = new AbortController();
       const forwardAbort = (): void => waiting.abort(signal?.reason);
       signal?.addEventListener('abort', forwardAbort, { once: true });
+      // An abort during the first attempt fired before the listener existed.
+      if (signal?.aborted) forwardAbort();
       const untrack = this.context.trackWaiter(waiting);
       const { channel } = this.names;
       const entry = this.context.pubsub.join(channel);
