@@ -27,7 +27,7 @@ export class RLock {
     private readonly context: LockContext,
     name: unknown,
   ) {
-    this.name = checkName(name);
+    this.name = checkName(name, context.keyPrefix);
     this.names = lockNames(context.keyPrefix, this.name);
     this.identity = `${context.clientId}\n${this.names.key}`;
   }

@@ -84,13 +84,18 @@ function checkSignal(argument: string, value: unknown): AbortSignal | undefined 
   return value;
 }
 
-export function checkName(name: unknown): string {
+/** Checks a lock name; with `keyPrefix`, also that the whole key stays within MAX_NAME_BYTES. */
+export function checkName(name: unknown, keyPrefix = ''): string {
   if (typeof name !== 'string') {
     throw new InvalidArgumentError('name', `must be a string, got ${describe(name)}`);
   }
   if (name.length === 0) throw new InvalidArgumentError('name', 'must not be empty');
   if (Buffer.byteLength(name) > MAX_NAME_BYTES) {
     throw new InvalidArgumentError('name', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(name)}`);
+  }
+  const keyBytes = Buffer.byteLength(keyPrefix) + Buffer.byteLength(name);
+  if (keyBytes > MAX_NAME_BYTES) {
+    throw new InvalidArgumentError('name', `with the key prefix makes a key of ${keyBytes} bytes; at most ${MAX_NAME_BYTES} are allowed`);
   }
   return name;
 }
@@ -131,6 +136,9 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
   const keyPrefix = raw.keyPrefix ?? '';
   if (typeof keyPrefix !== 'string') {
     throw new InvalidArgumentError('options.keyPrefix', `must be a string, got ${describe(keyPrefix)}`);
+  }
+  if (Buffer.byteLength(keyPrefix) > MAX_NAME_BYTES) {
+    throw new InvalidArgumentError('options.keyPrefix', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(keyPrefix)}`);
   }
   return {
     redis: redis as LockClientOptions['redis'],

@@ -1,0 +1,173 @@
+// Bad input, everywhere: every public call gets wrong types and values and must answer with a
+// typed error that names the argument, before a single command reaches Redis.
+import type { Redis } from 'ioredis';
+import { ClientClosedError, InvalidArgumentError, LockClient, LockError, type RLock } from '../src';
+import { commandCounts, RedisServer } from './helpers/testRedis';
+
+let server: RedisServer;
+let admin: Redis;
+let client: LockClient;
+let lock: RLock;
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  admin = server.connect();
+  client = new LockClient({ redis: server.url });
+  lock = client.getLock('bad-input');
+  await lock.isLocked(); // connect first, so that connecting is not counted below
+});
+
+afterAll(async () => {
+  await client.close();
+  await admin.quit();
+  await server.stop();
+});
+
+/** Runs `call` and returns what it threw or rejected with, and the commands Redis ran meanwhile. */
+async function attempt(call: () => unknown): Promise<{ error: unknown; commands: Record<string, number> }> {
+  const before = await commandCounts(admin);
+  let error: unknown;
+  try {
+    const made = await call();
+    if (made instanceof LockClient) await made.close(); // it should not exist; do not let it leak
+  } catch (caught) {
+    error = caught;
+  }
+  const after = await commandCounts(admin);
+  const commands: Record<string, number> = {};
+  for (const [name, calls] of Object.entries(after)) {
+    if (name !== 'info' && calls !== (before[name] ?? 0)) commands[name] = calls - (before[name] ?? 0);
+  }
+  return { error, commands };
+}
+
+const badNames: [string, unknown][] = [
+  ['undefined', undefined],
+  ['null', null],
+  ['NaN', NaN],
+  ['a number', 42],
+  ['an object', { name: 'x' }],
+  ['an array', ['x']],
+  ['a symbol', Symbol('x')],
+  ['empty', ''],
+  ['over 1 KiB', 'x'.repeat(1025)],
+  ['over 1 KiB in UTF-8', 'é'.repeat(513)],
+];
+
+const badTimes: [string, unknown][] = [
+  ['null', null],
+  ['NaN', NaN],
+  ['Infinity', Infinity],
+  ['-Infinity', -Infinity],
+  ['negative', -1],
+  ['fractional', 1.5],
+  ['huge', 2 ** 40],
+  ['a string', '100'],
+  ['a bigint', 100n],
+  ['an object', { ms: 100 }],
+];
+
+const badSignals: [string, unknown][] = [
+  ['null', null],
+  ['an object', {}],
+  ['a controller', new AbortController()],
+  ['a string', 'abort'],
+];
+
+const badOptionBags: [string, unknown][] = [
+  ['null', null],
+  ['a number', 5],
+  ['a string', 'leaseTime=5'],
+  ['an array', [5]],
+  ['a misspelt key', { leaseTme: 5 }],
+];
+
+type Case = [call: string, value: string, argument: string, run: () => unknown];
+
+const cases: Case[] = [
+  ...badNames.map(([label, name]): Case => ['getLock', label, 'name', () => client.getLock(name as string)]),
+  ...(['lock', 'tryLock', 'withLock'] as const).flatMap((method): Case[] => {
+    const call = (options: unknown): unknown =>
+      method === 'withLock' ? lock.withLock(() => 1, options as never) : lock[method](options as never);
+    return [
+      ...badOptionBags.map(([label, options]): Case => [method, `options ${label}`, label === 'a misspelt key' ? 'options.leaseTme' : 'options', () => call(options)]),
+      ...badTimes.map(([label, value]): Case => [method, `leaseTime ${label}`, 'options.leaseTime', () => call({ leaseTime: value })]),
+      [method, 'leaseTime 0', 'options.leaseTime', () => call({ leaseTime: 0 })],
+      ...badSignals.map(([label, value]): Case => [method, `signal ${label}`, 'options.signal', () => call({ signal: value })]),
+      ...(method === 'lock'
+        ? [[method, 'a waitTime (lock() waits as long as it takes)', 'options.waitTime', () => call({ waitTime: 100 })] as Case]
+        : badTimes.map(([label, value]): Case => [method, `waitTime ${label}`, 'options.waitTime', () => call({ waitTime: value, leaseTime: 1000 })])),
+    ];
+  }),
+  ...([undefined, null, 'fn', 42, {}] as unknown[]).map((fn): Case => ['withLock', `fn ${String(fn)}`, 'fn', () => lock.withLock(fn as never)]),
+  ['LockClient', 'no options', 'options', () => new LockClient(undefined as never)],
+  ['LockClient', 'null options', 'options', () => new LockClient(null as never)],
+  ['LockClient', 'no redis', 'options.redis', () => new LockClient({} as never)],
+  ['LockClient', 'redis a number', 'options.redis', () => new LockClient({ redis: 6379 as never })],
+  ['LockClient', 'redis an http URL', 'options.redis', () => new LockClient({ redis: 'http://127.0.0.1' })],
+  ['LockClient', 'redis an ioredis keyPrefix', 'options.redis.keyPrefix', () => new LockClient({ redis: { keyPrefix: 'x:' } })],
+  ...badTimes.map(([label, value]): Case => ['LockClient', `watchdogTimeout ${label}`, 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: value as number })]),
+  ['LockClient', 'watchdogTimeout below 30 ms', 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: 10 })],
+  ['LockClient', 'keyPrefix a number', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 5 as never })],
+  ['LockClient', 'keyPrefix over 1 KiB', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1025) })],
+  ['LockClient', 'a misspelt option', 'options.watchdogTimout', () => new LockClient({ redis: server.url, watchdogTimout: 5000 } as never)],
+];
+
+test.each(cases)('%s with %s: InvalidArgumentError naming %s, nothing sent', async (_call, _value, argument, run) => {
+  const { error, commands } = await attempt(run);
+  expect(error).toBeInstanceOf(InvalidArgumentError);
+  expect(error).toBeInstanceOf(LockError);
+  expect((error as InvalidArgumentError).argument).toBe(argument);
+  expect((error as Error).message.startsWith(`${argument}: `)).toBe(true);
+  expect(commands).toEqual({});
+});
+
+test('a key (prefix + name) over 1 KiB is refused by getLock', async () => {
+  const prefixed = new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1000) });
+  try {
+    const { error, commands } = await attempt(() => prefixed.getLock('n'.repeat(30)));
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).argument).toBe('name');
+    expect(commands).toEqual({});
+  } finally {
+    await prefixed.close();
+  }
+});
+
+test('an already aborted signal: rejects with its reason, nothing sent', async () => {
+  const reason = new Error('already gone');
+  for (const run of [
+    () => lock.lock({ signal: AbortSignal.abort(reason) }),
+    () => lock.tryLock({ signal: AbortSignal.abort(reason), waitTime: 100 }),
+    () => lock.withLock(() => 1, { signal: AbortSignal.abort(reason) }),
+  ]) {
+    const { error, commands } = await attempt(run);
+    expect(error).toBe(reason);
+    expect(commands).toEqual({});
+  }
+});
+
+test('a closed client: every call throws ClientClosedError, nothing sent', async () => {
+  const closing = new LockClient({ redis: server.url });
+  const handle = closing.getLock('closed');
+  await handle.isLocked();
+  await closing.close();
+  const calls: (() => unknown)[] = [
+    () => closing.getLock('closed'),
+    () => handle.lock(),
+    () => handle.tryLock(),
+    () => handle.withLock(() => 1),
+    () => handle.unlock(),
+    () => handle.forceUnlock(),
+    () => handle.getHoldCount(),
+    () => handle.isLocked(),
+    () => handle.isHeldByCurrentOwner(),
+    () => handle.remainTimeToLive(),
+  ];
+  for (const run of calls) {
+    const { error, commands } = await attempt(run);
+    expect(error).toBeInstanceOf(ClientClosedError);
+    expect(commands).toEqual({});
+  }
+  await expect(closing.close()).resolves.toBeUndefined(); // a second close is harmless
+});

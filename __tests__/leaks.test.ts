@@ -1,0 +1,38 @@
+// Leaks: 100 000 lock/unlock cycles and 10 000 abandoned waits leave the client's internal maps
+// empty and the heap flat (measured after a full GC in a child process started with --expose-gc).
+import { startFixture } from './helpers/child';
+import { RedisServer } from './helpers/testRedis';
+
+let server: RedisServer;
+beforeAll(async () => {
+  server = await RedisServer.start();
+});
+afterAll(async () => {
+  await server.stop();
+});
+
+interface Checkpoint {
+  phase: string;
+  heap: number;
+  stats: { renewals: number; waitingChannels: number; waiters: number };
+}
+
+test('100 000 cycles and 10 000 aborted waits: maps empty, heap flat, nothing left in Redis', async () => {
+  const child = startFixture('leakCycles.ts', [server.url, '100000', '10000'], ['--expose-gc']);
+  const { code, stderr } = await child.exited(90_000);
+  expect(stderr).toBe('');
+  expect(code).toBe(0);
+  const [warm, cycles, aborted] = child.lines.map((line) => JSON.parse(line) as Checkpoint);
+  const empty = { renewals: 0, waitingChannels: 0, waiters: 0 };
+  expect([warm!.stats, cycles!.stats, aborted!.stats]).toEqual([empty, empty, empty]);
+  // A leak of one small object per cycle would be several MB here.
+  expect(cycles!.heap - warm!.heap).toBeLessThan(1024 * 1024);
+  expect(aborted!.heap - warm!.heap).toBeLessThan(1024 * 1024);
+  const admin = server.connect();
+  try {
+    expect(await admin.dbsize()).toBe(0); // no lock hashes, no latches
+    expect(await admin.pubsub('CHANNELS')).toEqual([]);
+  } finally {
+    admin.disconnect();
+  }
+}, 120_000);
