@@ -12,8 +12,8 @@ export interface RenewalTarget {
 }
 
 interface RenewalEntry extends RenewalTarget {
-  /** Aborted with a `LockLostError` when the watchdog finds the lock gone. */
-  readonly lost: AbortController;
+  /** Aborted with a `LockLostError` on loss; made only when someone asks (withLock does). */
+  lost?: AbortController;
   /**
    * When Redis expires the lock at the earliest (performance.now() ms): the send time of the
    * last call that confirmed the lease, plus the lease. Redis set the TTL after that send, so
@@ -59,8 +59,10 @@ export class ExpirationRenewal {
   add(target: RenewalTarget, sentAt: number): void {
     const id = entryId(target.key, target.field);
     if (this.closed || this.entries.has(id)) return;
-    const entry = { ...target, lost: new AbortController(), expiresAt: sentAt + this.leaseMs };
+    const entry: RenewalEntry = { name: target.name, key: target.key, field: target.field, owner: target.owner, expiresAt: sentAt + this.leaseMs };
     this.entries.set(id, entry);
+    // Timers outlive the last entry until their next run: a lock taken and released over and
+    // over then costs no timer churn.
     this.timer ??= setInterval(() => void this.renewAll(), Math.floor(this.leaseMs / 3)).unref();
     this.armDeadline(entry.expiresAt);
   }
@@ -71,12 +73,14 @@ export class ExpirationRenewal {
 
   /** A signal that aborts when the watchdog finds this lock lost, if the watchdog keeps it. */
   lostSignal(key: string, field: string): AbortSignal | undefined {
-    return this.entries.get(entryId(key, field))?.lost.signal;
+    const entry = this.entries.get(entryId(key, field));
+    if (!entry) return undefined;
+    entry.lost ??= new AbortController();
+    return entry.lost.signal;
   }
 
   remove(key: string, field: string): void {
     this.entries.delete(entryId(key, field));
-    if (this.entries.size === 0) this.stopTimer();
   }
 
   close(): void {
@@ -115,6 +119,7 @@ export class ExpirationRenewal {
   private expireOverdue(): void {
     this.deadlineTimer = undefined;
     this.deadlineAt = Infinity;
+    if (this.entries.size === 0) return;
     const now = performance.now();
     let next = Infinity;
     for (const entry of [...this.entries.values()]) {
@@ -131,12 +136,16 @@ export class ExpirationRenewal {
     this.remove(entry.key, entry.field);
     entry.owner.holds = 0;
     const error = new LockLostError(entry.name, reason);
-    entry.lost.abort(error);
+    entry.lost?.abort(error);
     this.onLost(entry, error);
   }
 
   /** One tick. A tick that finds the previous one still running skips: Redis is slow enough already. */
   async renewAll(): Promise<void> {
+    if (this.entries.size === 0) {
+      this.stopTimer();
+      return;
+    }
     if (this.renewing) return;
     this.renewing = true;
     try {

@@ -1,7 +1,8 @@
-import { EventEmitter } from 'node:events';
+import { EventEmitter, setMaxListeners } from 'node:events';
 import { Cluster, Redis } from 'ioredis';
 import { nanoid } from 'nanoid';
 import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError } from './errors';
+import { diagnostics } from './diagnostics';
 import { ExpirationRenewal, type RenewalTarget } from './ExpirationRenewal';
 import type { LockContext } from './LockContext';
 import { LockPubSub } from './LockPubSub';
@@ -60,15 +61,20 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly ownsRedis: boolean;
   private readonly pubsub: LockPubSub;
   private readonly renewal: ExpirationRenewal;
-  private readonly waiters = new Set<AbortController>();
+  /** Aborted by close(): wakes every parked waiter with ClientClosedError. */
+  private readonly closing = new AbortController();
+  private waiterCount = 0;
   /** Rejecters of the Redis calls under way, so that `close()` can settle them at once. */
   private readonly inFlight = new Set<(error: Error) => void>();
   private closed = false;
   private readonly onReconnect: () => void;
+  private readonly onDrop: () => void;
+  private epoch = 0;
   private readonly context: LockContext;
 
   constructor(options: LockClientOptions) {
     super();
+    setMaxListeners(0, this.closing.signal); // one listener per parked waiter, by design
     const checked = checkClientOptions(options);
     this.keyPrefix = checked.keyPrefix;
     this.watchdogTimeout = checked.watchdogTimeout;
@@ -101,7 +107,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       this.watchdogTimeout,
       () => 0,
       (target, error) => this.lost(target, error),
-      (error) => this.emit('renewalFailed', error),
+      (error) => {
+        if (diagnostics.renewalFailed.hasSubscribers) diagnostics.renewalFailed.publish({ clientId: this.id, error });
+        this.emit('renewalFailed', error);
+      },
     );
     // After a reconnect Redis may have restarted empty or failed over: check every kept lock now
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
@@ -111,6 +120,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       wasReady = true;
     };
     this.redis.on('ready', this.onReconnect);
+    this.onDrop = () => this.epoch++;
+    this.redis.on('close', this.onDrop);
     this.context = {
       clientId: this.id,
       keyPrefix: this.keyPrefix,
@@ -120,9 +131,15 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       renewal: this.renewal,
       assertOpen: () => this.assertOpen(),
       command: (name, call) => this.command(name, call),
-      trackWaiter: (waiter) => {
-        this.waiters.add(waiter);
-        return () => this.waiters.delete(waiter);
+      connectionEpoch: () => this.epoch,
+      closedSignal: this.closing.signal,
+      trackWaiter: () => {
+        this.waiterCount++;
+        let counted = true;
+        return () => {
+          if (counted) this.waiterCount--;
+          counted = false;
+        };
       },
     };
   }
@@ -144,9 +161,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.closed = true;
     this.renewal.close();
     this.redis.off('ready', this.onReconnect);
+    this.redis.off('close', this.onDrop);
     const error = new ClientClosedError();
-    for (const waiter of this.waiters) waiter.abort(error);
-    this.waiters.clear();
+    this.closing.abort(error);
     for (const reject of this.inFlight) reject(error);
     this.inFlight.clear();
     await this.pubsub.close();
@@ -155,7 +172,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   /** Counters of the client's internal state, for tests and dashboards. */
   get stats(): { renewals: number; waitingChannels: number; waiters: number } {
-    return { renewals: this.renewal.size, waitingChannels: this.pubsub.channelCount, waiters: this.waiters.size };
+    return { renewals: this.renewal.size, waitingChannels: this.pubsub.channelCount, waiters: this.waiterCount };
   }
 
   private assertOpen(): void {
@@ -188,12 +205,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 
   private lost(target: RenewalTarget, error: LockLostError): void {
-    this.emit('lockLost', {
-      name: target.name,
-      key: target.key,
-      clientId: this.id,
-      ownerId: target.owner.id,
-      error,
-    });
+    const event = { name: target.name, key: target.key, clientId: this.id, ownerId: target.owner.id, error };
+    if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish(event);
+    this.emit('lockLost', event);
   }
 }

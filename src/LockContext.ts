@@ -14,6 +14,10 @@ export interface LockContext {
   assertOpen(): void;
   /** Runs one Redis call; its failure becomes a `RedisCommandError`, or `ClientClosedError` after close. */
   command<T>(name: string, call: (redis: Redis | Cluster) => Promise<T>): Promise<T>;
-  /** Lets `close()` abort a parked waiter; returns the undo. */
-  trackWaiter(waiter: AbortController): () => void;
+  /** Goes up each time the command connection drops; a call that spans a change may have been resent. */
+  connectionEpoch(): number;
+  /** Aborts (with `ClientClosedError`) when the client closes: every parked waiter listens to it. */
+  readonly closedSignal: AbortSignal;
+  /** Counts a parked waiter for `stats`; returns the undo. */
+  trackWaiter(): () => void;
 }

@@ -3,8 +3,10 @@ import type { Cluster, Redis } from 'ioredis';
 
 /**
  * The waiters of one channel. Each release message adds one permit to the semaphore, so it
- * wakes one local waiter; a message that comes while no waiter is parked leaves its permit for
- * the next one, which then retries at once instead of sleeping through a free lock.
+ * wakes one parked waiter. A message that comes while no waiter is parked leaves one permit
+ * (never more) for the next to park, which then retries at once instead of sleeping through a
+ * free lock; more stored permits would send every waiter back to Redis in a burst that only
+ * one of them can win.
  */
 export class ChannelEntry {
   refCount = 0;
@@ -12,9 +14,9 @@ export class ChannelEntry {
   /** Settles true once SUBSCRIBE is confirmed, false when it failed (waiters then fall back to pttl sleeps). */
   subscribed: Promise<boolean> = Promise.resolve(false);
 
-  /** Wakes one waiter; permits never exceed the waiters, so a burst of messages cannot pile up. */
+  /** Wakes one parked waiter, or stores one permit when none is parked and none is stored. */
   wakeOne(): void {
-    if (this.semaphore.getValue() < this.refCount) this.semaphore.release();
+    if (this.semaphore.getValue() < 1) this.semaphore.release();
   }
 
   wakeAll(): void {
@@ -22,17 +24,17 @@ export class ChannelEntry {
     if (missing > 0) this.semaphore.release(missing);
   }
 
-  /** Resolves once subscribed or after `ms`, whichever is first; rejects with `signal.reason` on abort. */
-  untilSubscribed(ms: number, signal: AbortSignal): Promise<void> {
-    return boundedWait(ms, signal, (done) => {
+  /** Resolves once subscribed or after `ms`, whichever is first; rejects with the reason of the first of `stops` to abort. */
+  untilSubscribed(ms: number, stops: AbortSignal[]): Promise<void> {
+    return boundedWait(ms, stops, (done) => {
       void this.subscribed.then(() => done());
       return undefined;
     });
   }
 
-  /** Resolves on a release message (consuming its permit) or after `ms`; rejects with `signal.reason` on abort. */
-  untilReleased(ms: number, signal: AbortSignal): Promise<void> {
-    return boundedWait(ms, signal, (done) => {
+  /** Resolves on a release message (consuming its permit) or after `ms`; rejects like `untilSubscribed` on abort. */
+  untilReleased(ms: number, stops: AbortSignal[]): Promise<void> {
+    return boundedWait(ms, stops, (done) => {
       let settled = false;
       this.semaphore.acquire().then(
         // A permit that arrives after we stopped waiting goes back for the next waiter.
@@ -47,17 +49,18 @@ export class ChannelEntry {
 }
 
 /**
- * Waits for `start`'s callback, at most `ms` (Infinity: no bound), or until `signal` aborts.
+ * Waits for `start`'s callback, at most `ms` (Infinity: no bound), or until one of `stops` aborts.
  * `start` may return a function that is told the wait is over.
  */
 function boundedWait(
   ms: number,
-  signal: AbortSignal,
+  stops: AbortSignal[],
   start: (done: () => void) => (() => void) | undefined,
 ): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    if (signal.aborted) {
-      reject(signal.reason);
+    const stopped = stops.find((stop) => stop.aborted);
+    if (stopped) {
+      reject(stopped.reason);
       return;
     }
     let finished = false;
@@ -65,15 +68,15 @@ function boundedWait(
       if (finished) return;
       finished = true;
       if (timer !== undefined) clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-      stop?.();
+      for (const stop of stops) stop.removeEventListener('abort', onAbort);
+      end?.();
       if (error === undefined) resolve();
       else reject(error);
     };
-    const onAbort = (): void => finish(signal.reason ?? new Error('aborted'));
+    const onAbort = (event: Event): void => finish((event.target as AbortSignal).reason ?? new Error('aborted'));
     const timer = Number.isFinite(ms) ? setTimeout(() => finish(), Math.max(0, ms)) : undefined;
-    signal.addEventListener('abort', onAbort, { once: true });
-    const stop = start(() => finish());
+    for (const stop of stops) stop.addEventListener('abort', onAbort, { once: true });
+    const end = start(() => finish());
   });
 }
 

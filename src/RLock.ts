@@ -2,7 +2,8 @@ import { nanoid } from 'nanoid';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from './errors';
 import type { LockContext } from './LockContext';
 import { LockOwner, runAsOwner, scopedOwner } from './LockOwner';
-import { lockNames, UNLOCK_MESSAGE, type LockNames } from './names';
+import { diagnostics } from './diagnostics';
+import { channelOf, latchPrefixOf, UNLOCK_MESSAGE } from './names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from './options';
 
 /**
@@ -18,9 +19,9 @@ const RELEASE_LATCH_TTL_MS = 60_000;
  */
 export class RLock {
   readonly name: string;
-  private readonly names: LockNames;
-  private readonly identity: string;
-  private readonly handleOwner = new LockOwner();
+  /** The Redis key of the lock hash: `<keyPrefix><name>`. */
+  readonly key: string;
+  private ownOwner: LockOwner | undefined;
 
   /** @internal Use `client.getLock(name)`. */
   constructor(
@@ -28,13 +29,12 @@ export class RLock {
     name: unknown,
   ) {
     this.name = checkName(name, context.keyPrefix);
-    this.names = lockNames(context.keyPrefix, this.name);
-    this.identity = `${context.clientId}\n${this.names.key}`;
+    this.key = context.keyPrefix + this.name;
   }
 
-  /** The Redis key of the lock hash. */
-  get key(): string {
-    return this.names.key;
+  /** One lock of one client, for the owner scopes: `<clientId>\n<key>`. */
+  private get identity(): string {
+    return `${this.context.clientId}\n${this.key}`;
   }
 
   /** Waits as long as it takes (or until `signal` aborts) and takes the lock. */
@@ -103,8 +103,11 @@ export class RLock {
   /** Deletes the lock whoever holds it and wakes waiters at once; true when there was one. */
   async forceUnlock(): Promise<boolean> {
     this.context.assertOpen();
-    const { key, channel } = this.names;
-    const removed = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channel, UNLOCK_MESSAGE));
+    const { key } = this;
+    const removed = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE));
+    if (diagnostics.forceUnlocked.hasSubscribers) {
+      diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: removed === 1 });
+    }
     return removed === 1;
   }
 
@@ -112,26 +115,36 @@ export class RLock {
   async getHoldCount(): Promise<number> {
     this.context.assertOpen();
     const field = this.field(this.currentOwner());
-    const count = await this.context.command('getHoldCount', (redis) => redis.hget(this.names.key, field));
+    const count = await this.context.command('getHoldCount', (redis) => redis.hget(this.key, field));
     return count === null ? 0 : Number(count);
   }
 
   /** Whether anyone holds the lock. */
   async isLocked(): Promise<boolean> {
     this.context.assertOpen();
-    return (await this.context.command('isLocked', (redis) => redis.exists(this.names.key))) === 1;
+    return (await this.context.command('isLocked', (redis) => redis.exists(this.key))) === 1;
   }
 
   async isHeldByCurrentOwner(): Promise<boolean> {
     this.context.assertOpen();
     const field = this.field(this.currentOwner());
-    return (await this.context.command('isHeldByCurrentOwner', (redis) => redis.hexists(this.names.key, field))) === 1;
+    return (await this.context.command('isHeldByCurrentOwner', (redis) => redis.hexists(this.key, field))) === 1;
   }
 
   /** Remaining lease in ms; -2 when there is no lock, -1 when it never expires (as PTTL). */
   async remainTimeToLive(): Promise<number> {
     this.context.assertOpen();
-    return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.names.key));
+    return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.key));
+  }
+
+  /** The common part of every diagnostics message. */
+  private event(owner: LockOwner): { name: string; key: string; clientId: string; ownerId: string } {
+    return { name: this.name, key: this.key, clientId: this.context.clientId, ownerId: owner.id };
+  }
+
+  /** The handle's own owner, made on first use (a process may keep many handles). */
+  private get handleOwner(): LockOwner {
+    return (this.ownOwner ??= new LockOwner());
   }
 
   private field(owner: LockOwner): string {
@@ -171,34 +184,40 @@ export class RLock {
       const deadline = performance.now() + waitTime;
       let sentAt = performance.now();
       let ttl = await this.attempt(owner, leaseTime);
-      if (ttl === null) return await this.acquired(owner, leaseTime, sentAt, signal);
+      if (ttl === null) return await this.acquired(owner, leaseTime, sentAt, signal ? [signal] : []);
       if (waitTime <= 0) return undefined;
 
-      const waiting = new AbortController();
-      const forwardAbort = (): void => waiting.abort(signal?.reason);
-      signal?.addEventListener('abort', forwardAbort, { once: true });
-      // An abort during the first attempt fired before the listener existed.
-      if (signal?.aborted) forwardAbort();
-      const untrack = this.context.trackWaiter(waiting);
-      const { channel } = this.names;
+      // Stopped by the caller's signal or by client.close(); no controller of its own, as a
+      // process may park 10 000s of waiters.
+      const stops = signal ? [signal, this.context.closedSignal] : [this.context.closedSignal];
+      const untrack = this.context.trackWaiter();
+      const channel = channelOf(this.key);
       const entry = this.context.pubsub.join(channel);
+      const waitFrom = performance.now();
+      let got = false;
+      if (diagnostics.waitStart.hasSubscribers) diagnostics.waitStart.publish(this.event(owner));
       try {
         // Retrying only once subscribed closes the race with a release published before that.
-        await entry.untilSubscribed(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), waiting.signal);
+        await entry.untilSubscribed(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), stops);
         for (;;) {
           sentAt = performance.now();
           ttl = await this.attempt(owner, leaseTime);
-          if (ttl === null) return await this.acquired(owner, leaseTime, sentAt, waiting.signal);
+          if (ttl === null) {
+            const result = await this.acquired(owner, leaseTime, sentAt, stops);
+            got = true;
+            return result;
+          }
           const remaining = deadline - performance.now();
           if (remaining <= 0) return undefined;
           // A lost message costs at most the holder's pttl, never liveness.
-          await entry.untilReleased(Math.min(ttl < 0 ? Infinity : ttl, remaining), waiting.signal);
-          waiting.signal.throwIfAborted();
+          await entry.untilReleased(Math.min(ttl < 0 ? Infinity : ttl, remaining), stops);
         }
       } finally {
         this.context.pubsub.leave(channel, entry);
         untrack();
-        signal?.removeEventListener('abort', forwardAbort);
+        if (diagnostics.waitEnd.hasSubscribers) {
+          diagnostics.waitEnd.publish({ ...this.event(owner), durationMs: performance.now() - waitFrom, acquired: got });
+        }
       }
     } finally {
       owner.pending--;
@@ -208,43 +227,51 @@ export class RLock {
   private async attempt(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
     const lease = leaseTime ?? this.context.watchdogTimeout;
     const field = this.field(owner);
-    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.names.key, lease, field));
+    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field));
   }
 
   /** Books a successful attempt; one that raced an abort is given back, leaving nothing behind. */
-  private async acquired(owner: LockOwner, leaseTime: number | undefined, sentAt: number, signal?: AbortSignal): Promise<number> {
+  private async acquired(owner: LockOwner, leaseTime: number | undefined, sentAt: number, stops: AbortSignal[]): Promise<number> {
     owner.holds++;
+    if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(owner), holds: owner.holds, leaseTime });
     if (leaseTime === undefined) {
-      this.context.renewal.add({ name: this.name, key: this.names.key, field: this.field(owner), owner }, sentAt);
+      this.context.renewal.add({ name: this.name, key: this.key, field: this.field(owner), owner }, sentAt);
     }
-    if (signal?.aborted) {
+    const stopped = stops.find((stop) => stop.aborted);
+    if (stopped) {
       await this.release(owner).catch(() => undefined);
-      throw signal.reason;
+      throw stopped.reason;
     }
     return sentAt;
   }
 
   /** Gives back one hold; returns whether the lock was released entirely. */
   private async release(owner: LockOwner): Promise<boolean> {
-    const { key, channel, latchPrefix } = this.names;
+    const { key } = this;
     const field = this.field(owner);
-    const latch = latchPrefix + nanoid();
-    let result: 0 | 1 | null;
-    try {
-      result = await this.context.command('release', (redis) =>
-        redis.rlock_release(key, channel, latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS),
-      );
-    } catch (error) {
-      // Unknown outcome. If this was the last hold, stop renewing so that the lock expires
-      // within its lease rather than living on; a retried unlock() tells the rest.
-      if (owner.holds <= 1) this.context.renewal.remove(key, field);
-      throw error;
-    }
-    // The reply came, so ioredis will not resend this call: the latch has done its job.
-    this.context.redis.del(latch).catch(() => undefined);
+    const latch = latchPrefixOf(key) + nanoid();
+    const epoch = this.context.connectionEpoch();
+    const holdsBefore = owner.holds;
+    // The last hold is being given up: stop renewing now, not after the reply, or a renewal
+    // racing this release would find the lock gone and report it lost. If the release fails,
+    // the lock then expires within its lease.
+    if (holdsBefore <= 1) this.context.renewal.remove(key, field);
+    // A failure leaves the outcome unknown; a retried unlock() tells the rest.
+    let result = await this.context.command('release', (redis) =>
+      redis.rlock_release(key, channelOf(key), latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS),
+    );
+    if (result !== null && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {
+      // The reply came, so ioredis will not resend this call: the latch has done its job.
+      this.context.redis.del(latch).catch(() => undefined);
       owner.holds = Math.max(1, owner.holds - 1);
       return false;
+    }
+    // nil after a reconnect, for an owner with one hold: the answer of a resend whose first run
+    // released the lock (or of a lock lost meanwhile); either way it is not held any more.
+    if (result === null && holdsBefore === 1 && this.context.connectionEpoch() !== epoch) {
+      result = 1;
+      if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: true });
     }
     owner.holds = 0;
     this.context.renewal.remove(key, field);
@@ -273,14 +300,14 @@ export class RLock {
   ): () => void {
     const forward = (source: AbortSignal) => () => scope.abort(source.reason);
     const undo: (() => void)[] = [];
-    for (const source of [signal, this.context.renewal.lostSignal(this.names.key, this.field(owner))]) {
+    for (const source of [signal, this.context.renewal.lostSignal(this.key, this.field(owner))]) {
       if (!source) continue;
       if (source.aborted) scope.abort(source.reason);
       const listener = forward(source);
       source.addEventListener('abort', listener, { once: true });
       undo.push(() => source.removeEventListener('abort', listener));
     }
-    if (leaseTime !== undefined && !this.context.renewal.has(this.names.key, this.field(owner))) {
+    if (leaseTime !== undefined && !this.context.renewal.has(this.key, this.field(owner))) {
       // Counted from when the acquire was sent: Redis's TTL started later, so this fires first.
       const timer = setTimeout(
         () => scope.abort(new LockLostError(this.name, `its lease of ${leaseTime} ms ran out`)),

@@ -1,18 +1,10 @@
 /**
- * The Redis names of one lock. The channel and latch keys carry the lock key as a hash tag so
- * that, on Cluster, every key a script names lives in the lock's slot (no CROSSSLOT). A lock key
- * that already has a hash tag (`{...}`) keeps it: wrapping it again would move the channel to
- * another slot, so there the name is appended bare, as Redisson does.
+ * The Redis names of one lock. The lock hash is `<keyPrefix><name>`. The channel and latch keys
+ * carry the lock key as a hash tag so that, on Cluster, every key a script names lives in the
+ * lock's slot (no CROSSSLOT). A lock key that already has a hash tag (`{...}`) keeps it: wrapping
+ * it again would move the channel to another slot, so there the key is appended bare, as
+ * Redisson does. They are derived when needed rather than stored: a process may hold 10 000s.
  */
-export interface LockNames {
-  /** The lock hash: `<keyPrefix><name>`. */
-  key: string;
-  /** Where releases are published: `rlock__channel:{<key>}`. */
-  channel: string;
-  /** Prefix of the per-request release latch keys: `rlock__unlock_latch:{<key>}:`. */
-  latchPrefix: string;
-}
-
 /** Whether Redis Cluster hashes `key` by a hash tag: a `{` followed later by a non-empty `...}`. */
 function hasHashTag(key: string): boolean {
   const open = key.indexOf('{');
@@ -23,13 +15,14 @@ function tagged(prefix: string, key: string): string {
   return hasHashTag(key) ? `${prefix}:${key}` : `${prefix}:{${key}}`;
 }
 
-export function lockNames(keyPrefix: string, name: string): LockNames {
-  const key = keyPrefix + name;
-  return {
-    key,
-    channel: tagged('rlock__channel', key),
-    latchPrefix: `${tagged('rlock__unlock_latch', key)}:`,
-  };
+/** Where releases of lock `key` are published: `rlock__channel:{<key>}`. */
+export function channelOf(key: string): string {
+  return tagged('rlock__channel', key);
+}
+
+/** Prefix of the per-request release latch keys of lock `key`: `rlock__unlock_latch:{<key>}:`. */
+export function latchPrefixOf(key: string): string {
+  return `${tagged('rlock__unlock_latch', key)}:`;
 }
 
 /** What the release scripts publish; Redisson's UNLOCK_MESSAGE. */
