@@ -10,8 +10,11 @@ test('no overlapping holds, no lost update, waits end in time, nothing left in R
     hotLocks: 3,
     durationMs: 5000,
     watchdogTimeout: 1500,
-    waitSlackMs: 500,
+    // Loose: under jest this shares 2 cores with another test file, 3 workers and Redis.
+    // `npm run soak` holds waits to 500 ms.
+    waitSlackMs: 1000,
   });
+  if (report.violations.length) console.error(JSON.stringify(report, null, 2));
   expect(report.violations).toEqual([]);
   // It really was a contest: each lock changed hands many times, waits timed out, force-unlocks hit.
   for (const holds of Object.values(report.holdsPerLock)) expect(holds).toBeGreaterThan(100);

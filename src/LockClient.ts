@@ -6,7 +6,8 @@ import { diagnostics } from './diagnostics';
 import { ExpirationRenewal, type RenewalTarget } from './ExpirationRenewal';
 import type { LockContext } from './LockContext';
 import { LockPubSub } from './LockPubSub';
-import { checkClientOptions, type LockClientOptions } from './options';
+import { connectionName, listLockNames, type LockInfo } from './introspection';
+import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
 import { RLock } from './RLock';
 import { defineScripts } from './scripts';
 
@@ -57,6 +58,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   readonly id = nanoid();
   readonly keyPrefix: string;
   readonly watchdogTimeout: number;
+  /** The human name `inspect()` shows beside the clientId (option `name`). */
+  readonly name: string;
   private readonly redis: Redis | Cluster;
   private readonly ownsRedis: boolean;
   private readonly pubsub: LockPubSub;
@@ -78,6 +81,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const checked = checkClientOptions(options);
     this.keyPrefix = checked.keyPrefix;
     this.watchdogTimeout = checked.watchdogTimeout;
+    this.name = checked.name;
+    const connName = connectionName(this.id, this.name);
     const given = checked.redis;
     if (isConnection(given)) {
       this.redis = given;
@@ -86,7 +91,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       if (typeof given === 'object' && 'keyPrefix' in given && given.keyPrefix) {
         throw new InvalidArgumentError('options.redis.keyPrefix', 'is not supported; use the LockClient option keyPrefix');
       }
-      this.redis = typeof given === 'string' ? new Redis(given, { disconnectTimeout: 0 }) : new Redis({ disconnectTimeout: 0, ...given });
+      // ioredis sets the connection name again on every reconnect; inspect() reads it.
+      this.redis = typeof given === 'string'
+        ? new Redis(given, { disconnectTimeout: 0, connectionName: connName })
+        : new Redis({ disconnectTimeout: 0, connectionName: connName, ...given });
       this.ownsRedis = true;
       this.redis.on('error', () => undefined); // ioredis retries; calls report their own failures
     }
@@ -96,12 +104,18 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       // ioredis would prefix the keys but not the channel the waiters subscribe to.
       throw new InvalidArgumentError('options.redis', 'must not have an ioredis keyPrefix; use the LockClient option keyPrefix');
     }
+    if (!this.ownsRedis && !this.redis.isCluster && !(this.redis as Redis).options.connectionName) {
+      // A connection passed in without a name of its own gets ours, so that inspect() can say
+      // who holds a lock (ioredis re-applies options.connectionName on reconnect).
+      (this.redis as Redis).options.connectionName = connName;
+      if (this.redis.status === 'ready') (this.redis as Redis).client('SETNAME', connName).catch(() => undefined);
+    }
     defineScripts(this.redis);
     const redis = this.redis;
     // disconnectTimeout 0: on disconnect() ioredis otherwise arms a ref'ed 2 s timer that waits
     // for a socket 'close' which never comes when the socket was already gone (Redis down), and
     // that timer would hold the process open after close().
-    this.pubsub = new LockPubSub(() => (redis instanceof Redis ? redis.duplicate({ disconnectTimeout: 0 }) : redis.duplicate()));
+    this.pubsub = new LockPubSub(() => (redis instanceof Redis ? redis.duplicate({ disconnectTimeout: 0, connectionName: connName }) : redis.duplicate()));
     this.renewal = new ExpirationRenewal(
       redis,
       this.watchdogTimeout,
@@ -148,6 +162,31 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   getLock(name: string): RLock {
     this.assertOpen();
     return new RLock(this.context, name);
+  }
+
+  /** Who holds lock `name`, for how long, and how many clients wait on it (see `RLock.inspect`). */
+  inspect(name: string): Promise<LockInfo> {
+    return this.getLock(name).inspect();
+  }
+
+  /**
+   * The names of the locks under this client's `keyPrefix` (`match` is a glob on the name),
+   * found with SCAN on every master, never KEYS, and recognised by their hash layout.
+   */
+  listLocks(options?: ListLocksOptions): AsyncIterable<string> {
+    const { match, count } = checkListOptions(options);
+    this.assertOpen();
+    const names = listLockNames(this.redis, this.keyPrefix, match, count);
+    const command = <T>(call: () => Promise<T>): Promise<T> => this.command('listLocks', () => call());
+    return {
+      [Symbol.asyncIterator]: () => ({
+        next: () => command(() => names.next()),
+        return: async () => {
+          await names.return(undefined);
+          return { done: true, value: undefined };
+        },
+      }),
+    };
   }
 
   /**

@@ -3,6 +3,7 @@ import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, 
 import type { LockContext } from './LockContext';
 import { LockOwner, runAsOwner, scopedOwner } from './LockOwner';
 import { diagnostics } from './diagnostics';
+import { inspectLock, type LockInfo } from './introspection';
 import { channelOf, latchPrefixOf, UNLOCK_MESSAGE } from './names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from './options';
 
@@ -109,6 +110,16 @@ export class RLock {
       diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: removed === 1 });
     }
     return removed === 1;
+  }
+
+  /**
+   * Who holds the lock (clientId, ownerId, hold count, and the holding client's `name` when its
+   * connection is still there), its remaining TTL, and how many clients wait on it: HGETALL,
+   * PTTL and PUBSUB NUMSUB in one round trip, then CLIENT LIST for the names.
+   */
+  async inspect(): Promise<LockInfo> {
+    this.context.assertOpen();
+    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key));
   }
 
   /** Holds of the current owner (0 when none). */

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { InvalidArgumentError } from './errors';
 
@@ -19,6 +20,19 @@ export interface LockClientOptions {
   watchdogTimeout?: number;
   /** Prepended to every lock name to make its Redis key. Default `''`. */
   keyPrefix?: string;
+  /**
+   * A human name shown by `inspect()` and `rlock inspect` beside the clientId, so that an
+   * operator can tell which service holds a lock. Default `<hostname>:<pid>`.
+   */
+  name?: string;
+}
+
+/** Options of `client.listLocks()`. */
+export interface ListLocksOptions {
+  /** A glob on the lock name (the key prefix is added). Default `*`. */
+  match?: string;
+  /** SCAN's COUNT hint. Default 100. */
+  count?: number;
 }
 
 export interface LockOptions {
@@ -39,9 +53,12 @@ export type WithLockOptions = TryLockOptions;
 export interface ResolvedClientOptions {
   watchdogTimeout: number;
   keyPrefix: string;
+  name: string;
 }
 
-const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix'];
+const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix', 'name'];
+const LIST_OPTION_KEYS = ['match', 'count'];
+const MAX_CLIENT_NAME_LENGTH = 128;
 const LOCK_OPTION_KEYS = ['leaseTime', 'signal'];
 const TRY_LOCK_OPTION_KEYS = ['waitTime', 'leaseTime', 'signal'];
 
@@ -140,9 +157,29 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
   if (Buffer.byteLength(keyPrefix) > MAX_NAME_BYTES) {
     throw new InvalidArgumentError('options.keyPrefix', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(keyPrefix)}`);
   }
+  const name = raw.name ?? `${hostname()}:${process.pid}`;
+  if (typeof name !== 'string' || name.length === 0 || name.length > MAX_CLIENT_NAME_LENGTH) {
+    throw new InvalidArgumentError('options.name', `must be a string of 1 to ${MAX_CLIENT_NAME_LENGTH} characters, got ${describe(name)}`);
+  }
   return {
+    // Redis connection names cannot hold spaces or newlines.
+    name: name.replace(/\s/g, '_'),
     redis: redis as LockClientOptions['redis'],
     watchdogTimeout: checkTime('options.watchdogTimeout', raw.watchdogTimeout, MIN_WATCHDOG_TIMEOUT_MS) ?? 30_000,
     keyPrefix,
   };
+}
+
+export function checkListOptions(options: unknown): { match: string; count: number } {
+  if (options === undefined) return { match: '*', count: 100 };
+  const raw = checkPlainObject('options', options, LIST_OPTION_KEYS);
+  const match = raw.match ?? '*';
+  if (typeof match !== 'string' || match.length === 0 || Buffer.byteLength(match) > MAX_NAME_BYTES) {
+    throw new InvalidArgumentError('options.match', `must be a non-empty glob of at most ${MAX_NAME_BYTES} bytes, got ${describe(match)}`);
+  }
+  const count = raw.count ?? 100;
+  if (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > 100_000) {
+    throw new InvalidArgumentError('options.count', `must be a whole number from 1 to 100000, got ${describe(count)}`);
+  }
+  return { match, count };
 }

@@ -1,0 +1,100 @@
+// For operators and dashboards: inspect(), listLocks(), client names, diagnostics_channel events.
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { once } from 'node:events';
+import { InvalidArgumentError } from '../src';
+import { startFixture } from './helpers/child';
+import { usePrivateRedis } from './helpers/privateRedis';
+import { until } from './helpers/time';
+
+const redis = usePrivateRedis();
+
+test('inspect() shows holders with their client names, the TTL and the waiting clients', async () => {
+  const holder = redis.client({ name: 'billing-worker 7' });
+  const waiting = redis.client({ name: 'api' });
+  const lock = holder.getLock('orders:1');
+  const waiterLock = waiting.getLock('orders:1');
+  let parked: Promise<boolean> | undefined;
+  await lock.withLock(async () => {
+    await holder.getLock('orders:1').lock(); // a second hold of the same owner
+    parked = waiterLock.tryLock({ waitTime: 10_000, leaseTime: 1000 });
+    await until('the waiter parked', () => waiting.stats.waiters === 1);
+    const info = await waiting.inspect('orders:1');
+    expect(info).toMatchObject({ name: 'orders:1', key: 'orders:1', locked: true, waitingClients: 1 });
+    expect(info.ttl).toBeGreaterThan(25_000);
+    expect(info.holders).toEqual([{ clientId: holder.id, ownerId: expect.any(String), holdCount: 2, clientName: 'billing-worker_7' }]);
+    await holder.getLock('orders:1').unlock();
+  });
+  expect(await parked).toBe(true); // woken by the release
+  await waiterLock.unlock();
+  const free = await holder.getLock('orders:none').inspect();
+  expect(free).toEqual({ name: 'orders:none', key: 'orders:none', locked: false, holders: [], ttl: -2, waitingClients: 0 });
+});
+
+test('a holder whose process is gone shows no client name', async () => {
+  await redis.admin.hset('orphan', 'AAAAAAAAAAAAAAAAAAAAA:BBBBBBBBBBBBBBBBBBBBB', 1);
+  const info = await redis.client().inspect('orphan');
+  expect(info.holders).toEqual([{ clientId: 'AAAAAAAAAAAAAAAAAAAAA', ownerId: 'BBBBBBBBBBBBBBBBBBBBB', holdCount: 1, clientName: undefined }]);
+  await redis.admin.del('orphan');
+});
+
+test('listLocks() walks SCAN under the prefix and keeps only hashes with the lock layout', async () => {
+  const client = redis.client({ keyPrefix: 'svc:' });
+  const names = ['a:1', 'a:2', 'b:1'];
+  await Promise.all(names.map((name) => client.getLock(name).lock({ leaseTime: 30_000 })));
+  await redis.admin.hset('svc:not-a-lock', 'field', 'value'); // a hash of another layout
+  await redis.admin.set('svc:string', 'x');
+  await redis.admin.hset('other:a:3', 'AAAAAAAAAAAAAAAAAAAAA:BBBBBBBBBBBBBBBBBBBBB', 1); // another prefix
+  const found: string[] = [];
+  for await (const name of client.listLocks({ count: 1 })) found.push(name);
+  expect(found.sort()).toEqual(names);
+  const matched: string[] = [];
+  for await (const name of client.listLocks({ match: 'a:*' })) matched.push(name);
+  expect(matched.sort()).toEqual(['a:1', 'a:2']);
+  expect(() => client.listLocks({ count: 0 })).toThrow(InvalidArgumentError);
+  expect(() => client.listLocks({ match: '' })).toThrow(InvalidArgumentError);
+  await redis.admin.del('svc:not-a-lock', 'svc:string', 'other:a:3', ...names.map((n) => `svc:${n}`));
+});
+
+test('diagnostics_channel: acquired, released, wait start/end, force-unlocked and lost are published', async () => {
+  const seen: [string, Record<string, unknown>][] = [];
+  const channels = ['rlock:acquired', 'rlock:released', 'rlock:wait:start', 'rlock:wait:end', 'rlock:lost', 'rlock:force-unlocked'];
+  const listeners = channels.map((name) => {
+    const listener = (message: unknown): void => void seen.push([name, message as Record<string, unknown>]);
+    subscribe(name, listener);
+    return [name, listener] as const;
+  });
+  try {
+    const a = redis.client({ watchdogTimeout: 300 });
+    const b = redis.client();
+    const lock = a.getLock('diag');
+    await lock.lock();
+    const waiting = b.getLock('diag').tryLock({ waitTime: 5000, leaseTime: 1000 });
+    await until('the waiter parked', () => b.stats.waiters === 1);
+    await lock.unlock();
+    await waiting;
+    const lostEvent = once(a, 'lockLost');
+    await a.getLock('diag2').lock();
+    await b.getLock('diag2').forceUnlock();
+    await lostEvent;
+    const kinds = seen.map(([name]) => name);
+    for (const name of channels) expect(kinds).toContain(name);
+    const end = seen.find(([name]) => name === 'rlock:wait:end')![1];
+    expect(end).toMatchObject({ name: 'diag', clientId: b.id, acquired: true });
+    expect(end.durationMs).toEqual(expect.any(Number));
+    expect(seen.find(([name]) => name === 'rlock:lost')![1]).toMatchObject({ name: 'diag2', clientId: a.id });
+  } finally {
+    for (const [name, listener] of listeners) unsubscribe(name, listener);
+  }
+});
+
+test('the OpenTelemetry example runs and reports the three instruments', async () => {
+  const example = startFixture('../../examples/otel-metrics.ts', []);
+  const { code, stderr } = await example.exited(30_000);
+  expect(stderr).toBe('');
+  expect(code).toBe(0);
+  expect(example.lines).toEqual([
+    'rlock.wait.duration {"lock":"example:orders","acquired":true} count=3',
+    'rlock.lost {"lock":"example:doomed"} 1',
+    'rlock.holds {} 0',
+  ]);
+});
