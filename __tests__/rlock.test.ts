@@ -117,9 +117,9 @@ describe('the Redis protocol', () => {
     const pttl = await conn.rlock_acquire(key, 10_000, 'c:b');
     expect(pttl).toBeGreaterThan(9_000);
     expect(pttl).toBeLessThanOrEqual(10_000);
-    expect(await conn.rlock_release(key, channel, `${key}:latch1`, 'c:b', '0', 1000)).toBeNull();
-    expect(await conn.rlock_release(key, channel, `${key}:latch2`, 'c:a', '0', 1000)).toBe(0);
-    expect(await conn.rlock_release(key, channel, `${key}:latch3`, 'c:a', '0', 1000)).toBe(1);
+    expect(await conn.rlock_release(key, channel, `${key}:latch1`, 'c:b', '0', 1000, 'publish')).toBeNull();
+    expect(await conn.rlock_release(key, channel, `${key}:latch2`, 'c:a', '0', 1000, 'publish')).toBe(0);
+    expect(await conn.rlock_release(key, channel, `${key}:latch3`, 'c:a', '0', 1000, 'publish')).toBe(1);
     await client.close();
     expect(conn.status).toBe('ready'); // a connection passed in stays open
     await conn.quit();
@@ -134,8 +134,8 @@ describe('the Redis protocol', () => {
     const latch = `rlock__unlock_latch:{${key}}:req1`;
     await conn.rlock_acquire(key, 10_000, 'c:a');
     await conn.rlock_acquire(key, 10_000, 'c:a');
-    expect(await conn.rlock_release(key, channel, latch, 'c:a', '0', 1000)).toBe(0);
-    expect(await conn.rlock_release(key, channel, latch, 'c:a', '0', 1000)).toBe(0);
+    expect(await conn.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
+    expect(await conn.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
     expect(await conn.hget(key, 'c:a')).toBe('1');
     await client.close();
     await conn.quit();

@@ -1,5 +1,6 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
 import { Cluster, Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
 import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError } from './errors';
 import { diagnostics } from './diagnostics';
@@ -9,7 +10,7 @@ import { LockPubSub } from './LockPubSub';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
 import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
 import { RLock } from './RLock';
-import { defineScripts } from './scripts';
+import { defineScripts, type PublishCommand } from './scripts';
 
 /** Payload of the `lockLost` event. */
 export interface LockLostEvent {
@@ -73,6 +74,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly onReconnect: () => void;
   private readonly onDrop: () => void;
   private epoch = 0;
+  private publishCommandAnswer: Promise<PublishCommand> | undefined;
   private readonly context: LockContext;
 
   constructor(options: LockClientOptions) {
@@ -115,11 +117,18 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // disconnectTimeout 0: on disconnect() ioredis otherwise arms a ref'ed 2 s timer that waits
     // for a socket 'close' which never comes when the socket was already gone (Redis down), and
     // that timer would hold the process open after close().
-    this.pubsub = new LockPubSub(() => (redis instanceof Redis ? redis.duplicate({ disconnectTimeout: 0, connectionName: connName }) : redis.duplicate()));
+    this.pubsub = new LockPubSub(
+      (sharded) =>
+        redis.isCluster
+          ? (redis as Cluster).duplicate([], { shardedSubscribers: sharded })
+          : (redis as Redis).duplicate({ disconnectTimeout: 0, connectionName: connName }),
+      () => this.publishCommand(),
+    );
     this.renewal = new ExpirationRenewal(
       redis,
       this.watchdogTimeout,
-      () => 0,
+      // On Cluster a renewal script may only name keys of one slot.
+      redis.isCluster ? (key) => calculateSlot(key) : () => 0,
       (target, error) => this.lost(target, error),
       (error) => {
         if (diagnostics.renewalFailed.hasSubscribers) diagnostics.renewalFailed.publish({ clientId: this.id, error });
@@ -146,6 +155,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       assertOpen: () => this.assertOpen(),
       command: (name, call) => this.command(name, call),
       connectionEpoch: () => this.epoch,
+      publishCommand: () => this.publishCommand(),
       closedSignal: this.closing.signal,
       trackWaiter: () => {
         this.waiterCount++;
@@ -162,6 +172,23 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   getLock(name: string): RLock {
     this.assertOpen();
     return new RLock(this.context, name);
+  }
+
+  /**
+   * How releases are published: sharded (`SPUBLISH`, to the lock's shard only) on a Cluster
+   * whose servers know it (Redis >= 7), classic `PUBLISH` elsewhere. Asked once.
+   */
+  private publishCommand(): Promise<PublishCommand> {
+    this.publishCommandAnswer ??= this.redis.isCluster
+      ? this.redis
+          .call('COMMAND', 'INFO', 'SPUBLISH')
+          .then((info) => (Array.isArray(info) && info[0] ? 'spublish' : 'publish') as PublishCommand)
+          .catch(() => {
+            this.publishCommandAnswer = undefined; // ask again next time
+            return 'publish' as PublishCommand;
+          })
+      : Promise.resolve('publish');
+    return this.publishCommandAnswer;
   }
 
   /** Who holds lock `name`, for how long, and how many clients wait on it (see `RLock.inspect`). */

@@ -1,5 +1,6 @@
 import { Semaphore } from 'async-mutex';
 import type { Cluster, Redis } from 'ioredis';
+import type { PublishCommand } from './scripts';
 
 /**
  * The waiters of one channel. Each release message adds one permit to the semaphore, so it
@@ -88,8 +89,13 @@ export class LockPubSub {
   private subscriber: Redis | Cluster | undefined;
   private readonly entries = new Map<string, ChannelEntry>();
   private wasReady = false;
+  private publishCommand: Promise<PublishCommand> | undefined;
 
-  constructor(private readonly createSubscriber: () => Redis | Cluster) {}
+  constructor(
+    private readonly createSubscriber: (sharded: boolean) => Redis | Cluster,
+    /** `spublish` when releases are published sharded (Cluster, Redis >= 7), else `publish`. */
+    private readonly detectPublishCommand: () => Promise<PublishCommand>,
+  ) {}
 
   /** Channels with waiters; for tests and introspection. */
   get channelCount(): number {
@@ -105,10 +111,12 @@ export class LockPubSub {
     if (!entry) {
       entry = new ChannelEntry();
       this.entries.set(channel, entry);
-      entry.subscribed = this.connect().subscribe(channel).then(
-        () => true,
-        () => false,
-      );
+      // Every (un)subscribe goes through the same settled promise, so they reach the
+      // connection in the order join/leave were called: a later SUBSCRIBE wins.
+      entry.subscribed = this.mode().then((command) => {
+        const subscriber = this.connect(command === 'spublish');
+        return (command === 'spublish' ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel)).then(() => true);
+      }).catch(() => false);
     }
     entry.refCount++;
     return entry;
@@ -119,8 +127,11 @@ export class LockPubSub {
     if (entry.refCount > 0 || this.entries.get(channel) !== entry) return;
     this.entries.delete(channel);
     entry.semaphore.cancel();
-    // Commands on one connection run in order, so a later SUBSCRIBE to this channel wins.
-    this.subscriber?.unsubscribe(channel).catch(() => undefined);
+    void this.mode().then((command) => {
+      const subscriber = this.subscriber;
+      if (!subscriber) return;
+      return (command === 'spublish' ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel)).then(() => undefined);
+    }).catch(() => undefined);
   }
 
   /** Disconnects; waiters still parked are woken by the caller's abort, not here. */
@@ -132,10 +143,16 @@ export class LockPubSub {
     if (subscriber) subscriber.disconnect();
   }
 
-  private connect(): Redis | Cluster {
+  private mode(): Promise<PublishCommand> {
+    return (this.publishCommand ??= this.detectPublishCommand());
+  }
+
+  private connect(sharded: boolean): Redis | Cluster {
     if (this.subscriber) return this.subscriber;
-    const subscriber = this.createSubscriber();
-    subscriber.on('message', (channel: string) => this.entries.get(channel)?.wakeOne());
+    const subscriber = this.createSubscriber(sharded);
+    const wake = (channel: string): void => this.entries.get(channel)?.wakeOne();
+    subscriber.on('message', wake);
+    subscriber.on('smessage', wake);
     // ioredis resubscribes by itself after a reconnect; releases published while we were away
     // are lost, so every waiter retries once now instead of sleeping out its pttl.
     subscriber.on('ready', () => {

@@ -105,7 +105,8 @@ export class RLock {
   async forceUnlock(): Promise<boolean> {
     this.context.assertOpen();
     const { key } = this;
-    const removed = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE));
+    const publish = await this.context.publishCommand();
+    const removed = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE, publish));
     if (diagnostics.forceUnlocked.hasSubscribers) {
       diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: removed === 1 });
     }
@@ -267,9 +268,10 @@ export class RLock {
     // racing this release would find the lock gone and report it lost. If the release fails,
     // the lock then expires within its lease.
     if (holdsBefore <= 1) this.context.renewal.remove(key, field);
+    const publish = await this.context.publishCommand();
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
     let result = await this.context.command('release', (redis) =>
-      redis.rlock_release(key, channelOf(key), latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS),
+      redis.rlock_release(key, channelOf(key), latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS, publish),
     );
     if (result !== null && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {

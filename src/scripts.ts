@@ -11,6 +11,9 @@ const SCRIPT_FILES = ['acquire-1.lua', 'release-3.lua', 'forceUnlock-2.lua', 're
 
 const COMMAND_PREFIX = 'rlock_';
 
+/** Classic pub/sub, or sharded pub/sub (Redis >= 7 Cluster: a message goes to one shard only). */
+export type PublishCommand = 'publish' | 'spublish';
+
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     rlock_acquire(key: string, leaseMs: number, field: string): Result<number | null, Context>;
@@ -21,8 +24,9 @@ declare module 'ioredis' {
       field: string,
       message: string,
       latchTtlMs: number,
+      publishCommand: PublishCommand,
     ): Result<0 | 1 | null, Context>;
-    rlock_forceUnlock(key: string, channel: string, message: string): Result<0 | 1, Context>;
+    rlock_forceUnlock(key: string, channel: string, message: string, publishCommand: PublishCommand): Result<0 | 1, Context>;
     rlock_renew(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<(0 | 1)[], Context>;
   }
 }

@@ -10,6 +10,7 @@
     ARGV[1] owner field, "<clientId>:<ownerId>"
     ARGV[2] release message to publish
     ARGV[3] latch TTL in ms
+    ARGV[4] publish command: "spublish" on a Cluster with sharded pub/sub (Redis >= 7), else "publish"
 
   Output:
     nil when the owner holds nothing; 0 when holds remain; 1 when the lock was released.
@@ -29,7 +30,7 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
 end
 if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then
   redis.call('del', KEYS[1])
-  redis.call('publish', KEYS[2], ARGV[2])
+  redis.call(ARGV[4], KEYS[2], ARGV[2])
   return 1
 end
 redis.call('set', KEYS[3], 0, 'px', ARGV[3])
