@@ -110,6 +110,11 @@ const cases: Case[] = [
   ['LockClient', 'watchdogTimeout below 30 ms', 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: 10 })],
   ['LockClient', 'keyPrefix a number', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 5 as never })],
   ['LockClient', 'keyPrefix over 1 KiB', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1025) })],
+  ['LockClient', 'name empty', 'options.name', () => new LockClient({ redis: server.url, name: '' })],
+  ['LockClient', 'name a number', 'options.name', () => new LockClient({ redis: server.url, name: 7 as never })],
+  ['LockClient', 'syncReplicas a number', 'options.syncReplicas', () => new LockClient({ redis: server.url, syncReplicas: 1 as never })],
+  ['LockClient', 'syncReplicas.replicas 0', 'options.syncReplicas.replicas', () => new LockClient({ redis: server.url, syncReplicas: { replicas: 0, timeout: 100 } })],
+  ['LockClient', 'syncReplicas without timeout', 'options.syncReplicas.timeout', () => new LockClient({ redis: server.url, syncReplicas: { replicas: 1 } as never })],
   ['LockClient', 'a misspelt option', 'options.watchdogTimout', () => new LockClient({ redis: server.url, watchdogTimout: 5000 } as never)],
 ];
 

@@ -49,6 +49,12 @@ export class RedisCluster {
         const states = await Promise.all(servers.map((s) => ask(s.port, (r) => r.cluster('INFO'))));
         return states.every((info) => /cluster_state:ok/.test(String(info)) && /cluster_slots_ok:16384/.test(String(info)));
       });
+      if (replicas > 0) {
+        await waitFor('every slot range has its replicas', async () => {
+          const ranges = (await ask(servers[0]!.port, (r) => r.cluster('SLOTS'))) as unknown[][];
+          return ranges.length > 0 && ranges.every((range) => range.length >= 3 + replicas);
+        });
+      }
     } catch (error) {
       await cluster.stop();
       throw error;

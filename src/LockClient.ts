@@ -44,6 +44,29 @@ async function quitWithin(redis: Redis | Cluster, ms: number): Promise<void> {
   }
 }
 
+/**
+ * A connection passed in without a name of its own gets ours, so that inspect() can say who
+ * holds a lock: ioredis re-applies `connectionName` on every (re)connect, and a Cluster gives its
+ * `redisOptions` to each node connection it makes; those already open are named now.
+ */
+function nameConnection(redis: Redis | Cluster, name: string): () => void {
+  const nameNode = (node: Redis): void => {
+    if (node.options.connectionName) return;
+    node.options.connectionName = name; // re-applied by ioredis on each reconnect
+    if (node.status === 'ready') node.client('SETNAME', name).catch(() => undefined);
+    else node.once('ready', () => void node.client('SETNAME', name).catch(() => undefined));
+  };
+  if (!redis.isCluster) {
+    nameNode(redis as Redis);
+    return () => undefined;
+  }
+  const cluster = redis as Cluster;
+  if (cluster.options.redisOptions?.connectionName) return () => undefined;
+  for (const node of cluster.nodes()) nameNode(node);
+  cluster.on('+node', nameNode);
+  return () => cluster.off('+node', nameNode);
+}
+
 function isConnection(value: unknown): value is Redis | Cluster {
   return value instanceof Redis || value instanceof Cluster ||
     (typeof value === 'object' && value !== null &&
@@ -74,6 +97,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly onReconnect: () => void;
   private readonly onDrop: () => void;
   private epoch = 0;
+  private readonly unname: () => void;
   private publishCommandAnswer: Promise<PublishCommand> | undefined;
   private readonly context: LockContext;
 
@@ -106,11 +130,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       // ioredis would prefix the keys but not the channel the waiters subscribe to.
       throw new InvalidArgumentError('options.redis', 'must not have an ioredis keyPrefix; use the LockClient option keyPrefix');
     }
-    if (!this.ownsRedis && !this.redis.isCluster && !(this.redis as Redis).options.connectionName) {
-      // A connection passed in without a name of its own gets ours, so that inspect() can say
-      // who holds a lock (ioredis re-applies options.connectionName on reconnect).
-      (this.redis as Redis).options.connectionName = connName;
-      if (this.redis.status === 'ready') (this.redis as Redis).client('SETNAME', connName).catch(() => undefined);
+    this.unname = this.ownsRedis ? () => undefined : nameConnection(this.redis, connName);
+    if (checked.syncReplicas && this.redis.isCluster) {
+      if (this.ownsRedis) this.redis.disconnect();
+      throw new InvalidArgumentError('options.syncReplicas', 'is not supported on Cluster yet (WAIT would reach a random node)');
     }
     defineScripts(this.redis);
     const redis = this.redis;
@@ -149,6 +172,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       clientId: this.id,
       keyPrefix: this.keyPrefix,
       watchdogTimeout: this.watchdogTimeout,
+      syncReplicas: checked.syncReplicas,
       redis,
       pubsub: this.pubsub,
       renewal: this.renewal,
@@ -228,6 +252,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.renewal.close();
     this.redis.off('ready', this.onReconnect);
     this.redis.off('close', this.onDrop);
+    this.unname();
     const error = new ClientClosedError();
     this.closing.abort(error);
     for (const reject of this.inFlight) reject(error);

@@ -8,6 +8,8 @@ export interface LockContext {
   readonly clientId: string;
   readonly keyPrefix: string;
   readonly watchdogTimeout: number;
+  /** Opt-in WAIT for replicas after each acquire. */
+  readonly syncReplicas: { replicas: number; timeout: number } | undefined;
   readonly redis: Redis | Cluster;
   readonly pubsub: LockPubSub;
   readonly renewal: ExpirationRenewal;

@@ -1,5 +1,6 @@
+import type { Redis } from 'ioredis';
 import { nanoid } from 'nanoid';
-import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from './errors';
+import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError, RedisCommandError } from './errors';
 import type { LockContext } from './LockContext';
 import { LockOwner, runAsOwner, scopedOwner } from './LockOwner';
 import { diagnostics } from './diagnostics';
@@ -12,6 +13,9 @@ import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, typ
  * release whose reply was lost, which happens on reconnect; a successful reply deletes it.
  */
 const RELEASE_LATCH_TTL_MS = 60_000;
+
+/** How long a waiter pauses after Redis refused an attempt during a failover. */
+const TRANSIENT_RETRY_MS = 200;
 
 /**
  * A reentrant distributed lock, Redisson's RLock: a Redis hash `<clientId>:<ownerId> → holds`.
@@ -120,7 +124,8 @@ export class RLock {
    */
   async inspect(): Promise<LockInfo> {
     this.context.assertOpen();
-    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key));
+    const sharded = (await this.context.publishCommand()) === 'spublish';
+    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, sharded));
   }
 
   /** Holds of the current owner (0 when none). */
@@ -213,7 +218,7 @@ export class RLock {
         await entry.untilSubscribed(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), stops);
         for (;;) {
           sentAt = performance.now();
-          ttl = await this.attempt(owner, leaseTime);
+          ttl = await this.attemptWhileWaiting(owner, leaseTime);
           if (ttl === null) {
             const result = await this.acquired(owner, leaseTime, sentAt, stops);
             got = true;
@@ -236,10 +241,33 @@ export class RLock {
     }
   }
 
+  /**
+   * An attempt of a waiter: a failover (CLUSTERDOWN, TRYAGAIN, LOADING, MASTERDOWN: refused,
+   * not run) does not end the wait; it is retried after a short pause, within the waitTime.
+   */
+  private async attemptWhileWaiting(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
+    try {
+      return await this.attempt(owner, leaseTime);
+    } catch (error) {
+      if (error instanceof RedisCommandError && error.transient) return TRANSIENT_RETRY_MS;
+      throw error;
+    }
+  }
+
   private async attempt(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
     const lease = leaseTime ?? this.context.watchdogTimeout;
     const field = this.field(owner);
-    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field));
+    const ttl = await this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field));
+    const sync = this.context.syncReplicas;
+    if (ttl !== null || !sync) return ttl;
+    // Synced acquire: the lock counts only once enough replicas have it, or a failover could
+    // hand it to a second owner. Otherwise give the hold back and report a failed attempt that
+    // may be retried after the sync timeout.
+    const acked = await this.context.command('wait', (redis) => (redis as Redis).wait(sync.replicas, sync.timeout));
+    if (acked >= sync.replicas) return null;
+    owner.holds++;
+    await this.release(owner).catch(() => undefined);
+    return sync.timeout;
   }
 
   /** Books a successful attempt; one that raced an abort is given back, leaving nothing behind. */

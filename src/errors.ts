@@ -62,6 +62,12 @@ export class RedisCommandError extends LockError {
   constructor(readonly command: string, cause: unknown) {
     const message = cause instanceof Error ? cause.message : String(cause);
     super(`${command} failed: ${message}`, { cause });
-    this.code = /^([A-Z][A-Z_]+) /.exec(message)?.[1];
+    // ioredis wraps a Cluster's last error: "Too many Cluster redirections. Last error: ReplyError: CLUSTERDOWN ..."
+    this.code = /^([A-Z][A-Z_]+) /.exec(message)?.[1] ?? /Last error: \w*Error: ([A-Z][A-Z_]+) /.exec(message)?.[1];
+  }
+
+  /** Redis refused the call without running it, and will accept it again soon (failover, loading). */
+  get transient(): boolean {
+    return this.code !== undefined && ['CLUSTERDOWN', 'TRYAGAIN', 'LOADING', 'MASTERDOWN'].includes(this.code);
   }
 }

@@ -38,10 +38,11 @@ export function isLockHash(hash: Record<string, string>): boolean {
   return fields.length > 0 && fields.every((field) => OWNER_FIELD.test(field) && HOLD_COUNT.test(hash[field]!));
 }
 
-/** HGETALL, PTTL and PUBSUB NUMSUB in one round trip; then CLIENT LIST for names, if anyone holds it. */
-export async function inspectLock(redis: Redis | Cluster, name: string, key: string): Promise<LockInfo> {
+/** HGETALL, PTTL and PUBSUB NUMSUB (SHARDNUMSUB when sharded) in one round trip; then CLIENT LIST for names, if anyone holds it. */
+export async function inspectLock(redis: Redis | Cluster, name: string, key: string, sharded: boolean): Promise<LockInfo> {
   const channel = channelOf(key);
-  const replies = await redis.pipeline().hgetall(key).pttl(key).pubsub('NUMSUB', channel).exec();
+  const pipeline = redis.pipeline().hgetall(key).pttl(key);
+  const replies = await (sharded ? pipeline.pubsub('SHARDNUMSUB', channel) : pipeline.pubsub('NUMSUB', channel)).exec();
   const failed = replies?.find(([error]) => error);
   if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
   const hash = replies[0]![1] as Record<string, string>;

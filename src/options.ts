@@ -25,6 +25,13 @@ export interface LockClientOptions {
    * operator can tell which service holds a lock. Default `<hostname>:<pid>`.
    */
   name?: string;
+  /**
+   * Opt-in: after each successful acquire, `WAIT` until `replicas` replicas have the lock, at
+   * most `timeout` ms; when fewer acknowledge, the hold is given back and the attempt counts as
+   * failed (Redisson's synced acquire). Closes the failover window of asynchronous replication
+   * at the cost of a round trip. Standalone and Sentinel only.
+   */
+  syncReplicas?: { replicas: number; timeout: number };
 }
 
 /** Options of `client.listLocks()`. */
@@ -54,9 +61,11 @@ export interface ResolvedClientOptions {
   watchdogTimeout: number;
   keyPrefix: string;
   name: string;
+  syncReplicas: { replicas: number; timeout: number } | undefined;
 }
 
-const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix', 'name'];
+const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix', 'name', 'syncReplicas'];
+const SYNC_OPTION_KEYS = ['replicas', 'timeout'];
 const LIST_OPTION_KEYS = ['match', 'count'];
 const MAX_CLIENT_NAME_LENGTH = 128;
 const LOCK_OPTION_KEYS = ['leaseTime', 'signal'];
@@ -161,7 +170,19 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_CLIENT_NAME_LENGTH) {
     throw new InvalidArgumentError('options.name', `must be a string of 1 to ${MAX_CLIENT_NAME_LENGTH} characters, got ${describe(name)}`);
   }
+  let syncReplicas: { replicas: number; timeout: number } | undefined;
+  if (raw.syncReplicas !== undefined) {
+    const sync = checkPlainObject('options.syncReplicas', raw.syncReplicas, SYNC_OPTION_KEYS);
+    const replicas = sync.replicas;
+    if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1 || replicas > 100) {
+      throw new InvalidArgumentError('options.syncReplicas.replicas', `must be a whole number from 1 to 100, got ${describe(replicas)}`);
+    }
+    const timeout = checkTime('options.syncReplicas.timeout', sync.timeout, 1);
+    if (timeout === undefined) throw new InvalidArgumentError('options.syncReplicas.timeout', 'is required (ms to wait for the replicas)');
+    syncReplicas = { replicas, timeout };
+  }
   return {
+    syncReplicas,
     // Redis connection names cannot hold spaces or newlines.
     name: name.replace(/\s/g, '_'),
     redis: redis as LockClientOptions['redis'],

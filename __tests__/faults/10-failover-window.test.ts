@@ -1,0 +1,79 @@
+// Fault 10: the failover window. Replication is asynchronous: a lock taken on a master that dies
+// before its replica has it can be taken again on the promoted replica. `syncReplicas` (WAIT for
+// replicas after each acquire, give the hold back when they do not acknowledge) closes it.
+import { LockClient } from '../../src';
+import { RedisSentinelGroup } from '../../scripts/redisTopologies';
+
+/**
+ * Pauses the replica, lets `acquireWhilePaused` run, resumes it (the replica then catches up
+ * with whatever the master kept), runs `afterResume`, kills the master, waits for the promotion.
+ */
+async function failoverAfter(group: RedisSentinelGroup, acquireWhilePaused: () => Promise<void>, afterResume: () => Promise<void> = async () => undefined): Promise<void> {
+  group.replica.pause();
+  try {
+    await acquireWhilePaused();
+  } finally {
+    group.replica.resume();
+  }
+  await afterResume();
+  const old = await group.masterPort();
+  await group.master.kill();
+  await group.waitForNewMaster(old);
+}
+
+function clientOn(group: RedisSentinelGroup, extra: object = {}): LockClient {
+  return new LockClient({ redis: { sentinels: group.sentinels, name: group.masterName }, ...extra });
+}
+
+test('without syncReplicas the window exists: a second owner takes the lock after the failover', async () => {
+  const group = await RedisSentinelGroup.start();
+  const a = clientOn(group);
+  const b = clientOn(group);
+  try {
+    const lockA = a.getLock('window');
+    // The master dies before its replica could copy the lock: the replica is frozen and its
+    // replication link cut (a frozen process would still read what was already sent to it).
+    group.replica.pause();
+    const master = group.master.connect();
+    await master.client('KILL', 'TYPE', 'replica');
+    master.disconnect();
+    expect(await lockA.tryLock({ leaseTime: 60_000 })).toBe(true);
+    const old = await group.masterPort();
+    await group.master.kill();
+    group.replica.resume();
+    await group.waitForNewMaster(old);
+    // A still believes it holds the lock (its 60 s lease has not run out), and yet:
+    expect(await b.getLock('window').tryLock({ waitTime: 10_000, leaseTime: 60_000 })).toBe(true);
+  } finally {
+    await a.close();
+    await b.close();
+    await group.stop();
+  }
+}, 60_000);
+
+test('with syncReplicas an unreplicated acquire fails, a replicated one survives the failover', async () => {
+  const group = await RedisSentinelGroup.start();
+  const a = clientOn(group, { syncReplicas: { replicas: 1, timeout: 300 } });
+  const b = clientOn(group);
+  try {
+    const lockA = a.getLock('window');
+    await failoverAfter(
+      group,
+      async () => {
+        // The replica cannot acknowledge: the hold is given back, A does not believe it holds.
+        expect(await lockA.tryLock({ leaseTime: 60_000 })).toBe(false);
+        expect(await lockA.isHeldByCurrentOwner()).toBe(false);
+      },
+      async () => {
+        // With the replica back, the acquire is acknowledged and so survives the failover.
+        expect(await lockA.tryLock({ waitTime: 5000, leaseTime: 60_000 })).toBe(true);
+      },
+    );
+    expect(await b.getLock('window').tryLock({ waitTime: 1000, leaseTime: 60_000 })).toBe(false);
+    expect(await lockA.isHeldByCurrentOwner()).toBe(true);
+  } finally {
+    await a.close();
+    await b.close();
+    await group.stop();
+  }
+}, 60_000);

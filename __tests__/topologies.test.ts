@@ -1,0 +1,160 @@
+// The core RLock behaviour on each topology: a single server, a 3-master Cluster (sharded
+// pub/sub, per-slot renewal batches) and a Sentinel group, from one parametrised suite.
+import { Cluster, Redis } from 'ioredis';
+import { LockClient, type LockClientOptions } from '../src';
+import { RedisCluster, RedisSentinelGroup } from '../scripts/redisTopologies';
+import { RedisServer } from './helpers/testRedis';
+import { sleep, until } from './helpers/time';
+
+interface Topology {
+  /** Options for a LockClient on it (a connection is closed by `close`). */
+  redisOption(): { redis: LockClientOptions['redis']; close: () => void };
+  admin: Redis | Cluster;
+  stop(): Promise<void>;
+}
+
+const topologies: [string, () => Promise<Topology>][] = [
+  [
+    'single server',
+    async () => {
+      const server = await RedisServer.start();
+      return { redisOption: () => ({ redis: server.url, close: () => undefined }), admin: server.connect(), stop: () => server.stop() };
+    },
+  ],
+  [
+    'Cluster (3 masters)',
+    async () => {
+      const cluster = await RedisCluster.start({ masters: 3 });
+      return {
+        redisOption: () => {
+          const connection = cluster.connect();
+          return { redis: connection, close: () => connection.disconnect() };
+        },
+        admin: cluster.connect(),
+        stop: () => cluster.stop(),
+      };
+    },
+  ],
+  [
+    'Sentinel (master + replica)',
+    async () => {
+      const group = await RedisSentinelGroup.start();
+      const options = { sentinels: group.sentinels, name: group.masterName };
+      return { redisOption: () => ({ redis: options, close: () => undefined }), admin: new Redis(options), stop: () => group.stop() };
+    },
+  ],
+];
+
+describe.each(topologies)('%s', (_label, start) => {
+  let topology: Topology;
+  const cleanups: (() => Promise<void> | void)[] = [];
+  let seq = 0;
+  const uniqueName = (): string => `topo:${++seq}:${Date.now()}`;
+
+  function client(options: Partial<LockClientOptions> = {}): LockClient {
+    const { redis, close } = topology.redisOption();
+    const made = new LockClient({ redis, ...options });
+    cleanups.push(async () => {
+      await made.close();
+      close();
+    });
+    return made;
+  }
+
+  beforeAll(async () => {
+    topology = await start();
+  }, 60_000);
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0)) await cleanup();
+  });
+  afterAll(async () => {
+    topology.admin.disconnect();
+    await topology.stop();
+  });
+
+  test('lock, reentrant withLock, hold counts, TTL, unlock', async () => {
+    const c = client();
+    const name = uniqueName();
+    const lock = c.getLock(name);
+    await lock.withLock(async () => {
+      const inner = c.getLock(name);
+      await inner.lock();
+      expect(await inner.getHoldCount()).toBe(2);
+      expect(await lock.remainTimeToLive()).toBeGreaterThan(25_000);
+      await inner.unlock();
+      expect(await inner.getHoldCount()).toBe(1);
+    });
+    expect(await lock.isLocked()).toBe(false);
+    expect(await topology.admin.exists(name)).toBe(0);
+  });
+
+  test('two clients exclude each other: a GET + SET counter loses no update', async () => {
+    const name = uniqueName();
+    const counter = `{${name}}:counter`;
+    const work = async (c: LockClient): Promise<void> => {
+      for (let i = 0; i < 15; i++) {
+        await c.getLock(name).withLock(async () => {
+          const value = Number((await topology.admin.get(counter)) ?? 0);
+          await sleep(1);
+          await topology.admin.set(counter, value + 1);
+        });
+      }
+    };
+    await Promise.all([work(client()), work(client()), work(client())]);
+    expect(await topology.admin.get(counter)).toBe('45');
+  });
+
+  test('a waiter is woken by the release message, long before the pttl', async () => {
+    const holder = client();
+    const waiting = client();
+    const name = uniqueName();
+    const lock = holder.getLock(name);
+    await lock.lock(); // 30 s lease
+    let heldAt = 0;
+    const waiter = waiting.getLock(name).withLock(() => {
+      heldAt = performance.now();
+    });
+    await until('the waiter is parked and counted by inspect', async () => (await holder.inspect(name)).waitingClients === 1);
+    const releasedAt = performance.now();
+    await lock.unlock();
+    await waiter;
+    expect(heldAt - releasedAt).toBeLessThan(2000);
+  });
+
+  test('forceUnlock wakes a waiter at once', async () => {
+    const holder = client();
+    const waiting = client();
+    const name = uniqueName();
+    await holder.getLock(name).lock();
+    const taking = waiting.getLock(name).tryLock({ waitTime: 20_000, leaseTime: 5000 });
+    await until('the waiter parked', () => waiting.stats.waiters === 1);
+    const start = performance.now();
+    expect(await client().getLock(name).forceUnlock()).toBe(true);
+    await expect(taking).resolves.toBe(true);
+    expect(performance.now() - start).toBeLessThan(2000);
+  });
+
+  test('the watchdog keeps 30 locks on many slots past 3 leases (no CROSSSLOT), and stops after unlock', async () => {
+    const c = client({ watchdogTimeout: 600 });
+    const failed: unknown[] = [];
+    c.on('renewalFailed', (error) => failed.push(error));
+    const locks = Array.from({ length: 30 }, () => c.getLock(uniqueName()));
+    await Promise.all(locks.map((lock) => lock.lock()));
+    await sleep(1800);
+    expect(failed).toEqual([]);
+    for (const lock of locks) expect(await lock.isLocked()).toBe(true);
+    await Promise.all(locks.map((lock) => lock.unlock()));
+    expect(c.stats.renewals).toBe(0);
+  });
+
+  test('inspect and listLocks see the locks', async () => {
+    const c = client({ keyPrefix: `list${seq}:`, name: 'topo-client' });
+    const names = ['a', 'b', 'c', 'd'];
+    await Promise.all(names.map((name) => c.getLock(name).lock({ leaseTime: 30_000 })));
+    const found: string[] = [];
+    for await (const name of c.listLocks()) found.push(name);
+    expect(found.sort()).toEqual(names);
+    const info = await c.inspect('a');
+    expect(info.holders).toEqual([expect.objectContaining({ clientId: c.id, holdCount: 1, clientName: 'topo-client' })]);
+  });
+});
