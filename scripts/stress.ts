@@ -28,6 +28,8 @@ export interface StressReport {
   /** Overlapping holds on the chaos lock that a force-unlock explains (expected). */
   forcedOverlaps: number;
   maxWaitOvershootMs: number;
+  /** Locks the library reported lost to their owners; on hot locks a sign of a starved process. */
+  lostReports: { lock: string; reason: string }[];
   /** Everything that must be empty for the run to pass. */
   violations: string[];
 }
@@ -148,6 +150,7 @@ async function check(events: StressEvent[], options: StressOptions, locks: strin
     forceUnlocks: forces.filter((f) => f.removed).length,
     forcedOverlaps,
     maxWaitOvershootMs: Math.round(maxWaitOvershootMs * 10) / 10,
+    lostReports: events.flatMap((e) => (e.kind === 'lost' && e.lock !== CHAOS_LOCK ? [{ lock: e.lock, reason: e.reason }] : [])),
     violations,
   };
 }

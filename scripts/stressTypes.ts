@@ -20,4 +20,6 @@ export type StressEvent =
   | { kind: 'wait'; lock: string; waitTime: number; elapsed: number; got: boolean }
   | { kind: 'force'; lock: string; sent: number; done: number; removed: boolean }
   | { kind: 'error'; lock: string; message: string }
+  /** The library told an owner it lost a lock (watchdog or local lease deadline). */
+  | { kind: 'lost'; lock: string; at: number; reason: string }
   | { kind: 'done'; worker: number; stats: { renewals: number; waitingChannels: number; waiters: number } };
