@@ -79,7 +79,12 @@ export async function handoff(contestant: Contestant, url: string, rounds: numbe
   return { p50: round(quantile(samples, 0.5)), p99: round(quantile(samples, 0.99)), samples };
 }
 
-/** 3's floor: PUBLISH on one connection until the message arrives on another, plus one round trip. */
+/**
+ * 3's floor: PUBLISH on one connection until the message arrives on another, plus one round
+ * trip. Each sample starts after the same 30 ms pause as a handoff does: on this machine a round
+ * trip after an idle pause costs ~0.5 ms against ~0.14 ms back to back (CPU wake-up), so a floor
+ * measured back to back would not be one.
+ */
 export async function pubsubFloor(url: string, rounds: number): Promise<{ p50: number; p99: number }> {
   const publisher = new Redis(url);
   const subscriber = new Redis(url);
@@ -88,12 +93,14 @@ export async function pubsubFloor(url: string, rounds: number): Promise<{ p50: n
     await subscriber.subscribe('bench:floor');
     const rtts: number[] = [];
     for (let i = 0; i < 50; i++) {
+      await sleep(30);
       const t = performance.now();
       await publisher.ping();
       rtts.push(performance.now() - t);
     }
     const rtt = quantile(rtts, 0.5);
     for (let i = 0; i < rounds; i++) {
+      await sleep(30);
       const arrived = new Promise<number>((resolve) => subscriber.once('message', () => resolve(performance.now())));
       const sent = performance.now();
       await publisher.publish('bench:floor', '0');
