@@ -28,6 +28,9 @@ export interface LockClientEvents {
   renewalFailed: [unknown];
 }
 
+/** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
+const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
+
 /** How long `close()` waits for QUIT before it cuts the connection. */
 const QUIT_TIMEOUT_MS = 1000;
 
@@ -143,7 +146,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.pubsub = new LockPubSub(
       (sharded) =>
         redis.isCluster
-          ? (redis as Cluster).duplicate([], { shardedSubscribers: sharded })
+          ? // Refreshing the slots now and then is how the subscriber notices a slot that moved.
+            (redis as Cluster).duplicate([], { shardedSubscribers: sharded, slotsRefreshInterval: SUBSCRIBER_SLOTS_REFRESH_MS })
           : (redis as Redis).duplicate({ disconnectTimeout: 0, connectionName: connName }),
       () => this.publishCommand(),
     );

@@ -1,4 +1,5 @@
 import { Semaphore } from 'async-mutex';
+import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import type { PublishCommand } from './scripts';
 
@@ -11,6 +12,8 @@ import type { PublishCommand } from './scripts';
  */
 export class ChannelEntry {
   refCount = 0;
+  /** On a Cluster: the node(s) serving the channel's slot when last looked, to notice it moving. */
+  slotOwner: string | undefined;
   readonly semaphore = new Semaphore(0);
   /** Settles true once SUBSCRIBE is confirmed, false when it failed (waiters then fall back to pttl sleeps). */
   subscribed: Promise<boolean> = Promise.resolve(false);
@@ -113,8 +116,10 @@ export class LockPubSub {
       this.entries.set(channel, entry);
       // Every (un)subscribe goes through the same settled promise, so they reach the
       // connection in the order join/leave were called: a later SUBSCRIBE wins.
+      const created = entry;
       entry.subscribed = this.mode().then((command) => {
         const subscriber = this.connect(command === 'spublish');
+        if (subscriber.isCluster) created.slotOwner = (subscriber as Cluster).slots[calculateSlot(channel)]?.join(',');
         return (command === 'spublish' ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel)).then(() => true);
       }).catch(() => false);
     }
@@ -143,6 +148,14 @@ export class LockPubSub {
     if (subscriber) subscriber.disconnect();
   }
 
+  private followSlots(cluster: Cluster): void {
+    for (const [channel, entry] of this.entries) {
+      const owner = cluster.slots[calculateSlot(channel)]?.join(',');
+      if (entry.slotOwner !== undefined && owner !== entry.slotOwner) entry.wakeAll();
+      entry.slotOwner = owner;
+    }
+  }
+
   private mode(): Promise<PublishCommand> {
     return (this.publishCommand ??= this.detectPublishCommand());
   }
@@ -161,6 +174,12 @@ export class LockPubSub {
     });
     // Connection errors are retried by ioredis; without a listener it would log each one.
     subscriber.on('error', () => undefined);
+    if (subscriber.isCluster) {
+      // A slot that moves (migration, failover) takes its sharded subscriptions with it: ioredis
+      // moves ours on its next slots refresh, but releases published meanwhile are lost, so the
+      // waiters of a moved channel retry once at once instead of sleeping out their pttl.
+      subscriber.on('refresh', () => this.followSlots(subscriber as Cluster));
+    }
     this.subscriber = subscriber;
     return subscriber;
   }

@@ -1,0 +1,79 @@
+// Fault 12: on a Cluster, the slot of a lock with a parked waiter migrates to another master.
+// Calls follow the slot (MOVED/ASK); the sharded subscription follows it on the subscriber's
+// next slots refresh, and the waiter retries then, instead of sleeping out its pttl.
+import calculateSlot from 'cluster-key-slot';
+import type { Redis } from 'ioredis';
+import { LockClient } from '../../src';
+import { RedisCluster } from '../../scripts/redisTopologies';
+import { holdWithWaiter, slotOwnerPort } from '../helpers/handoff';
+import { until } from '../helpers/time';
+
+let cluster: RedisCluster;
+beforeAll(async () => {
+  cluster = await RedisCluster.start({ masters: 3 });
+}, 60_000);
+afterAll(async () => {
+  await cluster.stop();
+});
+
+/** Moves `slot` and its keys from one master to another, as `redis-cli --cluster reshard` does. */
+async function migrateSlot(slot: number, from: Redis, to: Redis, toPort: number): Promise<void> {
+  const fromId = await from.cluster('MYID');
+  const toId = await to.cluster('MYID');
+  await to.cluster('SETSLOT', slot, 'IMPORTING', fromId);
+  await from.cluster('SETSLOT', slot, 'MIGRATING', toId);
+  for (;;) {
+    const keys = await from.cluster('GETKEYSINSLOT', slot, 100);
+    if (keys.length === 0) break;
+    await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...keys);
+  }
+  for (const node of [to, from]) await node.cluster('SETSLOT', slot, 'NODE', toId);
+}
+
+test('a waiter on a lock whose slot moves still gets the lock after the release', async () => {
+  const lease = 15_000;
+  const connections = [cluster.connect(), cluster.connect()];
+  const [holder, waiting] = connections.map((redis) => new LockClient({ redis, watchdogTimeout: lease }));
+  const direct = cluster.servers.map((server) => server.connect());
+  try {
+    const name = 'moving';
+    const slot = calculateSlot(name);
+    const first = await holdWithWaiter(holder!, waiting!, name);
+    const { lock } = first;
+    const fromPort = await slotOwnerPort(connections[0]!, name);
+    const fromIndex = cluster.servers.findIndex((server) => server.port === fromPort);
+    const toIndex = (fromIndex + 1) % cluster.servers.length;
+    await migrateSlot(slot, direct[fromIndex]!, direct[toIndex]!, cluster.servers[toIndex]!.port);
+    expect(await direct[toIndex]!.exists(name)).toBe(1);
+
+    // The holder's renewals and release follow the slot.
+    await until('the lock answers on its new master', () => lock.isLocked(), 10_000);
+    const releasedAt = performance.now();
+    await lock.unlock();
+    await first.waiter;
+    let heldAt = first.heldAt();
+    // The release message may be lost while the subscription moves; the subscriber's slot
+    // refresh (every 2 s) notices the move and wakes the waiter to retry, well before its pttl.
+    expect(heldAt - releasedAt).toBeLessThan(4000);
+    console.log(`slot migration: waiter held ${Math.round(heldAt - releasedAt)} ms after the release`);
+
+    // From then on the subscription lives on the new master: the next release wakes by message.
+    await lock.lock();
+    const again = waiting!.getLock(name).withLock(() => {
+      heldAt = performance.now();
+    });
+    await until('the waiter parked again', () => waiting!.stats.waiters === 1);
+    await until('the subscription is on the new master', async () => {
+      const [, count] = (await direct[toIndex]!.pubsub('SHARDNUMSUB', `rlock__channel:{${name}}`)) as [string, number];
+      return Number(count) === 1;
+    }, 10_000);
+    const secondRelease = performance.now();
+    await lock.unlock();
+    await again;
+    expect(heldAt - secondRelease).toBeLessThan(1000);
+  } finally {
+    await holder!.close();
+    await waiting!.close();
+    for (const redis of [...connections, ...direct]) redis.disconnect();
+  }
+}, 60_000);
