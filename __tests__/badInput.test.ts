@@ -110,6 +110,7 @@ const cases: Case[] = [
   ['LockClient', 'watchdogTimeout below 30 ms', 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: 10 })],
   ['LockClient', 'keyPrefix a number', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 5 as never })],
   ['LockClient', 'keyPrefix over 1 KiB', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1025) })],
+  ['LockClient', 'clusterNodes empty', 'options.redis.clusterNodes', () => new LockClient({ redis: { clusterNodes: [] } })],
   ['LockClient', 'name empty', 'options.name', () => new LockClient({ redis: server.url, name: '' })],
   ['LockClient', 'name a number', 'options.name', () => new LockClient({ redis: server.url, name: 7 as never })],
   ['LockClient', 'syncReplicas a number', 'options.syncReplicas', () => new LockClient({ redis: server.url, syncReplicas: 1 as never })],

@@ -25,8 +25,11 @@ const topologies: [string, () => Promise<Topology>][] = [
     'Cluster (3 masters)',
     async () => {
       const cluster = await RedisCluster.start({ masters: 3 });
+      let n = 0;
       return {
+        // Half the clients get an ioredis Cluster passed in, half build their own from options.
         redisOption: () => {
+          if (n++ % 2 === 0) return { redis: { clusterNodes: cluster.startupNodes }, close: () => undefined };
           const connection = cluster.connect();
           return { redis: connection, close: () => connection.disconnect() };
         },

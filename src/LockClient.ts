@@ -121,13 +121,18 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         throw new InvalidArgumentError('options.redis.keyPrefix', 'is not supported; use the LockClient option keyPrefix');
       }
       // ioredis sets the connection name again on every reconnect; inspect() reads it.
-      this.redis = typeof given === 'string'
-        ? new Redis(given, { disconnectTimeout: 0, connectionName: connName })
-        : new Redis({ disconnectTimeout: 0, connectionName: connName, ...given });
+      if (typeof given === 'string') this.redis = new Redis(given, { disconnectTimeout: 0, connectionName: connName });
+      else if ('clusterNodes' in given) {
+        const { clusterNodes, clusterOptions = {} } = given;
+        this.redis = new Cluster(clusterNodes, {
+          ...clusterOptions,
+          redisOptions: { disconnectTimeout: 0, connectionName: connName, ...clusterOptions.redisOptions },
+        });
+      } else this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, ...given });
       this.ownsRedis = true;
       this.redis.on('error', () => undefined); // ioredis retries; calls report their own failures
     }
-    const ioredisPrefix = (this.redis as Redis).options?.keyPrefix;
+    const ioredisPrefix = this.redis.isCluster ? (this.redis as Cluster).options.keyPrefix : (this.redis as Redis).options?.keyPrefix;
     if (ioredisPrefix) {
       if (this.ownsRedis) this.redis.disconnect();
       // ioredis would prefix the keys but not the channel the waiters subscribe to.

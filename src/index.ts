@@ -14,4 +14,4 @@ export { MAX_NAME_BYTES, MAX_TIME_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options'
 export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';
 export { diagnostics, type DiagnosticsChannelName } from './diagnostics';
 export type { LockHolder, LockInfo } from './introspection';
-export type { ListLocksOptions } from './options';
+export type { ClusterConnectionOptions, ListLocksOptions } from './options';

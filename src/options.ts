@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { InvalidArgumentError } from './errors';
 
 /** The longest wait or lease accepted, in ms: Node's timer limit (about 24.8 days). */
@@ -15,7 +15,7 @@ export interface LockClientOptions {
    * Sentinel), or a connected ioredis `Redis`/`Cluster`. Connections the client creates it also
    * closes; one passed in is left open.
    */
-  redis: string | RedisOptions | Redis | Cluster;
+  redis: string | RedisOptions | ClusterConnectionOptions | Redis | Cluster;
   /** Lease of a lock taken without `leaseTime`, in ms, renewed every third of it. Default 30 000. */
   watchdogTimeout?: number;
   /** Prepended to every lock name to make its Redis key. Default `''`. */
@@ -32,6 +32,12 @@ export interface LockClientOptions {
    * at the cost of a round trip. Standalone and Sentinel only.
    */
   syncReplicas?: { replicas: number; timeout: number };
+}
+
+/** A Cluster for the client to create (and close): ioredis's `new Cluster(clusterNodes, clusterOptions)`. */
+export interface ClusterConnectionOptions {
+  clusterNodes: ClusterNode[];
+  clusterOptions?: ClusterOptions;
 }
 
 /** Options of `client.listLocks()`. */
@@ -153,6 +159,12 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
   const redis = raw.redis;
   const redisOk =
     typeof redis === 'string' ? /^rediss?:\/\//.test(redis) : typeof redis === 'object' && redis !== null && !Array.isArray(redis);
+  if (redisOk && typeof redis === 'object' && redis !== null && 'clusterNodes' in redis) {
+    const nodes = (redis as { clusterNodes: unknown }).clusterNodes;
+    if (!Array.isArray(nodes) || nodes.length === 0) {
+      throw new InvalidArgumentError('options.redis.clusterNodes', `must be a non-empty array of startup nodes, got ${describe(nodes)}`);
+    }
+  }
   if (!redisOk) {
     throw new InvalidArgumentError(
       'options.redis',
