@@ -200,7 +200,8 @@ export class RLock {
     try {
       const deadline = performance.now() + waitTime;
       let sentAt = performance.now();
-      let ttl = await this.attempt(owner, leaseTime);
+      // A call that may wait rides out a failover (see attemptWhileWaiting); one that may not, reports it.
+      let ttl = waitTime > 0 ? await this.attemptWhileWaiting(owner, leaseTime) : await this.attempt(owner, leaseTime);
       if (ttl === null) return await this.acquired(owner, leaseTime, sentAt, signal ? [signal] : []);
       if (waitTime <= 0) return undefined;
 
