@@ -17,6 +17,8 @@ export class ChannelEntry {
   readonly semaphore = new Semaphore(0);
   /** Settles true once SUBSCRIBE is confirmed, false when it failed (waiters then fall back to pttl sleeps). */
   subscribed: Promise<boolean> = Promise.resolve(false);
+  /** True once SUBSCRIBE is confirmed: from then on every release of the lock reaches this entry. */
+  confirmed = false;
 
   /** Wakes one parked waiter, or stores one permit when none is parked and none is stored. */
   wakeOne(): void {
@@ -120,11 +122,19 @@ export class LockPubSub {
       entry.subscribed = this.mode().then((command) => {
         const subscriber = this.connect(command === 'spublish');
         if (subscriber.isCluster) created.slotOwner = (subscriber as Cluster).slots[calculateSlot(channel)]?.join(',');
-        return (command === 'spublish' ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel)).then(() => true);
+        return (command === 'spublish' ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel)).then(() => {
+          created.confirmed = true;
+          return true;
+        });
       }).catch(() => false);
     }
     entry.refCount++;
     return entry;
+  }
+
+  /** The entry of `channel` if it has waiters now, without joining it. */
+  peek(channel: string): ChannelEntry | undefined {
+    return this.entries.get(channel);
   }
 
   leave(channel: string, entry: ChannelEntry): void {

@@ -199,6 +199,9 @@ export class RLock {
     owner.pending++;
     try {
       const deadline = performance.now() + waitTime;
+      // Already subscribed by other waiters of this client: every release from now on reaches us.
+      const listening = this.context.pubsub.peek(channelOf(this.key));
+      const alreadyListening = listening?.confirmed === true;
       let sentAt = performance.now();
       // A call that may wait rides out a failover (see attemptWhileWaiting); one that may not, reports it.
       let ttl = waitTime > 0 ? await this.attemptWhileWaiting(owner, leaseTime) : await this.attempt(owner, leaseTime);
@@ -215,8 +218,14 @@ export class RLock {
       let got = false;
       if (diagnostics.waitStart.hasSubscribers) diagnostics.waitStart.publish(this.event(owner));
       try {
-        // Retrying only once subscribed closes the race with a release published before that.
-        await entry.untilSubscribed(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), stops);
+        // Retrying only once subscribed closes the race with a release published before that;
+        // if the subscription was already there (the same entry, confirmed) before our first
+        // attempt, no release can have slipped by and the retry is skipped.
+        if (alreadyListening && entry === listening) {
+          await entry.untilReleased(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), stops);
+        } else {
+          await entry.untilSubscribed(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), stops);
+        }
         for (;;) {
           sentAt = performance.now();
           ttl = await this.attemptWhileWaiting(owner, leaseTime);
