@@ -139,10 +139,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       throw new InvalidArgumentError('options.redis', 'must not have an ioredis keyPrefix; use the LockClient option keyPrefix');
     }
     this.unname = this.ownsRedis ? () => undefined : nameConnection(this.redis, connName);
-    if (checked.syncReplicas && this.redis.isCluster) {
-      if (this.ownsRedis) this.redis.disconnect();
-      throw new InvalidArgumentError('options.syncReplicas', 'is not supported on Cluster yet (WAIT would reach a random node)');
-    }
     defineScripts(this.redis);
     const redis = this.redis;
     // disconnectTimeout 0: on disconnect() ioredis otherwise arms a ref'ed 2 s timer that waits

@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis';
 import { nanoid } from 'nanoid';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError, RedisCommandError } from './errors';
 import type { LockContext } from './LockContext';
@@ -267,14 +266,31 @@ export class RLock {
   private async attempt(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
     const lease = leaseTime ?? this.context.watchdogTimeout;
     const field = this.field(owner);
-    const ttl = await this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field));
     const sync = this.context.syncReplicas;
-    if (ttl !== null || !sync) return ttl;
-    // Synced acquire: the lock counts only once enough replicas have it, or a failover could
-    // hand it to a second owner. Otherwise give the hold back and report a failed attempt that
-    // may be retried after the sync timeout.
-    const acked = await this.context.command('wait', (redis) => (redis as Redis).wait(sync.replicas, sync.timeout));
-    if (acked >= sync.replicas) return null;
+    if (sync) return this.syncedAttempt(owner, lease, field, sync);
+    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field));
+  }
+
+  /**
+   * Synced acquire: the lock counts only once enough replicas have it, or a failover could hand
+   * it to a second owner. WAIT vouches only for the writes of the connection it runs on, so it
+   * rides in the acquire's pipeline: ioredis sends a pipeline down one connection (on Cluster,
+   * to the master of the key's slot, and its node connections never reconnect); on a single
+   * connection a reconnect in between (the epoch moved) could have resent WAIT alone, so that
+   * counts as unconfirmed. Unconfirmed: give the hold back and report a failed attempt that may
+   * be retried after the sync timeout.
+   */
+  private async syncedAttempt(owner: LockOwner, lease: number, field: string, sync: { replicas: number; timeout: number }): Promise<number | null> {
+    const epoch = this.context.connectionEpoch();
+    const [ttl, acked] = await this.context.command('acquire', async (redis) => {
+      const replies = await redis.pipeline().rlock_acquire(this.key, lease, field).wait(sync.replicas, sync.timeout).exec();
+      const [acquire, wait] = replies ?? [];
+      if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
+      // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
+      return [acquire[1] as number | null, wait && !wait[0] ? (wait[1] as number) : -1] as const;
+    });
+    if (ttl !== null) return ttl;
+    if (acked >= sync.replicas && epoch === this.context.connectionEpoch()) return null;
     owner.holds++;
     await this.release(owner).catch(() => undefined);
     return sync.timeout;

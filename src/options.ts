@@ -29,7 +29,7 @@ export interface LockClientOptions {
    * Opt-in: after each successful acquire, `WAIT` until `replicas` replicas have the lock, at
    * most `timeout` ms; when fewer acknowledge, the hold is given back and the attempt counts as
    * failed (Redisson's synced acquire). Closes the failover window of asynchronous replication
-   * at the cost of a round trip. Standalone and Sentinel only.
+   * at the cost of the replication delay; WAIT holds the command connection meanwhile.
    */
   syncReplicas?: { replicas: number; timeout: number };
 }

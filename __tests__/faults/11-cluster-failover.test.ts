@@ -1,8 +1,9 @@
 // Fault 11: on a Cluster, the master owning a lock's slot is killed and its replica promoted.
-// Renewals and releases follow the slot to the new master; waiters do not hang.
+// Renewals and releases follow the slot to the new master; waiters do not hang. With
+// syncReplicas, only an acquire the slot's replica acknowledged counts, and it survives.
 import { LockClient } from '../../src';
 import { RedisCluster } from '../../scripts/redisTopologies';
-import { holdWithWaiter, slotOwnerPort } from '../helpers/handoff';
+import { holdWithWaiter, slotOwnerPort, slotPorts } from '../helpers/handoff';
 import { until } from '../helpers/time';
 
 let cluster: RedisCluster;
@@ -41,6 +42,43 @@ test('killing the slot owner: the lock is renewed on the promoted replica and it
   } finally {
     await holder!.close();
     await waiting!.close();
+    for (const redis of connections) redis.disconnect();
+  }
+}, 60_000);
+
+test('syncReplicas on Cluster: WAIT reaches the slot\'s master; an unacknowledged acquire is refused, an acknowledged one survives the failover', async () => {
+  const connections = [cluster.connect(), cluster.connect()];
+  const synced = new LockClient({ redis: connections[0]!, syncReplicas: { replicas: 1, timeout: 300 } });
+  const other = new LockClient({ redis: connections[1]! });
+  try {
+    // A lock whose slot still has a master and a replica (the test above killed one master).
+    let name = '';
+    let ports: number[] = [];
+    for (let i = 0; ports.length < 2; i++) {
+      name = `synced-${i}`;
+      ports = await slotPorts(connections[0]!, name);
+    }
+    const [ownerPort, replicaPort] = ports;
+    const lock = synced.getLock(name);
+
+    const replica = cluster.servers.find((server) => server.port === replicaPort)!;
+    replica.pause();
+    try {
+      expect(await lock.tryLock({ leaseTime: 60_000 })).toBe(false);
+      expect(await lock.isLocked()).toBe(false); // the unconfirmed hold was given back
+    } finally {
+      replica.resume();
+    }
+    expect(await lock.tryLock({ waitTime: 5000, leaseTime: 60_000 })).toBe(true);
+
+    await cluster.servers.find((server) => server.port === ownerPort)!.kill();
+    await until('the replica took over the slot', async () => (await slotOwnerPort(connections[1]!, name).catch(() => undefined)) === replicaPort, 20_000);
+    await until('the lock answers on the new master', () => lock.isLocked().catch(() => false), 10_000);
+    expect(await other.getLock(name).tryLock({ waitTime: 1000, leaseTime: 60_000 })).toBe(false);
+    expect(await lock.isHeldByCurrentOwner()).toBe(true);
+  } finally {
+    await synced.close();
+    await other.close();
     for (const redis of connections) redis.disconnect();
   }
 }, 60_000);

@@ -15,9 +15,15 @@ export async function holdWithWaiter(holder: LockClient, waiting: LockClient, na
   return { lock, waiter, heldAt: () => heldAt };
 }
 
-/** The port of the master serving `key`'s slot. */
-export async function slotOwnerPort(cluster: Cluster, key: string): Promise<number | undefined> {
+/** The ports of the nodes serving `key`'s slot: its master first, then its live replicas. */
+export async function slotPorts(cluster: Cluster, key: string): Promise<number[]> {
   const slot = calculateSlot(key);
   const slots = await cluster.cluster('SLOTS');
-  return slots.find(([from, to]) => slot >= from && slot <= to)?.[2]?.[1];
+  const range = slots.find(([from, to]) => slot >= from && slot <= to);
+  return range ? range.slice(2).map((node) => (node as unknown as [string, number])[1]) : [];
+}
+
+/** The port of the master serving `key`'s slot. */
+export async function slotOwnerPort(cluster: Cluster, key: string): Promise<number | undefined> {
+  return (await slotPorts(cluster, key))[0];
 }
