@@ -130,6 +130,18 @@ export class RedisSentinelGroup {
     return Number(port);
   }
 
+  /** The server listening on `port`: master and replica swap roles with each failover. */
+  serverOn(port: number): RedisServer {
+    const server = [this.master, this.replica].find((candidate) => candidate.port === port);
+    if (!server) throw new Error(`no server of the group on port ${port}`);
+    return server;
+  }
+
+  /** `SENTINEL FAILOVER`: the replica is promoted and the old master, alive, made its replica. */
+  async failover(): Promise<void> {
+    await ask(this.sentinelPort, (r) => r.call('SENTINEL', 'FAILOVER', this.masterName));
+  }
+
   /** Waits until the Sentinel names a master other than `oldPort`. */
   async waitForNewMaster(oldPort: number, timeoutMs = 20_000): Promise<number> {
     await waitFor('the Sentinel promoted a new master', async () => (await this.masterPort()) !== oldPort, timeoutMs);

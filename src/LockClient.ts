@@ -116,6 +116,13 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     if (isConnection(given)) {
       this.redis = given;
       this.ownsRedis = false;
+      const own = (given as Redis).options;
+      if (!given.isCluster && own?.sentinels?.length && !own.failoverDetector) {
+        process.emitWarning('a Sentinel connection without failoverDetector: true keeps writing to the old master for seconds after SENTINEL FAILOVER (see docs/topologies.md)', {
+          type: 'RLockWarning',
+          code: 'RLOCK_NO_FAILOVER_DETECTOR',
+        });
+      }
     } else {
       if (typeof given === 'object' && 'keyPrefix' in given && given.keyPrefix) {
         throw new InvalidArgumentError('options.redis.keyPrefix', 'is not supported; use the LockClient option keyPrefix');
@@ -128,7 +135,13 @@ export class LockClient extends EventEmitter<LockClientEvents> {
           ...clusterOptions,
           redisOptions: { disconnectTimeout: 0, connectionName: connName, ...clusterOptions.redisOptions },
         });
-      } else this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, ...given });
+      } else {
+        // failoverDetector (Sentinel only): on SENTINEL FAILOVER the old master lives on and
+        // keeps taking writes for seconds until the Sentinel demotes it; ioredis drops the
+        // connection as soon as a Sentinel announces +switch-master, so renewals and releases
+        // move to the new master at once instead of renewing a lock nobody else can see.
+        this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...given });
+      }
       this.ownsRedis = true;
       this.redis.on('error', () => undefined); // ioredis retries; calls report their own failures
     }

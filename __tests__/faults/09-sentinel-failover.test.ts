@@ -1,19 +1,18 @@
-// Fault 9: the Sentinel master is killed and a replica promoted. The command and subscriber
+// Fault 9: the Sentinel master is moved (SENTINEL FAILOVER) or killed, and a replica promoted. The command and subscriber
 // connections follow the new master, waiters are woken, and the watchdog keeps renewing.
 import { Redis } from 'ioredis';
 import { LockClient } from '../../src';
 import { RedisSentinelGroup } from '../../scripts/redisTopologies';
 import { sleep, until } from '../helpers/time';
 
-let group: RedisSentinelGroup;
-beforeAll(async () => {
-  group = await RedisSentinelGroup.start();
-}, 60_000);
-afterAll(async () => {
-  await group.stop();
-});
 
-test('after a failover the lock lives on, is renewed on the new master, and its release wakes the waiter', async () => {
+/**
+ * A lock is held and a waiter parked; `failover` moves the master. Afterwards the lock lives on
+ * and is renewed on the new master, and its release wakes the waiter at once.
+ */
+async function survivesFailover(name: string, failover: (group: RedisSentinelGroup, oldMaster: number) => Promise<void>): Promise<void> {
+  // A group of its own: a demoted old master takes the Sentinel ~18 s to count as a replica again.
+  const group = await RedisSentinelGroup.start();
   const options = { redis: { sentinels: group.sentinels, name: group.masterName }, watchdogTimeout: 6000 };
   const holder = new LockClient(options);
   const waiting = new LockClient(options);
@@ -22,7 +21,6 @@ test('after a failover the lock lives on, is renewed on the new master, and its 
   const lost = jest.fn();
   holder.on('lockLost', lost);
   try {
-    const name = 'failover';
     const lock = holder.getLock(name);
     await lock.lock();
     expect(await admin.wait(1, 2000)).toBe(1); // the replica has it
@@ -33,14 +31,16 @@ test('after a failover the lock lives on, is renewed on the new master, and its 
     await until('the waiter parked', () => waiting.stats.waiters === 1);
 
     const oldMaster = await group.masterPort();
-    await group.master.kill();
+    await failover(group, oldMaster);
     const newMaster = await group.waitForNewMaster(oldMaster);
-    expect(newMaster).toBe(group.replica.port);
     // Renewals reach the new master: the lease is pushed back past the failover.
     await sleep(2500);
     const direct = new Redis(newMaster, '127.0.0.1');
-    expect(await direct.pttl(name)).toBeGreaterThan(3000);
-    direct.disconnect();
+    try {
+      expect(await direct.pttl(name)).toBeGreaterThan(3000);
+    } finally {
+      direct.disconnect();
+    }
     expect(lost).not.toHaveBeenCalled();
 
     const releasedAt = performance.now();
@@ -51,5 +51,33 @@ test('after a failover the lock lives on, is renewed on the new master, and its 
     admin.disconnect();
     await holder.close();
     await waiting.close();
+    await group.stop();
   }
+}
+
+// The Sentinel demotes the live old master and kills its clients: both connections must move.
+test('SENTINEL FAILOVER: the lock lives on, is renewed on the new master, and its release wakes the waiter', async () => {
+  await survivesFailover('manual-failover', (group) => group.failover());
 }, 60_000);
+
+test('killing the master: the lock lives on, is renewed on the promoted replica, and its release wakes the waiter', async () => {
+  await survivesFailover('killed-master', (group, oldMaster) => group.serverOn(oldMaster).kill());
+}, 60_000);
+
+test('a borrowed Sentinel connection without failoverDetector gets a warning', async () => {
+  const emitWarning = jest.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+  const sentinel = { sentinels: [{ host: '127.0.0.1', port: 1 }], name: 'mymaster', lazyConnect: true }; // never connected
+  const borrowed = new Redis(sentinel);
+  const detected = new Redis({ ...sentinel, failoverDetector: true });
+  try {
+    await new LockClient({ redis: detected }).close();
+    expect(emitWarning).not.toHaveBeenCalled();
+    await new LockClient({ redis: borrowed }).close();
+    expect(emitWarning).toHaveBeenCalledTimes(1);
+    expect(emitWarning.mock.calls[0]![1]).toMatchObject({ code: 'RLOCK_NO_FAILOVER_DETECTOR' });
+  } finally {
+    emitWarning.mockRestore();
+    borrowed.disconnect();
+    detected.disconnect();
+  }
+});
