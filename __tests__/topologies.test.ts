@@ -1,5 +1,6 @@
 // The core RLock behaviour on each topology: a single server, a 3-master Cluster (sharded
-// pub/sub, per-slot renewal batches) and a Sentinel group, from one parametrised suite.
+// pub/sub, per-slot renewal batches), the same Cluster without sharded pub/sub, and a Sentinel
+// group, from one parametrised suite.
 import { Cluster, Redis } from 'ioredis';
 import { LockClient, type LockClientOptions } from '../src';
 import { RedisCluster, RedisSentinelGroup } from '../scripts/redisTopologies';
@@ -21,10 +22,14 @@ const topologies: [string, () => Promise<Topology>][] = [
       return { redisOption: () => ({ redis: server.url, close: () => undefined }), admin: server.connect(), stop: () => server.stop() };
     },
   ],
-  [
-    'Cluster (3 masters)',
+  ...[
+    ['Cluster (3 masters)', []],
+    // Servers without sharded pub/sub (as before Redis 7): the client falls back to PUBLISH.
+    ['Cluster without sharded pub/sub', ['--rename-command', 'SPUBLISH', '', '--rename-command', 'SSUBSCRIBE', '']],
+  ].map(([label, serverArgs]): [string, () => Promise<Topology>] => [
+    label as string,
     async () => {
-      const cluster = await RedisCluster.start({ masters: 3 });
+      const cluster = await RedisCluster.start({ masters: 3, serverArgs: serverArgs as string[] });
       let n = 0;
       return {
         // Half the clients get an ioredis Cluster passed in, half build their own from options.
@@ -37,7 +42,7 @@ const topologies: [string, () => Promise<Topology>][] = [
         stop: () => cluster.stop(),
       };
     },
-  ],
+  ]),
   [
     'Sentinel (master + replica)',
     async () => {

@@ -39,8 +39,9 @@ async function ask<T>(port: number, call: (redis: Redis) => Promise<T>): Promise
 export class RedisCluster {
   private constructor(readonly servers: RedisServer[]) {}
 
-  static async start({ masters = 3, replicas = 0 } = {}): Promise<RedisCluster> {
-    const args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000'];
+  /** `serverArgs`: more redis-server arguments for every node. */
+  static async start({ masters = 3, replicas = 0, serverArgs = [] as string[] } = {}): Promise<RedisCluster> {
+    const args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', ...serverArgs];
     const servers = await Promise.all(Array.from({ length: masters * (1 + replicas) }, () => RedisServer.start(args)));
     const cluster = new RedisCluster(servers);
     try {

@@ -58,7 +58,16 @@ export async function inspectLock(redis: Redis | Cluster, name: string, key: str
     const names = await clientNames(redis);
     for (const holder of holders) holder.clientName = names.get(holder.clientId);
   }
-  return { name, key, locked: holders.length > 0, holders, ttl, waitingClients: Number(numsub[1] ?? 0) };
+  let waitingClients = Number(numsub[1] ?? 0);
+  // Classic pub/sub on a Cluster: a subscriber sits on a node of its own choosing, and NUMSUB
+  // counts only the subscribers of the node it is asked on.
+  if (redis.isCluster && !sharded) waitingClients = await subscribersOnEveryNode(redis as Cluster, channel);
+  return { name, key, locked: holders.length > 0, holders, ttl, waitingClients };
+}
+
+async function subscribersOnEveryNode(cluster: Cluster, channel: string): Promise<number> {
+  const counts = await Promise.all(cluster.nodes('all').map((node) => node.pubsub('NUMSUB', channel) as Promise<[string, number]>));
+  return counts.reduce((sum, [, count]) => sum + Number(count), 0);
 }
 
 /** clientId → name, from the connection names; empty when CLIENT LIST is not allowed. */
