@@ -88,11 +88,13 @@ describe.each(topologies)('%s', (_label, start) => {
       const inner = c.getLock(name);
       await inner.lock();
       expect(await inner.getHoldCount()).toBe(2);
+      expect(await inner.isHeldByCurrentOwner()).toBe(true);
       expect(await lock.remainTimeToLive()).toBeGreaterThan(25_000);
       await inner.unlock();
       expect(await inner.getHoldCount()).toBe(1);
     });
     expect(await lock.isLocked()).toBe(false);
+    expect(await lock.isHeldByCurrentOwner()).toBe(false);
     expect(await topology.admin.exists(name)).toBe(0);
   });
 

@@ -13,7 +13,7 @@ export interface WorkerConfig {
   deadline: number;
 }
 
-/** One line of a worker's stdout. Times are epoch ms with sub-ms precision. */
+/** One line of a worker's stdout. Times are ms of the machine's monotonic clock (one clock for all workers). */
 export type StressEvent =
   /** `begun`: when the acquiring call was made; `start`..`end`: when the holder knew it held the lock. */
   | { kind: 'held'; lock: string; owner: string; begun: number; start: number; end: number }

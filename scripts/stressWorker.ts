@@ -6,7 +6,10 @@ import { LockClient, LockLostError, LockTimeoutError, NotLockOwnerError, type RL
 import type { StressEvent, WorkerConfig } from './stressTypes';
 
 const config = JSON.parse(process.argv[2]!) as WorkerConfig;
-const now = (): number => performance.timeOrigin + performance.now();
+// Times are compared across processes: CLOCK_MONOTONIC (process.hrtime) is one clock for every
+// process of the machine, while performance.timeOrigin is each process's own estimate of the wall
+// clock at its start, which a preemption while it is taken can put milliseconds off.
+const now = (): number => Number(process.hrtime.bigint()) / 1e6;
 const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
 const randomInt = (min: number, max: number): number => min + Math.floor(Math.random() * (max - min + 1));
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
