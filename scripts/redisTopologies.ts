@@ -110,9 +110,14 @@ export class RedisSentinelGroup {
       );
       group.sentinel = spawn('redis-sentinel', [config], { stdio: 'ignore' });
       group.sentinel.unref();
-      await waitFor('the sentinel knows the replica', async () => {
-        const replicas = (await ask(group.sentinelPort, (r) => r.call('SENTINEL', 'REPLICAS', group.masterName))) as unknown[];
-        return replicas.length === 1;
+      // Known is not enough: SENTINEL FAILOVER answers NOGOODSLAVE until the Sentinel has a
+      // live link to the replica and has read from it that its replication link is up.
+      await waitFor('the sentinel could promote the replica', async () => {
+        const replicas = (await ask(group.sentinelPort, (r) => r.call('SENTINEL', 'REPLICAS', group.masterName))) as string[][];
+        return replicas.some((fields) => {
+          const info = new Map(fields.flatMap((value, i) => (i % 2 === 0 ? [[value, fields[i + 1]] as const] : [])));
+          return info.get('flags') === 'slave' && info.get('master-link-status') === 'ok';
+        });
       });
     } catch (error) {
       await group.stop();

@@ -19,6 +19,8 @@ export class ChannelEntry {
   subscribed: Promise<boolean> = Promise.resolve(false);
   /** True once SUBSCRIBE is confirmed: from then on every release of the lock reaches this entry. */
   confirmed = false;
+  /** SUBSCRIBE failed; retried on the next reconnect or slot refresh. */
+  failed = false;
 
   /** Wakes one parked waiter, or stores one permit when none is parked and none is stored. */
   wakeOne(): void {
@@ -95,6 +97,9 @@ export class LockPubSub {
   private readonly entries = new Map<string, ChannelEntry>();
   private wasReady = false;
   private publishCommand: Promise<PublishCommand> | undefined;
+  private closed = false;
+  /** The tail of the (un)subscribe queue, see `serially`. */
+  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly createSubscriber: (sharded: boolean) => Redis | Cluster,
@@ -116,17 +121,7 @@ export class LockPubSub {
     if (!entry) {
       entry = new ChannelEntry();
       this.entries.set(channel, entry);
-      // Every (un)subscribe goes through the same settled promise, so they reach the
-      // connection in the order join/leave were called: a later SUBSCRIBE wins.
-      const created = entry;
-      entry.subscribed = this.mode().then((command) => {
-        const subscriber = this.connect(command === 'spublish');
-        if (subscriber.isCluster) created.slotOwner = (subscriber as Cluster).slots[calculateSlot(channel)]?.join(',');
-        return (command === 'spublish' ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel)).then(() => {
-          created.confirmed = true;
-          return true;
-        });
-      }).catch(() => false);
+      this.subscribe(channel, entry);
     }
     entry.refCount++;
     return entry;
@@ -142,20 +137,63 @@ export class LockPubSub {
     if (entry.refCount > 0 || this.entries.get(channel) !== entry) return;
     this.entries.delete(channel);
     entry.semaphore.cancel();
-    void this.mode().then((command) => {
-      const subscriber = this.subscriber;
-      if (!subscriber) return;
-      return (command === 'spublish' ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel)).then(() => undefined);
+    if (!this.subscriber) return; // never subscribed
+    this.serially(async (subscriber, sharded) => {
+      await (sharded ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel));
     }).catch(() => undefined);
   }
 
   /** Disconnects; waiters still parked are woken by the caller's abort, not here. */
   async close(): Promise<void> {
+    this.closed = true;
     for (const entry of this.entries.values()) entry.semaphore.cancel();
     this.entries.clear();
     const subscriber = this.subscriber;
     this.subscriber = undefined;
     if (subscriber) subscriber.disconnect();
+  }
+
+  private subscribe(channel: string, entry: ChannelEntry): void {
+    entry.failed = false;
+    entry.subscribed = this.serially(async (subscriber, sharded) => {
+      if (this.entries.get(channel) !== entry) return false; // every waiter left meanwhile
+      if (subscriber.isCluster) entry.slotOwner = (subscriber as Cluster).slots[calculateSlot(channel)]?.join(',');
+      await (sharded ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel));
+      entry.confirmed = true;
+      return true;
+    }).catch(() => {
+      entry.failed = true; // tried again on the next reconnect or slot refresh
+      return false;
+    });
+  }
+
+  /** Subscriptions that failed, tried again (their waiters meanwhile sleep at most their pttl). */
+  private retryFailed(): void {
+    for (const [channel, entry] of this.entries) if (entry.failed) this.subscribe(channel, entry);
+  }
+
+  /**
+   * Runs the (un)subscribes one after another, in the order join/leave asked for them, so a later
+   * SUBSCRIBE wins. On a Cluster each waits until the subscriber is ready: ioredis would queue it
+   * offline and, on ready, route it by a slot map that may lack the slot (a slot not served), and
+   * the TypeError that ioredis 5/6 then throws escapes into the process. Sent while ready, the
+   * same failure is a rejection here.
+   */
+  private serially<T>(op: (subscriber: Redis | Cluster, sharded: boolean) => Promise<T>): Promise<T> {
+    const run = this.queue
+      .then(() => this.mode())
+      .then(async (command) => {
+        // After close() a queued call must not open a new subscriber (nothing would close it).
+        if (this.closed) throw new Error('closed');
+        const sharded = command === 'spublish';
+        const subscriber = this.connect(sharded);
+        if (subscriber.isCluster && subscriber.status !== 'ready') {
+          await new Promise((resolve) => subscriber.once('ready', resolve));
+        }
+        return op(subscriber, sharded);
+      });
+    this.queue = run.catch(() => undefined);
+    return run;
   }
 
   private followSlots(cluster: Cluster): void {
@@ -181,6 +219,7 @@ export class LockPubSub {
     subscriber.on('ready', () => {
       if (this.wasReady) for (const entry of this.entries.values()) entry.wakeAll();
       this.wasReady = true;
+      this.retryFailed();
     });
     // Connection errors are retried by ioredis; without a listener it would log each one.
     subscriber.on('error', () => undefined);
@@ -188,7 +227,10 @@ export class LockPubSub {
       // A slot that moves (migration, failover) takes its sharded subscriptions with it: ioredis
       // moves ours on its next slots refresh, but releases published meanwhile are lost, so the
       // waiters of a moved channel retry once at once instead of sleeping out their pttl.
-      subscriber.on('refresh', () => this.followSlots(subscriber as Cluster));
+      subscriber.on('refresh', () => {
+        this.followSlots(subscriber as Cluster);
+        this.retryFailed();
+      });
     }
     this.subscriber = subscriber;
     return subscriber;

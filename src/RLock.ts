@@ -251,8 +251,9 @@ export class RLock {
   }
 
   /**
-   * An attempt of a waiter: a failover (CLUSTERDOWN, TRYAGAIN, LOADING, MASTERDOWN: refused,
-   * not run) does not end the wait; it is retried after a short pause, within the waitTime.
+   * An attempt of a waiter: a refusal Redis will not repeat for long (`RedisCommandError.transient`:
+   * failover, loading, a slot in flux; refused, not run) does not end the wait; it is retried
+   * after a short pause, within the waitTime.
    */
   private async attemptWhileWaiting(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
     try {

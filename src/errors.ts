@@ -66,8 +66,12 @@ export class RedisCommandError extends LockError {
     this.code = /^([A-Z][A-Z_]+) /.exec(message)?.[1] ?? /Last error: \w*Error: ([A-Z][A-Z_]+) /.exec(message)?.[1];
   }
 
-  /** Redis refused the call without running it, and will accept it again soon (failover, loading). */
+  /**
+   * Redis refused the call without running it, and will accept it again soon: a failover, a
+   * server loading its data, or a slot in flux (ioredis gave up following MOVED/ASK redirections
+   * while nodes disagreed on the slot's owner).
+   */
   get transient(): boolean {
-    return this.code !== undefined && ['CLUSTERDOWN', 'TRYAGAIN', 'LOADING', 'MASTERDOWN'].includes(this.code);
+    return this.code !== undefined && ['CLUSTERDOWN', 'TRYAGAIN', 'LOADING', 'MASTERDOWN', 'MOVED', 'ASK'].includes(this.code);
   }
 }

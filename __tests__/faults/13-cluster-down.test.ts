@@ -1,0 +1,48 @@
+// Fault 13: the lock's slot is not served for a while (CLUSTERDOWN), longer than ioredis's own
+// retries. A waiter keeps trying within its waitTime instead of failing; a single attempt fails
+// with a typed error that says the failure is transient.
+import { Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { LockClient, RedisCommandError } from '../../src';
+import { RedisCluster } from '../../scripts/redisTopologies';
+import { slotOwnerPort } from '../helpers/handoff';
+import { sleep } from '../helpers/time';
+
+let cluster: RedisCluster;
+beforeAll(async () => {
+  cluster = await RedisCluster.start({ masters: 3 });
+}, 60_000);
+afterAll(async () => {
+  await cluster.stop();
+});
+
+test('a waiter rides out CLUSTERDOWN and takes the lock once the slot is served again', async () => {
+  const redis = cluster.connect();
+  const client = new LockClient({ redis });
+  const name = 'cluster-down';
+  const owner = new Redis((await slotOwnerPort(redis, name))!, '127.0.0.1');
+  const slot = calculateSlot(name);
+  try {
+    await owner.cluster('DELSLOTS', slot); // the owner stops serving the slot: CLUSTERDOWN
+    const single = await client
+      .getLock(name)
+      .tryLock()
+      .catch((error: unknown) => error);
+    // The owner answers CLUSTERDOWN, the other nodes MOVED to it: ioredis reports whichever came last.
+    expect(single).toBeInstanceOf(RedisCommandError);
+    expect(['CLUSTERDOWN', 'MOVED']).toContain((single as RedisCommandError).code);
+    expect((single as RedisCommandError).transient).toBe(true);
+
+    const taking = client
+      .getLock(name)
+      .tryLock({ waitTime: 20_000, leaseTime: 5000 })
+      .catch((error: unknown) => error);
+    await sleep(2500); // past ioredis's own CLUSTERDOWN retries (16 × 100 ms)
+    await owner.cluster('ADDSLOTS', slot);
+    expect(await taking).toBe(true);
+  } finally {
+    await client.close();
+    redis.disconnect();
+    owner.disconnect();
+  }
+}, 60_000);
