@@ -2,20 +2,13 @@
 // Renewals and releases follow the slot to the new master; waiters do not hang. With
 // syncReplicas, only an acquire the slot's replica acknowledged counts, and it survives.
 import { LockClient } from '../../src';
-import { RedisCluster } from '../../scripts/redisTopologies';
-import { holdWithWaiter, slotOwnerPort, slotPorts } from '../helpers/handoff';
+import { holdWithWaiter, slotOwnerPort, slotPorts, useCluster } from '../helpers/handoff';
 import { until } from '../helpers/time';
 
-let cluster: RedisCluster;
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ masters: 3, replicas: 1 });
-}, 60_000);
-afterAll(async () => {
-  await cluster.stop();
-});
+const clusterOf = useCluster({ masters: 3, replicas: 1 });
 
 test('killing the slot owner: the lock is renewed on the promoted replica and its release reaches the waiter', async () => {
-  const connections = [cluster.connect(), cluster.connect()];
+  const connections = [clusterOf().connect(), clusterOf().connect()];
   const [holder, waiting] = connections.map((redis) => new LockClient({ redis, watchdogTimeout: 6000 }));
   const lost = jest.fn();
   holder!.on('lockLost', lost);
@@ -25,7 +18,7 @@ test('killing the slot owner: the lock is renewed on the promoted replica and it
 
     // Kill the master that owns the lock's slot.
     const ownerPort = await slotOwnerPort(connections[0]!, name);
-    await cluster.servers.find((server) => server.port === ownerPort)!.kill();
+    await clusterOf().servers.find((server) => server.port === ownerPort)!.kill();
     await until('a replica took over the slot', async () => {
       const port = await slotOwnerPort(connections[1]!, name);
       return port !== undefined && port !== ownerPort;
@@ -47,7 +40,7 @@ test('killing the slot owner: the lock is renewed on the promoted replica and it
 }, 60_000);
 
 test('syncReplicas on Cluster: WAIT reaches the slot\'s master; an unacknowledged acquire is refused, an acknowledged one survives the failover', async () => {
-  const connections = [cluster.connect(), cluster.connect()];
+  const connections = [clusterOf().connect(), clusterOf().connect()];
   const synced = new LockClient({ redis: connections[0]!, syncReplicas: { replicas: 1, timeout: 300 } });
   const other = new LockClient({ redis: connections[1]! });
   try {
@@ -61,7 +54,7 @@ test('syncReplicas on Cluster: WAIT reaches the slot\'s master; an unacknowledge
     const [ownerPort, replicaPort] = ports;
     const lock = synced.getLock(name);
 
-    const replica = cluster.servers.find((server) => server.port === replicaPort)!;
+    const replica = clusterOf().servers.find((server) => server.port === replicaPort)!;
     replica.pause();
     try {
       expect(await lock.tryLock({ leaseTime: 60_000 })).toBe(false);
@@ -71,7 +64,7 @@ test('syncReplicas on Cluster: WAIT reaches the slot\'s master; an unacknowledge
     }
     expect(await lock.tryLock({ waitTime: 5000, leaseTime: 60_000 })).toBe(true);
 
-    await cluster.servers.find((server) => server.port === ownerPort)!.kill();
+    await clusterOf().servers.find((server) => server.port === ownerPort)!.kill();
     await until('the replica took over the slot', async () => (await slotOwnerPort(connections[1]!, name).catch(() => undefined)) === replicaPort, 20_000);
     await until('the lock answers on the new master', () => lock.isLocked().catch(() => false), 10_000);
     expect(await other.getLock(name).tryLock({ waitTime: 1000, leaseTime: 60_000 })).toBe(false);

@@ -4,17 +4,10 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Redis } from 'ioredis';
 import { LockClient } from '../../src';
-import { RedisCluster } from '../../scripts/redisTopologies';
-import { holdWithWaiter, slotOwnerPort } from '../helpers/handoff';
+import { holdWithWaiter, slotOwnerPort, useCluster } from '../helpers/handoff';
 import { until } from '../helpers/time';
 
-let cluster: RedisCluster;
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ masters: 3 });
-}, 60_000);
-afterAll(async () => {
-  await cluster.stop();
-});
+const clusterOf = useCluster({ masters: 3 });
 
 /** Moves `slot` and its keys from one master to another, as `redis-cli --cluster reshard` does. */
 async function migrateSlot(slot: number, from: Redis, to: Redis, toPort: number): Promise<void> {
@@ -32,18 +25,18 @@ async function migrateSlot(slot: number, from: Redis, to: Redis, toPort: number)
 
 test('a waiter on a lock whose slot moves still gets the lock after the release', async () => {
   const lease = 15_000;
-  const connections = [cluster.connect(), cluster.connect()];
+  const connections = [clusterOf().connect(), clusterOf().connect()];
   const [holder, waiting] = connections.map((redis) => new LockClient({ redis, watchdogTimeout: lease }));
-  const direct = cluster.servers.map((server) => server.connect());
+  const direct = clusterOf().servers.map((server) => server.connect());
   try {
     const name = 'moving';
     const slot = calculateSlot(name);
     const first = await holdWithWaiter(holder!, waiting!, name);
     const { lock } = first;
     const fromPort = await slotOwnerPort(connections[0]!, name);
-    const fromIndex = cluster.servers.findIndex((server) => server.port === fromPort);
-    const toIndex = (fromIndex + 1) % cluster.servers.length;
-    await migrateSlot(slot, direct[fromIndex]!, direct[toIndex]!, cluster.servers[toIndex]!.port);
+    const fromIndex = clusterOf().servers.findIndex((server) => server.port === fromPort);
+    const toIndex = (fromIndex + 1) % clusterOf().servers.length;
+    await migrateSlot(slot, direct[fromIndex]!, direct[toIndex]!, clusterOf().servers[toIndex]!.port);
     expect(await direct[toIndex]!.exists(name)).toBe(1);
 
     // The holder's renewals and release follow the slot.

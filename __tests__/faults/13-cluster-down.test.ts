@@ -4,20 +4,13 @@
 import { Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { LockClient, RedisCommandError } from '../../src';
-import { RedisCluster } from '../../scripts/redisTopologies';
-import { slotOwnerPort } from '../helpers/handoff';
+import { slotOwnerPort, useCluster } from '../helpers/handoff';
 import { sleep } from '../helpers/time';
 
-let cluster: RedisCluster;
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ masters: 3 });
-}, 60_000);
-afterAll(async () => {
-  await cluster.stop();
-});
+const clusterOf = useCluster({ masters: 3 });
 
 test('a waiter rides out CLUSTERDOWN and takes the lock once the slot is served again', async () => {
-  const redis = cluster.connect();
+  const redis = clusterOf().connect();
   const client = new LockClient({ redis });
   const name = 'cluster-down';
   const owner = new Redis((await slotOwnerPort(redis, name))!, '127.0.0.1');

@@ -1,6 +1,7 @@
 import type { Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import type { LockClient, RLock } from '../../src';
+import { RedisCluster } from '../../scripts/redisTopologies';
 import { until } from './time';
 
 /** `holder` takes lock `name`; a `withLock` of `waiting` parks behind it. `heldAt()` tells when the waiter got it. */
@@ -26,4 +27,19 @@ export async function slotPorts(cluster: Cluster, key: string): Promise<number[]
 /** The port of the master serving `key`'s slot. */
 export async function slotOwnerPort(cluster: Cluster, key: string): Promise<number | undefined> {
   return (await slotPorts(cluster, key))[0];
+}
+
+/** A Cluster of this test file's own, started in beforeAll and stopped in afterAll. */
+export function useCluster(options: Parameters<typeof RedisCluster.start>[0]): () => RedisCluster {
+  let cluster: RedisCluster | undefined;
+  beforeAll(async () => {
+    cluster = await RedisCluster.start(options);
+  }, 60_000);
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+  return () => {
+    if (!cluster) throw new Error('the Cluster starts in beforeAll');
+    return cluster;
+  };
 }
