@@ -173,27 +173,25 @@ export class LockPubSub {
   }
 
   /**
-   * Runs the (un)subscribes one after another, in the order join/leave asked for them, so a later
-   * SUBSCRIBE wins. On a Cluster each waits until the subscriber is ready: ioredis would queue it
-   * offline and, on ready, route it by a slot map that may lack the slot (a slot not served), and
-   * the TypeError that ioredis 5/6 then throws escapes into the process. Sent while ready, the
-   * same failure is a rejection here.
+   * Sends the (un)subscribes one after another, in the order join/leave asked for them, so a later
+   * SUBSCRIBE wins; the next is sent without waiting for the reply. On a Cluster each waits until
+   * the subscriber is ready: ioredis would queue it offline and, on ready, route it by a slot map
+   * that may lack the slot (a slot not served), and the TypeError that ioredis 5/6 then throws
+   * escapes into the process. Sent while ready, the same failure is a rejection here.
    */
-  private serially<T>(op: (subscriber: Redis | Cluster, sharded: boolean) => Promise<T>): Promise<T> {
-    const run = this.queue
-      .then(() => this.mode())
-      .then(async (command) => {
-        // After close() a queued call must not open a new subscriber (nothing would close it).
-        if (this.closed) throw new Error('closed');
-        const sharded = command === 'spublish';
-        const subscriber = this.connect(sharded);
-        if (subscriber.isCluster && subscriber.status !== 'ready') {
-          await new Promise((resolve) => subscriber.once('ready', resolve));
-        }
-        return op(subscriber, sharded);
-      });
-    this.queue = run.catch(() => undefined);
-    return run;
+  private serially<T>(send: (subscriber: Redis | Cluster, sharded: boolean) => Promise<T>): Promise<T> {
+    const turn = this.queue.then(async () => {
+      // After close() a queued call must not open a new subscriber (nothing would close it).
+      if (this.closed) throw new Error('closed');
+      const sharded = (await this.mode()) === 'spublish';
+      const subscriber = this.connect(sharded);
+      if (subscriber.isCluster && subscriber.status !== 'ready') {
+        await new Promise((resolve) => subscriber.once('ready', resolve));
+      }
+      return { reply: send(subscriber, sharded) }; // boxed: the queue waits for the send, not the reply
+    });
+    this.queue = turn.catch(() => undefined);
+    return turn.then(({ reply }) => reply);
   }
 
   private followSlots(cluster: Cluster): void {
