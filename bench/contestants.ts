@@ -3,7 +3,7 @@
 import { ExecutionError, Redlock } from '@sesamecare-oss/redlock';
 import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
-import { LockClient } from '../src';
+import { LockClient } from './shippedLibrary';
 
 /** One process's use of a library: its own connection(s). */
 export interface Session {

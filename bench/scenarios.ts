@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { LockClient } from '../src';
+import { LockClient } from './shippedLibrary';
 import { type Contestant, raw, rlock } from './contestants';
 import { jain, quantile, round, sleep } from './stats';
 

@@ -8,7 +8,9 @@ import { nanoid } from 'nanoid';
  * lock (see docs/design.md, "Owners").
  */
 export class LockOwner {
-  readonly id = nanoid();
+  // nanoid builds its id a character at a time, which V8 keeps as a chain of ~9 cons strings
+  // (~300 B); copied once it is one flat 21-byte string. 10 000 parked waiters are 10 000 owners.
+  readonly id = Buffer.from(nanoid(), 'latin1').toString('latin1');
   /** Holds this process believes the owner has; Redis's count is the truth, this may lag behind it. */
   holds = 0;
   /** Acquire calls under way. */
