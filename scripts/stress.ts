@@ -111,7 +111,13 @@ async function check(events: StressEvent[], options: StressOptions, locks: strin
         const earlier = latest;
         const forced = lock === CHAOS_LOCK && forces.some((f) => f.removed && f.done >= earlier.begun && f.sent <= hold.start);
         if (forced) forcedOverlaps++;
-        else violations.push(`overlap on ${lock}: ${earlier.owner} held until ${earlier.end.toFixed(3)}, ${hold.owner} from ${hold.start.toFixed(3)}`);
+        else {
+          const near = forces.filter((f) => f.sent <= hold.start + 50 && f.done >= earlier.begun - 50).map((f) => `force ${f.sent.toFixed(3)}..${f.done.toFixed(3)} removed=${f.removed}`);
+          violations.push(
+            `overlap on ${lock}: ${earlier.owner} (${earlier.via}) held ${earlier.start.toFixed(3)} (asked ${earlier.begun.toFixed(3)}) until ${earlier.end.toFixed(3)}, ` +
+              `${hold.owner} (${hold.via}) from ${hold.start.toFixed(3)} (asked ${hold.begun.toFixed(3)}); ${near.join('; ') || 'no force near'}`,
+          );
+        }
       }
       if (!latest || hold.end > latest.end) latest = hold;
     }

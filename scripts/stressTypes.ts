@@ -16,7 +16,7 @@ export interface WorkerConfig {
 /** One line of a worker's stdout. Times are ms of the machine's monotonic clock (one clock for all workers). */
 export type StressEvent =
   /** `begun`: when the acquiring call was made; `start`..`end`: when the holder knew it held the lock. */
-  | { kind: 'held'; lock: string; owner: string; begun: number; start: number; end: number }
+  | { kind: 'held'; lock: string; owner: string; begun: number; start: number; end: number; via: string }
   | { kind: 'wait'; lock: string; waitTime: number; elapsed: number; got: boolean }
   | { kind: 'force'; lock: string; sent: number; done: number; removed: boolean }
   | { kind: 'error'; lock: string; message: string }

@@ -24,7 +24,7 @@ client.on('lockLost', ({ name, error }) => emit({ kind: 'lost', lock: name, at: 
 const lockNames = [...config.locks, config.chaosLock];
 
 /** GET + SET of the lock's counter: loses updates unless the lock excludes everyone else. */
-async function criticalSection(lock: string, owner: string, begun: number, start: number, reenter: RLock | undefined): Promise<void> {
+async function criticalSection(lock: string, owner: string, begun: number, start: number, reenter: RLock | undefined, via: string): Promise<void> {
   if (reenter) {
     // Inside withLock the scope's owner holds it: a second handle enters again, counts up and down.
     await reenter.lock();
@@ -34,7 +34,7 @@ async function criticalSection(lock: string, owner: string, begun: number, start
   const value = Number((await data.get(counterKey)) ?? 0);
   await sleep(randomInt(0, 2));
   await data.set(counterKey, value + 1);
-  emit({ kind: 'held', lock, owner, begun, start, end: now() });
+  emit({ kind: 'held', lock, owner, begun, start, end: now(), via: reenter ? `${via}+reenter` : via });
 }
 
 const expectedOnChaos = (error: unknown): boolean => error instanceof NotLockOwnerError || error instanceof LockLostError;
@@ -48,7 +48,7 @@ async function oneRound(task: string): Promise<void> {
     if (action < 0.4) {
       // Reentrant section under the watchdog, waiting as long as it takes.
       await handle.withLock(async () => {
-        await criticalSection(lock, task, begun, now(), Math.random() < 0.5 ? client.getLock(lock) : undefined);
+        await criticalSection(lock, task, begun, now(), Math.random() < 0.5 ? client.getLock(lock) : undefined, 'withLock');
       });
     } else if (action < 0.65) {
       const waitTime = randomInt(0, 300);
@@ -57,7 +57,7 @@ async function oneRound(task: string): Promise<void> {
       if (got) {
         const start = now();
         try {
-          await criticalSection(lock, task, begun, start, undefined);
+          await criticalSection(lock, task, begun, start, undefined, 'tryLock');
         } finally {
           await handle.unlock();
         }
@@ -74,14 +74,14 @@ async function oneRound(task: string): Promise<void> {
       }
       emit({ kind: 'wait', lock, waitTime: abortAfter, elapsed: now() - begun, got: true });
       try {
-        await criticalSection(lock, task, begun, now(), undefined);
+        await criticalSection(lock, task, begun, now(), undefined, 'lock+signal');
       } finally {
         await handle.unlock();
       }
     } else {
       const waitTime = randomInt(0, 300);
       try {
-        await handle.withLock(async () => criticalSection(lock, task, begun, now(), undefined), { waitTime });
+        await handle.withLock(async () => criticalSection(lock, task, begun, now(), undefined, 'withLock+waitTime'), { waitTime });
         emit({ kind: 'wait', lock, waitTime, elapsed: now() - begun, got: true });
       } catch (error) {
         if (!(error instanceof LockTimeoutError)) throw error;
