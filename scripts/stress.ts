@@ -88,6 +88,7 @@ async function check(events: StressEvent[], options: StressOptions, locks: strin
   const holds = events.filter((e): e is Extract<StressEvent, { kind: 'held' }> => e.kind === 'held');
   const forces = events.filter((e): e is Extract<StressEvent, { kind: 'force' }> => e.kind === 'force');
   const waits = events.filter((e): e is Extract<StressEvent, { kind: 'wait' }> => e.kind === 'wait');
+  const losses = events.filter((e): e is Extract<StressEvent, { kind: 'lost' }> => e.kind === 'lost');
   for (const e of events) if (e.kind === 'error') violations.push(`error on ${e.lock}: ${e.message}`);
   const done = events.filter((e) => e.kind === 'done');
   if (done.length !== options.processes) violations.push(`${done.length} of ${options.processes} workers finished`);
@@ -112,10 +113,14 @@ async function check(events: StressEvent[], options: StressOptions, locks: strin
         const forced = lock === CHAOS_LOCK && forces.some((f) => f.removed && f.done >= earlier.begun && f.sent <= hold.start);
         if (forced) forcedOverlaps++;
         else {
-          const near = forces.filter((f) => f.sent <= hold.start + 50 && f.done >= earlier.begun - 50).map((f) => `force ${f.sent.toFixed(3)}..${f.done.toFixed(3)} removed=${f.removed}`);
+          const near = [
+            ...forces.filter((f) => f.sent <= hold.start + 50 && f.done >= earlier.begun - 50).map((f) => `force ${f.sent.toFixed(3)}..${f.done.toFixed(3)} removed=${f.removed}`),
+            // Losses on the chaos lock are expected and left out of lostReports; near an overlap they tell why.
+            ...losses.filter((l) => l.lock === lock && l.at >= earlier.begun - 2000 && l.at <= hold.start + 2000).map((l) => `lost at ${l.at.toFixed(3)} in worker ${l.worker}: ${l.reason}`),
+          ];
           violations.push(
             `overlap on ${lock}: ${earlier.owner} (${earlier.via}) held ${earlier.start.toFixed(3)} (asked ${earlier.begun.toFixed(3)}) until ${earlier.end.toFixed(3)}, ` +
-              `${hold.owner} (${hold.via}) from ${hold.start.toFixed(3)} (asked ${hold.begun.toFixed(3)}); ${near.join('; ') || 'no force near'}`,
+              `${hold.owner} (${hold.via}) from ${hold.start.toFixed(3)} (asked ${hold.begun.toFixed(3)}); ${near.join('; ') || 'no force or loss near'}`,
           );
         }
       }

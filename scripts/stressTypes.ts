@@ -21,5 +21,5 @@ export type StressEvent =
   | { kind: 'force'; lock: string; sent: number; done: number; removed: boolean }
   | { kind: 'error'; lock: string; message: string }
   /** The library told an owner it lost a lock (watchdog or local lease deadline). */
-  | { kind: 'lost'; lock: string; at: number; reason: string }
+  | { kind: 'lost'; lock: string; worker: number; at: number; reason: string }
   | { kind: 'done'; worker: number; stats: { renewals: number; waitingChannels: number; waiters: number } };

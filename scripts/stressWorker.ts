@@ -20,7 +20,7 @@ function emit(event: StressEvent): void {
 
 const client = new LockClient({ redis: config.url, keyPrefix: config.keyPrefix, watchdogTimeout: config.watchdogTimeout });
 const data = new Redis(config.url);
-client.on('lockLost', ({ name, error }) => emit({ kind: 'lost', lock: name, at: now(), reason: error.message }));
+client.on('lockLost', ({ name, error }) => emit({ kind: 'lost', lock: name, worker: config.worker, at: now(), reason: error.message }));
 const lockNames = [...config.locks, config.chaosLock];
 
 /** GET + SET of the lock's counter: loses updates unless the lock excludes everyone else. */
