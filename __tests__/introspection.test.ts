@@ -82,6 +82,13 @@ test('diagnostics_channel: acquired, released, wait start/end, force-unlocked an
     expect(end).toMatchObject({ name: 'diag', clientId: b.id, acquired: true });
     expect(end.durationMs).toEqual(expect.any(Number));
     expect(seen.find(([name]) => name === 'rlock:lost')![1]).toMatchObject({ name: 'diag2', clientId: a.id });
+    // The force names the hold it removed: the owner field of a's acquire.
+    const taken = seen.filter(([name, m]) => name === 'rlock:acquired' && m.name === 'diag2')[0]![1];
+    expect(seen.find(([name]) => name === 'rlock:force-unlocked')![1]).toMatchObject({
+      name: 'diag2',
+      removed: true,
+      holders: [`${a.id}:${String(taken.ownerId)}`],
+    });
   } finally {
     for (const [name, listener] of listeners) unsubscribe(name, listener);
   }

@@ -109,11 +109,11 @@ export class RLock {
     this.context.assertOpen();
     const { key } = this;
     const publish = await this.context.publishCommand();
-    const removed = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE, publish));
+    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE, publish));
     if (diagnostics.forceUnlocked.hasSubscribers) {
-      diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: removed === 1 });
+      diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
     }
-    return removed === 1;
+    return holders.length > 0;
   }
 
   /**

@@ -18,7 +18,7 @@ export const diagnostics = {
   renewalFailed: channel('rlock:renewal:failed'),
   /** `{ name, key, clientId, ownerId, error }`: an owner lost a lock it believed it held. */
   lost: channel('rlock:lost'),
-  /** `{ name, key, clientId, removed }`: `forceUnlock()` ran. */
+  /** `{ name, key, clientId, removed, holders }`: `forceUnlock()` ran; `holders` are the owner fields (`<clientId>:<ownerId>`) it removed. */
   forceUnlocked: channel('rlock:force-unlocked'),
 } as const;
 

@@ -26,7 +26,7 @@ declare module 'ioredis' {
       latchTtlMs: number,
       publishCommand: PublishCommand,
     ): Result<0 | 1 | null, Context>;
-    rlock_forceUnlock(key: string, channel: string, message: string, publishCommand: PublishCommand): Result<0 | 1, Context>;
+    rlock_forceUnlock(key: string, channel: string, message: string, publishCommand: PublishCommand): Result<string[], Context>;
     rlock_renew(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<(0 | 1)[], Context>;
   }
 }

@@ -8,10 +8,13 @@
     ARGV[2] publish command: "spublish" on a Cluster with sharded pub/sub (Redis >= 7), else "publish"
 
   Output:
-    1 when a lock was deleted, 0 when there was none.
+    the owner fields ("<clientId>:<ownerId>") the lock had when it was deleted; empty when there
+    was no lock. Naming them lets an operator (and the soak checker) know exactly whose hold a
+    force removed, instead of guessing from timing.
 ]]
-if redis.call('del', KEYS[1]) == 1 then
+local holders = redis.call('hkeys', KEYS[1])
+if #holders > 0 then
+  redis.call('del', KEYS[1])
   redis.call(ARGV[2], KEYS[2], ARGV[1])
-  return 1
 end
-return 0
+return holders
