@@ -1,5 +1,6 @@
-import type { Cluster, Redis } from 'ioredis';
-import { LockLostError } from './errors';
+import { LockLostError } from '../errors';
+import { batchesOf } from './batches';
+import type { ScriptedRedis } from './scripts';
 import type { LockOwner } from './LockOwner';
 
 /** One lock kept alive for one owner. */
@@ -36,11 +37,14 @@ export class ExpirationRenewal {
   /** Fires at the earliest lease end that no renewal has pushed back yet. */
   private deadlineTimer: NodeJS.Timeout | undefined;
   private deadlineAt = Infinity;
+  /** An extra renewal before the next tick, for a hold whose first lease is short (a fair-lock grant). */
+  private earlyTimer: NodeJS.Timeout | undefined;
+  private earlyAt = Infinity;
   private renewing = false;
   private closed = false;
 
   constructor(
-    private readonly redis: Redis | Cluster,
+    private readonly redis: ScriptedRedis,
     private readonly leaseMs: number,
     /** Batches must not mix hash slots on Cluster; this says which batch a key belongs to. */
     private readonly batchOf: (key: string) => string | number,
@@ -54,17 +58,34 @@ export class ExpirationRenewal {
 
   /**
    * Starts renewing a lock whose acquire call was sent at `sentAt` (performance.now()); a second
-   * call for the same lock and owner is a no-op.
+   * call for the same lock and owner is a no-op. `expiresAt`, when given, is when Redis may
+   * expire the hold at the earliest if that is sooner than a full lease (a fair-lock grant lives
+   * at most the queue timeout until its owner extends it): it is renewed halfway there.
    */
-  add(target: RenewalTarget, sentAt: number): void {
+  add(target: RenewalTarget, sentAt: number, expiresAt = sentAt + this.leaseMs): void {
     const id = entryId(target.key, target.field);
     if (this.closed || this.entries.has(id)) return;
-    const entry: RenewalEntry = { name: target.name, key: target.key, field: target.field, owner: target.owner, expiresAt: sentAt + this.leaseMs };
+    const entry: RenewalEntry = { name: target.name, key: target.key, field: target.field, owner: target.owner, expiresAt: Math.min(expiresAt, sentAt + this.leaseMs) };
     this.entries.set(id, entry);
     // Timers outlive the last entry until their next run: a lock taken and released over and
     // over then costs no timer churn.
     this.timer ??= setInterval(() => void this.renewAll(), Math.floor(this.leaseMs / 3)).unref();
     this.armDeadline(entry.expiresAt);
+    const now = performance.now();
+    if (entry.expiresAt < now + (this.leaseMs * 2) / 3) this.armEarly(now + (entry.expiresAt - this.margin - now) / 2);
+  }
+
+  private armEarly(at: number): void {
+    if (at >= this.earlyAt) return;
+    if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
+    this.earlyAt = at;
+    this.earlyTimer = setTimeout(() => {
+      this.earlyTimer = undefined;
+      this.earlyAt = Infinity;
+      // A tick in flight was batched before this hold was added: come back right after it.
+      if (this.renewing) this.armEarly(performance.now() + 5);
+      else void this.renewAll();
+    }, Math.max(0, at - performance.now())).unref();
   }
 
   has(key: string, field: string): boolean {
@@ -95,6 +116,9 @@ export class ExpirationRenewal {
     if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
     this.deadlineTimer = undefined;
     this.deadlineAt = Infinity;
+    if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
+    this.earlyTimer = undefined;
+    this.earlyAt = Infinity;
   }
 
   /**
@@ -149,26 +173,10 @@ export class ExpirationRenewal {
     if (this.renewing) return;
     this.renewing = true;
     try {
-      await Promise.all(this.batches().map((batch) => this.renewBatch(batch)));
+      await Promise.all(batchesOf(this.entries.values(), (entry) => this.batchOf(entry.key), BATCH_SIZE).map((batch) => this.renewBatch(batch)));
     } finally {
       this.renewing = false;
     }
-  }
-
-  private batches(): RenewalEntry[][] {
-    const groups = new Map<string | number, RenewalEntry[]>();
-    const batches: RenewalEntry[][] = [];
-    for (const entry of this.entries.values()) {
-      const group = this.batchOf(entry.key);
-      let batch = groups.get(group);
-      if (!batch || batch.length >= BATCH_SIZE) {
-        batch = [];
-        groups.set(group, batch);
-        batches.push(batch);
-      }
-      batch.push(entry);
-    }
-    return batches;
   }
 
   private async renewBatch(batch: RenewalEntry[]): Promise<void> {
