@@ -7,9 +7,15 @@ import type { LockOwner } from './LockOwner';
 export interface RenewalTarget {
   name: string;
   key: string;
-  /** `<clientId>:<ownerId>` */
+  /** `<clientId>:<ownerId>` (or whatever names the hold in the key, e.g. a permit id) */
   field: string;
   owner: LockOwner;
+  /**
+   * The script that renews this kind of hold, default `rlock_renew` (lock/renew.lua). Every
+   * renew script takes KEYS = the keys, ARGV[1] = the lease, ARGV[2..] = the fields, and answers
+   * 1 (renewed) or 0 (lost) per key; holds of one kind and slot share a call.
+   */
+  renewCommand?: string;
 }
 
 interface RenewalEntry extends RenewalTarget {
@@ -22,6 +28,8 @@ interface RenewalEntry extends RenewalTarget {
    */
   expiresAt: number;
 }
+
+const DEFAULT_RENEW = 'rlock_renew';
 
 /** Keys renewed by one script call; large enough that 10 000 held locks cost 10 calls a period. */
 const BATCH_SIZE = 1000;
@@ -65,7 +73,7 @@ export class ExpirationRenewal {
   add(target: RenewalTarget, sentAt: number, expiresAt = sentAt + this.leaseMs): void {
     const id = entryId(target.key, target.field);
     if (this.closed || this.entries.has(id)) return;
-    const entry: RenewalEntry = { name: target.name, key: target.key, field: target.field, owner: target.owner, expiresAt: Math.min(expiresAt, sentAt + this.leaseMs) };
+    const entry: RenewalEntry = { ...target, expiresAt: Math.min(expiresAt, sentAt + this.leaseMs) };
     this.entries.set(id, entry);
     // Timers outlive the last entry until their next run: a lock taken and released over and
     // over then costs no timer churn.
@@ -173,7 +181,7 @@ export class ExpirationRenewal {
     if (this.renewing) return;
     this.renewing = true;
     try {
-      await Promise.all(batchesOf(this.entries.values(), (entry) => this.batchOf(entry.key), BATCH_SIZE).map((batch) => this.renewBatch(batch)));
+      await Promise.all(batchesOf(this.entries.values(), (entry) => `${entry.renewCommand ?? DEFAULT_RENEW}\n${this.batchOf(entry.key)}`, BATCH_SIZE).map((batch) => this.renewBatch(batch)));
     } finally {
       this.renewing = false;
     }
@@ -183,7 +191,9 @@ export class ExpirationRenewal {
     let renewed: (0 | 1)[];
     const sentAt = performance.now();
     try {
-      renewed = await this.redis.rlock_renew(
+      const renew = (this.redis as unknown as Record<string, ScriptedRedis['rlock_renew']>)[batch[0]!.renewCommand ?? DEFAULT_RENEW]!;
+      renewed = await renew.call(
+        this.redis,
         batch.length,
         ...batch.map((entry) => entry.key),
         this.leaseMs,

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
 
@@ -10,24 +10,24 @@ import type { Cluster, Redis } from 'ioredis';
  * after `SCRIPT FLUSH` or a restart. Commands are named `rlock_<operation>` for the plain lock
  * and `rlock_<primitive>_<operation>` for the others.
  */
-const SCRIPT_FILES = [
-  'lock/acquire-1.lua',
-  'lock/release-3.lua',
-  'lock/forceUnlock-2.lua',
-  'lock/renew.lua',
-  'fairLock/acquire-3.lua',
-  'fairLock/release-4.lua',
-  'fairLock/leave-3.lua',
-  'fairLock/forceUnlock-3.lua',
-  'fairLock/heartbeat.lua',
-] as const;
+const LUA_DIR = join(__dirname, '..', 'lua');
+
+/** Every `lua/<primitive>/<operation>.lua`; `lua/includes/` holds fragments, not scripts. */
+function scriptFiles(): string[] {
+  return readdirSync(LUA_DIR, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && entry.name !== 'includes')
+    .flatMap((folder) => readdirSync(join(LUA_DIR, folder.name)).filter((file) => file.endsWith('.lua')).map((file) => `${folder.name}/${file}`))
+    .sort();
+}
 
 /** Classic pub/sub, or sharded pub/sub (Redis >= 7 Cluster: a message goes to one shard only). */
 export type PublishCommand = 'publish' | 'spublish';
 
 /**
- * The script commands `defineCommand` adds to a connection. Kept out of ioredis's own types (no
- * module augmentation): a user's ioredis types must not change because they installed rlock.
+ * The script commands `defineCommand` adds to a connection, for the plain and the fair lock; a
+ * primitive with scripts of its own declares their signatures beside it the same way. Kept out
+ * of ioredis's own types (no module augmentation): a user's ioredis types must not change
+ * because they installed rlock.
  */
 export interface ScriptCommands {
   rlock_acquire(key: string, leaseMs: number, field: string): Promise<number | null>;
@@ -92,7 +92,6 @@ export interface ScriptCommands {
 export type ScriptedRedis = (Redis | Cluster) & ScriptCommands;
 
 const COMMAND_PREFIX = 'rlock_';
-const LUA_DIR = join(__dirname, '..', 'lua');
 
 let sources: { name: string; numberOfKeys?: number; lua: string }[] | undefined;
 
@@ -103,7 +102,7 @@ function readWithIncludes(file: string): string {
 }
 
 function loadSources(): NonNullable<typeof sources> {
-  sources ??= SCRIPT_FILES.map((file) => {
+  sources ??= scriptFiles().map((file) => {
     const match = /^(\w+)\/(\w+?)(?:-(\d+))?\.lua$/.exec(file);
     if (!match) throw new Error(`bad script file name ${file}`);
     const [, primitive, operation, keys] = match;
