@@ -11,6 +11,7 @@ import { QueueHeartbeat } from './services/QueueHeartbeat';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
 import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
 import { FairLock } from './primitives/FairLock';
+import { ReadWriteLock } from './primitives/ReadWriteLock';
 import { RLock } from './primitives/RLock';
 import { defineScripts, type PublishCommand, type ScriptedRedis } from './services/scripts';
 
@@ -229,6 +230,15 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   getFairLock(name: string): FairLock {
     this.assertOpen();
     return new FairLock(this.context, name);
+  }
+
+  /**
+   * A read-write lock `name`: `readLock()` shared, `writeLock()` exclusive, and a waiting writer
+   * is never starved by readers (see docs/design.md, "The read-write lock").
+   */
+  getReadWriteLock(name: string): ReadWriteLock {
+    this.assertOpen();
+    return new ReadWriteLock(this.context, name);
   }
 
   /**

@@ -1,6 +1,9 @@
 export { LockClient, type LockClientEvents, type LockLostEvent } from './LockClient';
 export { RLock } from './primitives/RLock';
 export { FairLock } from './primitives/FairLock';
+export { ReadWriteLock } from './primitives/ReadWriteLock';
+export { ReadLock } from './primitives/ReadLock';
+export { WriteLock } from './primitives/WriteLock';
 export {
   ClientClosedError,
   InvalidArgumentError,

@@ -7,6 +7,10 @@ export interface LockHolder {
   holdCount: number;
   /** The holding client's `name` option, when its connection is still there to say it. */
   clientName: string | undefined;
+  /** A read-write lock's: whether these are read or write holds (an owner may have both). */
+  mode?: 'read' | 'write';
+  /** A read-write lock's: how long this holder's own lease still runs, in ms. */
+  expiresInMs?: number;
 }
 
 /** What `inspect()` tells about a lock. */
@@ -21,6 +25,10 @@ export interface LockInfo {
   waitingClients: number;
   /** A fair lock's queue, first in line first: who waits, with the lease each asked for. */
   queue?: QueuedWaiter[];
+  /** A read-write lock's mode while held. */
+  mode?: 'read' | 'write';
+  /** A read-write lock's waiting writers (each keeps new readers out). */
+  waitingWriters?: number;
 }
 
 /** One waiter in a fair lock's queue. */

@@ -45,3 +45,29 @@ export function queueExpiryKeyOf(key: string): string {
 export function grantChannelPrefixOf(key: string): string {
   return `${tagged('rlock__grant', key)}:`;
 }
+
+/**
+ * A message that wakes every waiter parked on a channel in each process, not one (the readers of
+ * a read-write lock after a write release: they can all enter at once).
+ */
+export const WAKE_ALL_MESSAGE = '*';
+
+/** A read-write lock's leases, zset holder field → Redis ms its lease ends: `rlock__rw_leases:{<key>}`. */
+export function rwLeasesKeyOf(key: string): string {
+  return tagged('rlock__rw_leases', key);
+}
+
+/** A read-write lock's waiting writers, zset writer field → Redis ms its entry ends: `rlock__rw_writers:{<key>}`. */
+export function rwWritersKeyOf(key: string): string {
+  return tagged('rlock__rw_writers', key);
+}
+
+/** Where a read-write lock wakes its readers: `rlock__rw_read:{<key>}`. */
+export function rwReadChannelOf(key: string): string {
+  return tagged('rlock__rw_read', key);
+}
+
+/** Where a read-write lock wakes its writers: `rlock__rw_write:{<key>}`. */
+export function rwWriteChannelOf(key: string): string {
+  return tagged('rlock__rw_write', key);
+}

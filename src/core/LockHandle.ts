@@ -4,6 +4,7 @@ import { diagnostics } from '../diagnostics';
 import type { LockInfo } from '../introspection';
 import { latchPrefixOf } from '../names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
+import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
 import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
@@ -94,7 +95,8 @@ export abstract class LockHandle {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
     this.context.assertOpen();
     const outer = scopedOwner(this.identity);
-    const owner = outer ?? new LockOwner();
+    const scopeOwner = outer ?? new LockOwner();
+    const owner = this.holder(scopeOwner);
     const maxWait = waitTime ?? Infinity;
     const sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
     if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
@@ -104,7 +106,7 @@ export abstract class LockHandle {
     let outcome: { value: T } | { error: unknown };
     try {
       const run = (): T | Promise<T> => fn(scope.signal);
-      outcome = { value: await (outer ? run() : runAsOwner(this.identity, owner, run)) };
+      outcome = { value: await (outer ? run() : runAsOwner(this.identity, scopeOwner, run)) };
     } catch (error) {
       outcome = { error };
     } finally {
@@ -113,7 +115,7 @@ export abstract class LockHandle {
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
     let releaseError: unknown;
     try {
-      await (outer ? this.release(owner) : this.releaseAll(owner));
+      await (outer ? this.release(owner) : this.endScope(scopeOwner, owner));
     } catch (error) {
       // After a loss, "not the owner" is the expected answer, not news.
       if (!(lost && error instanceof NotLockOwnerError)) releaseError = error;
@@ -159,6 +161,14 @@ export abstract class LockHandle {
     return { name: this.name, key: this.key, clientId: this.context.clientId, ownerId: owner.id };
   }
 
+  /** Publishes a `forceUnlock()` that removed `holders` (owner fields); answers whether there were any. */
+  protected forced(holders: string[]): boolean {
+    if (diagnostics.forceUnlocked.hasSubscribers) {
+      diagnostics.forceUnlocked.publish({ name: this.name, key: this.key, clientId: this.context.clientId, removed: holders.length > 0, holders });
+    }
+    return holders.length > 0;
+  }
+
   /** The wait diagnostics of `owner`, for a `WaitProtocol`. */
   protected waitEvents(owner: LockOwner): Pick<WaitProtocol, 'waitStarted' | 'waitEnded'> {
     return {
@@ -171,17 +181,45 @@ export abstract class LockHandle {
     };
   }
 
-  /** The handle's own owner, made on first use (a process may keep many handles). */
+  /** The handle's own owner, as it books holds. */
   private get handleOwner(): LockOwner {
+    return this.holder(this.unscopedOwner());
+  }
+
+  /**
+   * Who the handle acts as outside `withLock`: an owner of its own, made on first use (a process
+   * may keep many handles). Handles of one family (a read-write lock's two) share one.
+   */
+  protected unscopedOwner(): LockOwner {
     return (this.ownOwner ??= new LockOwner());
+  }
+
+  /**
+   * The owner whose holds this handle books for `owner` (a scope's or the handle's): `owner`
+   * itself, or, for handles that share owners but count their holds apart (a read-write lock's
+   * reads and writes), a facet of it with the same id.
+   */
+  protected holder(owner: LockOwner): LockOwner {
+    return owner;
+  }
+
+  /** What the watchdog renews for a hold of `owner` (a primitive with its own renew script says so here). */
+  protected renewalTarget(owner: LockOwner): RenewalTarget {
+    return { name: this.name, key: this.key, field: this.field(owner), owner };
+  }
+
+  /** Ends an outermost `withLock` scope whose holds this handle booked on `owner`. */
+  protected async endScope(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
+    await this.releaseAll(owner);
   }
 
   protected field(owner: LockOwner): string {
     return `${this.context.clientId}:${owner.id}`;
   }
 
-  private currentOwner(): LockOwner {
-    return scopedOwner(this.identity) ?? this.handleOwner;
+  protected currentOwner(): LockOwner {
+    const scoped = scopedOwner(this.identity);
+    return scoped ? this.holder(scoped) : this.handleOwner;
   }
 
   /**
@@ -190,7 +228,7 @@ export abstract class LockHandle {
    */
   private ownerToAcquire(): LockOwner {
     const scoped = scopedOwner(this.identity);
-    if (scoped) return scoped;
+    if (scoped) return this.holder(scoped);
     const owner = this.handleOwner;
     if (owner.holds > 0 || owner.pending > 0) {
       throw new LockUsageError(
@@ -219,7 +257,7 @@ export abstract class LockHandle {
     owner.holds++;
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(owner), holds: owner.holds, leaseTime });
     if (leaseTime === undefined) {
-      this.context.renewal.add({ name: this.name, key: this.key, field: this.field(owner), owner }, sentAt, expiresAt);
+      this.context.renewal.add(this.renewalTarget(owner), sentAt, expiresAt);
     }
     const stopped = stops.find((stop) => stop.aborted);
     if (stopped) {
@@ -266,7 +304,7 @@ export abstract class LockHandle {
    * (a `lock()` without `unlock()`), or that Redis counted twice for an acquire resent after a
    * reconnect, are given back too instead of being kept alive by the watchdog forever.
    */
-  private async releaseAll(owner: LockOwner): Promise<void> {
+  protected async releaseAll(owner: LockOwner): Promise<void> {
     while (!(await this.release(owner))) {
       /* keep going until Redis says released (or not held) */
     }

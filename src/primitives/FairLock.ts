@@ -1,6 +1,5 @@
 import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold } from '../core/waitLoop';
-import { diagnostics } from '../diagnostics';
 import { LockUsageError } from '../errors';
 import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
 import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../names';
@@ -33,10 +32,7 @@ export class FairLock extends LockHandle {
     const holders = await this.context.command('forceUnlock', (redis) =>
       redis.rlock_fairLock_forceUnlock(key, queueKeyOf(key), queueExpiryKeyOf(key), this.context.queueTimeout, grantChannelPrefixOf(key), publish, trust),
     );
-    if (diagnostics.forceUnlocked.hasSubscribers) {
-      diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
-    }
-    return holders.length > 0;
+    return this.forced(holders);
   }
 
   /** Holders, TTL, and the queue in order (who waits, with their leases and how long their entries live). */

@@ -1,6 +1,5 @@
 import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
-import { diagnostics } from '../diagnostics';
 import { inspectLock, type LockInfo } from '../introspection';
 import { channelOf, UNLOCK_MESSAGE } from '../names';
 import type { LockContext } from '../services/LockContext';
@@ -24,10 +23,7 @@ export class RLock extends LockHandle {
     const { key } = this;
     const publish = await this.context.publishCommand();
     const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE, publish));
-    if (diagnostics.forceUnlocked.hasSubscribers) {
-      diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
-    }
-    return holders.length > 0;
+    return this.forced(holders);
   }
 
   /**

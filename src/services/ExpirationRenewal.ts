@@ -12,10 +12,15 @@ export interface RenewalTarget {
   owner: LockOwner;
   /**
    * The script that renews this kind of hold, default `rlock_renew` (lock/renew.lua). Every
-   * renew script takes KEYS = the keys, ARGV[1] = the lease, ARGV[2..] = the fields, and answers
+   * renew script takes KEYS = the keys (see `renewKeys`), ARGV[1] = the lease, ARGV[2..] = the fields, and answers
    * 1 (renewed) or 0 (lost) per key; holds of one kind and slot share a call.
    */
   renewCommand?: string;
+  /**
+   * The keys its renew script takes for this hold, default `[key]` (a primitive whose state
+   * spans keys of one slot names them all); holds of one kind name as many keys each.
+   */
+  renewKeys?: readonly string[];
 }
 
 interface RenewalEntry extends RenewalTarget {
@@ -192,10 +197,11 @@ export class ExpirationRenewal {
     const sentAt = performance.now();
     try {
       const renew = (this.redis as unknown as Record<string, ScriptedRedis['rlock_renew']>)[batch[0]!.renewCommand ?? DEFAULT_RENEW]!;
+      const keys = batch.flatMap((entry) => entry.renewKeys ?? [entry.key]);
       renewed = await renew.call(
         this.redis,
-        batch.length,
-        ...batch.map((entry) => entry.key),
+        keys.length,
+        ...keys,
         this.leaseMs,
         ...batch.map((entry) => entry.field),
       );

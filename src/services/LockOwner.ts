@@ -10,11 +10,16 @@ import { nanoid } from 'nanoid';
 export class LockOwner {
   // nanoid builds its id a character at a time, which V8 keeps as a chain of ~9 cons strings
   // (~300 B); copied once it is one flat 21-byte string. 10 000 parked waiters are 10 000 owners.
-  readonly id = Buffer.from(nanoid(), 'latin1').toString('latin1');
+  readonly id: string;
   /** Holds this process believes the owner has; Redis's count is the truth, this may lag behind it. */
   holds = 0;
   /** Acquire calls under way. */
   pending = 0;
+
+  /** `id`: the id of an owner this one is a facet of (a read-write lock's reads and writes count apart). */
+  constructor(id?: string) {
+    this.id = id ?? Buffer.from(nanoid(), 'latin1').toString('latin1');
+  }
 }
 
 /** One lock of one client: `<clientId>\n<lock key>`. */

@@ -1,11 +1,12 @@
 import { Semaphore } from 'async-mutex';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
+import { WAKE_ALL_MESSAGE } from '../names';
 import type { PublishCommand } from './scripts';
 
 /**
  * The waiters of one channel. Each release message adds one permit to the semaphore, so it
- * wakes one parked waiter. A message that comes while no waiter is parked leaves one permit
+ * wakes one parked waiter (the message `WAKE_ALL_MESSAGE` wakes them all). A message that comes while no waiter is parked leaves one permit
  * (never more) for the next to park, which then retries at once instead of sleeping through a
  * free lock; more stored permits would send every waiter back to Redis in a burst that only
  * one of them can win.
@@ -31,6 +32,10 @@ export class ChannelEntry {
 
   /** A message arrived on the channel. */
   deliver(message: string): void {
+    if (message === WAKE_ALL_MESSAGE) {
+      this.wakeAll();
+      return;
+    }
     if (this.expected.size > 0 && this.expected.has(message)) {
       const parked = this.expected.get(message);
       if (parked) parked(true);

@@ -95,10 +95,9 @@ const COMMAND_PREFIX = 'rlock_';
 
 let sources: { name: string; numberOfKeys?: number; lua: string }[] | undefined;
 
+/** A file with its `--@include` lines replaced by the fragments, which may include others in turn. */
 function readWithIncludes(file: string): string {
-  return readFileSync(join(LUA_DIR, file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) =>
-    readFileSync(join(LUA_DIR, 'includes', name), 'utf8'),
-  );
+  return readFileSync(join(LUA_DIR, file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) => readWithIncludes(join('includes', name)));
 }
 
 function loadSources(): NonNullable<typeof sources> {

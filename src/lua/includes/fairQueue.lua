@@ -6,10 +6,7 @@
 -- the lock over knows how long the grant may live. Deadlines come from Redis's clock (TIME), never
 -- a client's, so a client whose clock runs fast cannot evict live waiters (Redisson's queue can).
 
-local function nowMs()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--@include time.lua
 
 -- Entries whose waiters stopped refreshing them (a stopped or dead process) go all at once, so
 -- k dead waiters cost one queue timeout together, not one each (Redisson #1353).

@@ -7,7 +7,10 @@
 -- a reconnect. A full release needs no latch: its resend finds the owner's field gone and
 -- answers nil, which the client, knowing the connection dropped meanwhile and that it held
 -- exactly one hold, reads as "released". Not writing it saves a DEL on every common unlock.
-local function releaseHold(lockKey, latchKey, field, latchTtl, freed)
+--
+-- releaseOwnHold is the general form: on the owner's last hold it calls `lastHold()`, which
+-- decides what is left of the lock (a read-write lock keeps its other holders).
+local function releaseOwnHold(lockKey, latchKey, field, latchTtl, lastHold)
   local done = redis.call('get', latchKey)
   if done then
     return tonumber(done)
@@ -16,10 +19,16 @@ local function releaseHold(lockKey, latchKey, field, latchTtl, freed)
     return nil
   end
   if redis.call('hincrby', lockKey, field, -1) <= 0 then
-    redis.call('del', lockKey)
-    freed()
+    lastHold()
     return 1
   end
   redis.call('set', latchKey, 0, 'px', latchTtl)
   return 0
+end
+
+local function releaseHold(lockKey, latchKey, field, latchTtl, freed)
+  return releaseOwnHold(lockKey, latchKey, field, latchTtl, function()
+    redis.call('del', lockKey)
+    freed()
+  end)
 end

@@ -1,0 +1,371 @@
+// The read-write lock against a private redis-server: readers share and writers exclude across
+// processes, downgrade works and upgrade is refused, each holder has its own lease, the watchdog
+// keeps both kinds, waiters are woken by messages (readers all at once, writers one per
+// process), and a waiting writer is not starved by a stream of readers.
+import { startFixture, type FixtureProcess } from './helpers/child';
+import { usePrivateRedis } from './helpers/privateRedis';
+import { commandCounts } from './helpers/testRedis';
+import { sleep, until } from './helpers/time';
+import { LockLostError, LockUsageError } from '../src';
+
+const redis = usePrivateRedis();
+let counter = 0;
+const uniqueName = (): string => `rw:${process.pid}:${++counter}`;
+const children: FixtureProcess[] = [];
+
+afterEach(() => {
+  for (const child of children.splice(0)) child.child.kill('SIGKILL');
+});
+
+function fixture(name: string, args: string[]): FixtureProcess {
+  const child = startFixture(name, args);
+  children.push(child);
+  return child;
+}
+
+/** Script calls so far (ioredis sends EVAL the first time on a connection, EVALSHA afterwards). */
+async function scriptCalls(): Promise<number> {
+  const counts = await commandCounts(redis.admin);
+  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
+}
+
+/** Waits until the script calls stop moving for `quietMs`; resolves with their count. */
+async function settledScriptCalls(quietMs = 300): Promise<number> {
+  let last = await scriptCalls();
+  for (;;) {
+    await sleep(quietMs);
+    const now = await scriptCalls();
+    if (now === last) return now;
+    last = now;
+  }
+}
+
+describe('readers share, writers exclude', () => {
+  test('interval checker, 2 processes × 4 tasks: no write overlaps any other hold, and reads do overlap', async () => {
+    const name = uniqueName();
+    const workers = [0, 1].map(() => fixture('rwCounterWorker.ts', [redis.server.url, name, '4', '40', '5']));
+    for (const worker of workers) worker.child.stdin!.end();
+    const outcomes = await Promise.all(
+      workers.map(async (worker) => {
+        expect(await worker.exited(60_000)).toMatchObject({ code: 0 });
+        return JSON.parse(worker.lines.at(-1)!) as { violations: number; maxReaders: number; reads: number; writes: number };
+      }),
+    );
+    for (const outcome of outcomes) {
+      expect(outcome.violations).toBe(0);
+      expect(outcome.reads + outcome.writes).toBe(4 * 40);
+    }
+    // Readers of both processes were inside together at some point.
+    expect(Math.max(...outcomes.map((outcome) => outcome.maxReaders))).toBeGreaterThan(1);
+    expect(await redis.admin.exists(name, `rlock__rw_leases:{${name}}`, `rlock__rw_writers:{${name}}`)).toBe(0);
+  }, 60_000);
+
+  test('readers hold together; a writer waits for them all, and readers wait for the writer', async () => {
+    const name = uniqueName();
+    const a = redis.client().getReadWriteLock(name);
+    const b = redis.client().getReadWriteLock(name);
+    await a.readLock().lock();
+    expect(await b.readLock().tryLock()).toBe(true);
+    const info = await a.readLock().inspect();
+    expect(info).toMatchObject({ locked: true, mode: 'read', waitingWriters: 0 });
+    expect(info.holders.map((holder) => holder.mode)).toEqual(['read', 'read']);
+    expect(await a.readLock().isLocked()).toBe(true);
+    expect(await a.writeLock().isLocked()).toBe(false);
+    const writer = redis.client().getReadWriteLock(name).writeLock();
+    expect(await writer.tryLock()).toBe(false);
+    await a.readLock().unlock();
+    expect(await writer.tryLock()).toBe(false);
+    await b.readLock().unlock();
+    expect(await writer.tryLock()).toBe(true);
+    expect(await a.writeLock().isLocked()).toBe(true);
+    expect(await redis.client().getReadWriteLock(name).readLock().tryLock()).toBe(false);
+    expect(await redis.client().getReadWriteLock(name).writeLock().tryLock()).toBe(false);
+    await writer.unlock();
+    expect(await a.readLock().isLocked()).toBe(false);
+    expect(await redis.admin.exists(name, `rlock__rw_leases:{${name}}`)).toBe(0);
+  });
+});
+
+describe('downgrade and upgrade', () => {
+  test('downgrade: the write holder takes reads, releases the write lock and still reads; others may read, not write', async () => {
+    const name = uniqueName();
+    const rw = redis.client().getReadWriteLock(name);
+    await rw.writeLock().lock();
+    await rw.readLock().lock();
+    const other = redis.client().getReadWriteLock(name);
+    expect(await other.readLock().tryLock()).toBe(false);
+    await rw.writeLock().unlock();
+    expect(await rw.readLock().getHoldCount()).toBe(1);
+    expect(await rw.writeLock().getHoldCount()).toBe(0);
+    expect(await other.writeLock().tryLock()).toBe(false);
+    expect(await other.readLock().tryLock()).toBe(true);
+    await other.readLock().unlock();
+    await rw.readLock().unlock();
+    expect(await other.writeLock().tryLock()).toBe(true);
+  });
+
+  test('inside withLock: a read taken under the write lock is reentrant and goes with the scope', async () => {
+    expect.assertions(3);
+    const name = uniqueName();
+    const client = redis.client();
+    await client.getReadWriteLock(name).writeLock().withLock(async () => {
+      await client.getReadWriteLock(name).readLock().lock();
+      expect(await client.getReadWriteLock(name).readLock().getHoldCount()).toBe(1);
+    });
+    expect(await redis.admin.exists(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test('upgrade is refused at once with LockUsageError, with nothing sent to Redis', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const rw = client.getReadWriteLock(name);
+    await rw.readLock().lock();
+    const before = await commandCounts(redis.admin);
+    await expect(rw.writeLock().lock()).rejects.toThrow(LockUsageError);
+    await expect(rw.writeLock().tryLock({ waitTime: 10_000 })).rejects.toThrow(LockUsageError);
+    await expect(
+      rw.readLock().withLock(() => client.getReadWriteLock(name).writeLock().withLock(() => undefined)),
+    ).rejects.toThrow(LockUsageError);
+    const after = await commandCounts(redis.admin);
+    // Only the withLock's own read and its release ran; no write attempt.
+    expect((after.evalsha ?? 0) + (after.eval ?? 0) - (before.evalsha ?? 0) - (before.eval ?? 0)).toBe(2);
+    expect(await rw.readLock().getHoldCount()).toBe(1);
+  });
+});
+
+describe('leases: one per holder', () => {
+  test("a short lease neither cuts a long one nor outlives it; the key's TTL is the longest remaining lease", async () => {
+    const name = uniqueName();
+    const long = redis.client().getReadWriteLock(name).readLock();
+    const short = redis.client().getReadWriteLock(name).readLock();
+    await long.lock({ leaseTime: 4_000 });
+    await short.lock({ leaseTime: 300 });
+    expect(await long.remainTimeToLive()).toBeGreaterThan(3_000);
+    await until('the short lease ran out', async () => (await short.getHoldCount()) === 0);
+    expect(await long.getHoldCount()).toBe(1);
+    expect(await long.remainTimeToLive()).toBeGreaterThan(2_000);
+    const writer = redis.client().getReadWriteLock(name).writeLock();
+    expect(await writer.tryLock()).toBe(false);
+    // The long reader leaves: the expired short one holds nobody up.
+    await long.unlock();
+    expect(await writer.tryLock()).toBe(true);
+    await expect(short.unlock()).rejects.toMatchObject({ name: 'NotLockOwnerError' });
+  }, 20_000);
+
+  test('a killed reader is not kept alive by another reader renewing its own hold', async () => {
+    const name = uniqueName();
+    const watchdogTimeout = 1_000;
+    const dead = fixture('rwHolder.ts', [redis.server.url, String(watchdogTimeout)]);
+    await dead.line((line) => line.startsWith('ready'));
+    dead.send(`read a ${name}`);
+    await dead.line((line) => line === 'read a');
+    dead.child.kill('SIGKILL');
+    const killedAt = performance.now();
+    const liveClient = redis.client({ watchdogTimeout });
+    const live = liveClient.getReadWriteLock(name).readLock();
+    await live.lock();
+    // Three of the dead reader's leases later, the live reader (renewed meanwhile) is the only holder.
+    await sleep(3 * watchdogTimeout);
+    const info = await live.inspect();
+    expect(info.holders.map((holder) => holder.clientId)).toEqual([liveClient.id]);
+    expect(await live.getHoldCount()).toBe(1);
+    expect(performance.now() - killedAt).toBeGreaterThan(watchdogTimeout);
+    await live.unlock();
+    expect(await redis.client().getReadWriteLock(name).writeLock().tryLock()).toBe(true);
+  }, 20_000);
+});
+
+describe('the watchdog', () => {
+  test('keeps read and write holds alive past several leases, and a downgraded read after its write is released', async () => {
+    const name = uniqueName();
+    const watchdogTimeout = 1_000;
+    const client = redis.client({ watchdogTimeout });
+    const lost: unknown[] = [];
+    client.on('lockLost', (event) => lost.push(event));
+    const rw = client.getReadWriteLock(name);
+    await rw.writeLock().lock();
+    await rw.readLock().lock();
+    expect(client.stats.renewals).toBe(2);
+    await sleep(2 * watchdogTimeout);
+    expect(await rw.writeLock().getHoldCount()).toBe(1);
+    await rw.writeLock().unlock();
+    expect(client.stats.renewals).toBe(1);
+    const other = redis.client().getReadWriteLock(name).writeLock();
+    for (let i = 0; i < 6; i++) {
+      await sleep(watchdogTimeout / 2);
+      expect(await other.tryLock()).toBe(false);
+    }
+    expect(await rw.readLock().getHoldCount()).toBe(1);
+    expect(lost).toEqual([]);
+    await rw.readLock().unlock();
+    expect(client.stats.renewals).toBe(0);
+  }, 20_000);
+
+  test('a read entered 3 times and released 3 times leaves no key and no renewal', async () => {
+    const name = uniqueName();
+    const watchdogTimeout = 1_000;
+    const client = redis.client({ watchdogTimeout });
+    await client.getReadWriteLock(name).readLock().withLock(async () => {
+      await client.getReadWriteLock(name).readLock().withLock(async () => {
+        await client.getReadWriteLock(name).readLock().withLock(async () => {
+          expect(await client.getReadWriteLock(name).readLock().getHoldCount()).toBe(3);
+        });
+      });
+    });
+    expect(await redis.admin.exists(name, `rlock__rw_leases:{${name}}`)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+    const before = await scriptCalls();
+    await sleep(3 * (watchdogTimeout / 3) + 100);
+    expect(await scriptCalls()).toBe(before);
+  }, 20_000);
+
+  test('a lost read hold aborts the withLock signal, emits lockLost and rejects with LockLostError', async () => {
+    const name = uniqueName();
+    const client = redis.client({ watchdogTimeout: 1_000 });
+    const lost: string[] = [];
+    client.on('lockLost', (event) => lost.push(event.name));
+    const running = client.getReadWriteLock(name).readLock().withLock(async (signal) => {
+      await redis.admin.del(name, `rlock__rw_leases:{${name}}`);
+      await until('the signal aborts', () => signal.aborted);
+      return signal.reason as unknown;
+    });
+    await expect(running).rejects.toThrow(LockLostError);
+    expect(lost).toEqual([name]);
+  }, 20_000);
+});
+
+describe('waking by message, not polling', () => {
+  test('a write release wakes every waiting reader of every process at once: each tries exactly once more', async () => {
+    const name = uniqueName();
+    const writer = redis.client().getReadWriteLock(name).writeLock();
+    await writer.lock();
+    const clients = [redis.client(), redis.client()];
+    const readers = clients.flatMap((client) => [0, 1, 2].map(() => client.getReadWriteLock(name).readLock()));
+    const reading = readers.map((reader) => reader.tryLock({ waitTime: 20_000 }));
+    await until('3 readers parked in each client', () => clients.every((client) => client.stats.waiters === 3));
+    const before = await settledScriptCalls();
+    await writer.unlock();
+    expect(await Promise.all(reading)).toEqual([true, true, true, true, true, true]);
+    // The release, then one attempt per reader; all six read together.
+    expect((await settledScriptCalls()) - before).toBe(1 + 6);
+    expect((await writer.inspect()).holders).toHaveLength(6);
+  }, 20_000);
+
+  test('a write release wakes one writer per process; a read release wakes writers only when it frees the lock', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getReadWriteLock(name).writeLock();
+    await holder.lock();
+    // A long queue timeout: a writer behind readers comes back every third of it to refresh its entry.
+    const clients = [redis.client({ queueTimeout: 60_000 }), redis.client({ queueTimeout: 60_000 })];
+    const locks = clients.flatMap((client) => [0, 1].map(() => client.getReadWriteLock(name)));
+    let autoRelease = false;
+    const acquired: typeof locks = [];
+    const writing = locks.map((lock) =>
+      lock
+        .writeLock()
+        .tryLock({ waitTime: 30_000 })
+        .then(async (ok) => {
+          if (autoRelease) await lock.writeLock().unlock();
+          else acquired.push(lock);
+          return ok;
+        }),
+    );
+    await until('2 writers parked in each client', () => clients.every((client) => client.stats.waiters === 2));
+    let before = await settledScriptCalls();
+    await holder.unlock();
+    await until('a writer got in', () => acquired.length === 1);
+    // The release, then one writer of each process tried; the loser went back to sleep.
+    expect((await settledScriptCalls()) - before).toBe(1 + 2);
+
+    // Reads come and go without freeing the lock: no writer wakes.
+    before = await settledScriptCalls();
+    const downgraded = acquired[0]!;
+    await downgraded.readLock().lock();
+    await downgraded.writeLock().unlock();
+    const reader = redis.client().getReadWriteLock(name).readLock();
+    expect(await reader.tryLock()).toBe(true);
+    await downgraded.readLock().unlock();
+    expect((await settledScriptCalls()) - before).toBe(4);
+
+    // The last read release frees it: one writer of each process tries.
+    before = await settledScriptCalls();
+    await reader.unlock();
+    await until('the next writer got in', () => acquired.length === 2);
+    expect((await settledScriptCalls()) - before).toBe(1 + 2);
+    autoRelease = true;
+    await acquired[1]!.writeLock().unlock();
+    expect(await Promise.all(writing)).toEqual([true, true, true, true]);
+  }, 40_000);
+});
+
+describe('no writer starvation', () => {
+  test('8 readers in 2 processes re-taking reads with overlapping holds: a writer asking gets in within a few read holds', async () => {
+    const name = uniqueName();
+    const holdMs = 300;
+    const processes = [0, 1].map(() => fixture('rwReaders.ts', [redis.server.url, name, '4', String(holdMs)]));
+    await Promise.all(processes.map((child) => child.line((line) => line === 'reading')));
+    const writer = redis.client().getReadWriteLock(name).writeLock();
+    // The readers overlap: the lock is never free for a writer that only tries.
+    for (let i = 0; i < 5; i++) {
+      expect(await writer.tryLock()).toBe(false);
+      await sleep(holdMs / 3);
+    }
+    const asked = performance.now();
+    // Redisson's rule (a read is granted whenever the lock is in read mode) never lets it in.
+    expect(await writer.tryLock({ waitTime: 20 * holdMs })).toBe(true);
+    const waited = performance.now() - asked;
+    console.log(`writer waited ${Math.round(waited)} ms behind readers holding ${holdMs} ms each`);
+    expect(waited).toBeLessThan(5 * holdMs);
+    await writer.unlock();
+    for (const child of processes) child.send('stop');
+    for (const child of processes) {
+      expect(await child.exited()).toMatchObject({ code: 0 });
+      expect(Number(child.lines.at(-1)!.split(' ')[1])).toBeGreaterThan(4);
+    }
+  }, 30_000);
+});
+
+describe('force unlock, abort', () => {
+  test('forceUnlock removes every hold and waiting writer and wakes every waiter at once; the holder learns it lost', async () => {
+    const name = uniqueName();
+    const holderClient = redis.client({ watchdogTimeout: 1_000 });
+    let inside!: () => void;
+    const entered = new Promise<void>((resolve) => (inside = resolve));
+    const holding = holderClient.getReadWriteLock(name).readLock().withLock(async (signal) => {
+      inside();
+      await until('the hold is lost', () => signal.aborted, 15_000);
+    });
+    await entered;
+    // Long bounds (queue timeout, lease): only a message can wake these two within the test.
+    const waiters = redis.client({ queueTimeout: 60_000 });
+    const writer = waiters.getReadWriteLock(name).writeLock();
+    const reader = redis.client({ queueTimeout: 60_000 }).getReadWriteLock(name).readLock();
+    const writing = writer.tryLock({ waitTime: 10_000 }).then(async (ok) => (ok ? (await writer.unlock(), ok) : ok));
+    await until('the writer waits', async () => (await writer.inspect()).waitingWriters === 1);
+    const reading = reader.tryLock({ waitTime: 10_000 }).then(async (ok) => (ok ? (await reader.unlock(), ok) : ok));
+    await until('the reader waits behind the writer', async () => (await reader.inspect()).waitingClients === 2);
+    expect(await redis.client().getReadWriteLock(name).writeLock().forceUnlock()).toBe(true);
+    expect(await Promise.all([writing, reading])).toEqual([true, true]);
+    await expect(holding).rejects.toThrow(LockLostError);
+    expect(await redis.client().getReadWriteLock(name).readLock().forceUnlock()).toBe(false);
+  }, 30_000);
+
+  test('an aborted waiting writer leaves, and the readers it kept out get in at once', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getReadWriteLock(name).readLock();
+    await holder.lock();
+    const controller = new AbortController();
+    const writer = redis.client({ queueTimeout: 60_000 }).getReadWriteLock(name).writeLock();
+    const writing = writer.lock({ signal: controller.signal });
+    await until('the writer waits', async () => (await holder.inspect()).waitingWriters === 1);
+    const reader = redis.client().getReadWriteLock(name).readLock();
+    // Kept out by the writer, with nothing but the leave message to wake it before 60 s.
+    const reading = reader.tryLock({ waitTime: 20_000 });
+    await until('the reader waits', async () => (await holder.inspect()).waitingClients === 2);
+    controller.abort();
+    await expect(writing).rejects.toMatchObject({ name: 'AbortError' });
+    expect(await reading).toBe(true);
+    expect(await redis.admin.exists(`rlock__rw_writers:{${name}}`)).toBe(0);
+  }, 30_000);
+});

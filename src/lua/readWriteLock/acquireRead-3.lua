@@ -1,0 +1,38 @@
+--[[
+  Takes a read hold for an owner. Readers share the lock; a writer excludes them. Once a writer
+  waits, owners that hold nothing yet wait behind it (no writer starvation); an owner that
+  already reads, or holds the write lock (a downgrade), is never refused, or it would deadlock
+  on its own hold.
+
+  Input:
+    KEYS[1] lock hash
+    KEYS[2] leases (zset)
+    KEYS[3] waiting writers (zset)
+    ARGV[1] lease in ms
+    ARGV[2] reader field "<clientId>:<ownerId>"
+
+  Output:
+    nil when the owner holds one more read; otherwise how long to sleep at most, in ms: the
+    lock's PTTL behind a writer, the waiting writers' PTTL behind their entries (a write release
+    wakes the readers sooner).
+]]
+--@include readWriteLock.lua
+local lease, field = tonumber(ARGV[1]), ARGV[2]
+local now = nowMs()
+purgeLeases(KEYS[1], KEYS[2], now)
+local mode = redis.call('hget', KEYS[1], 'mode')
+if redis.call('hexists', KEYS[1], field) == 1 or (mode == 'write' and redis.call('hexists', KEYS[1], field .. WRITE_SUFFIX) == 1) then
+  takeHold(KEYS[1], KEYS[2], field, now, lease)
+  return nil
+end
+if mode == 'write' then
+  return redis.call('pttl', KEYS[1])
+end
+if writersWaiting(KEYS[3], now) then
+  return redis.call('pttl', KEYS[3])
+end
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+takeHold(KEYS[1], KEYS[2], field, now, lease)
+return nil

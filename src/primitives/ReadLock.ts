@@ -1,0 +1,29 @@
+import type { Hold } from '../core/waitLoop';
+import { rwLeasesKeyOf, rwReadChannelOf, rwWritersKeyOf } from '../names';
+import type { LockContext } from '../services/LockContext';
+import type { LockOwner } from '../services/LockOwner';
+import { ReadWriteHandle, type ReadWriteFamily } from './ReadWriteHandle';
+import { readWriteScripts } from './readWriteScripts';
+
+/**
+ * The read half of a `ReadWriteLock`: any number of owners read together; none while a writer
+ * holds it, and no newcomer while a writer waits (owners already reading, or holding the write
+ * lock, still enter again).
+ */
+export class ReadLock extends ReadWriteHandle {
+  readonly mode = 'read';
+
+  /** @internal Use `client.getReadWriteLock(name).readLock()`. */
+  constructor(context: LockContext, name: unknown, family: ReadWriteFamily) {
+    super(context, name, family);
+  }
+
+  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+    const { key, context } = this;
+    const lease = leaseTime ?? context.watchdogTimeout;
+    const field = this.field(owner);
+    const attempt = (): Promise<number | null> =>
+      context.command('acquire', (redis) => readWriteScripts(redis).rlock_readWriteLock_acquireRead(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), lease, field));
+    return this.waitOn(owner, rwReadChannelOf(key), attempt, waitTime, signal);
+  }
+}

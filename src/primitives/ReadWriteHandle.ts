@@ -1,0 +1,155 @@
+import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { waitFor, type Hold } from '../core/waitLoop';
+import type { LockInfo } from '../introspection';
+import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
+import type { RenewalTarget } from '../services/ExpirationRenewal';
+import type { LockContext } from '../services/LockContext';
+import type { LockOwner } from '../services/LockOwner';
+import type { ScriptedRedis } from '../services/scripts';
+import { inspectReadWriteLock } from './readWriteInspect';
+import { facetOf, type ReadWriteMode } from './readWriteOwners';
+import { READ_WRITE_RENEW, readWriteScripts } from './readWriteScripts';
+
+/** What the two handles of one `ReadWriteLock` share. */
+export interface ReadWriteFamily {
+  /** Who both handles act as outside `withLock`, so that `write; read; unlock write` downgrades. */
+  readonly owner: LockOwner;
+  handle(mode: ReadWriteMode): ReadWriteHandle;
+}
+
+/**
+ * What the read and the write handle of a read-write lock share: its keys (the lock hash, the
+ * per-holder leases, the waiting writers; see docs/design.md, "The read-write lock"), its
+ * release, renewal, force-unlock and read-only calls. Both handles of one name share `withLock`
+ * scopes, so a scope's owner counts its reads and writes apart (see `facetOf`).
+ */
+export abstract class ReadWriteHandle extends LockHandle {
+  abstract readonly mode: ReadWriteMode;
+
+  protected constructor(
+    context: LockContext,
+    name: unknown,
+    private readonly family: ReadWriteFamily,
+  ) {
+    super(context, name);
+  }
+
+  /** Deletes the whole read-write lock whoever holds it and wakes every waiter; true when anyone held it. */
+  async forceUnlock(): Promise<boolean> {
+    this.context.assertOpen();
+    const { key } = this;
+    const publish = await this.context.publishCommand();
+    const holders = await this.context.command('forceUnlock', (redis) =>
+      readWriteScripts(redis).rlock_readWriteLock_forceUnlock(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), rwReadChannelOf(key), rwWriteChannelOf(key), publish, WAKE_ALL_MESSAGE),
+    );
+    return this.forced(holders);
+  }
+
+  /** Mode, holders with their kind and remaining lease, waiting writers, and subscribed clients. */
+  async inspect(): Promise<LockInfo> {
+    this.context.assertOpen();
+    const sharded = (await this.context.publishCommand()) === 'spublish';
+    return this.context.command('inspect', (redis) => inspectReadWriteLock(redis, this.name, this.key, sharded));
+  }
+
+  /** Holds of this kind the current owner has now (a hold whose lease ended counts no more). */
+  override async getHoldCount(): Promise<number> {
+    this.context.assertOpen();
+    return (await this.peek(this.field(this.currentOwner())))[1];
+  }
+
+  override async isHeldByCurrentOwner(): Promise<boolean> {
+    return (await this.getHoldCount()) > 0;
+  }
+
+  /** Whether the lock is held in this handle's mode (Redisson's: the read lock is "locked" while anyone reads). */
+  override async isLocked(): Promise<boolean> {
+    this.context.assertOpen();
+    return (await this.peek(''))[0] === this.mode;
+  }
+
+  protected override unscopedOwner(): LockOwner {
+    return this.family.owner;
+  }
+
+  protected override holder(owner: LockOwner): LockOwner {
+    return facetOf(owner, this.mode);
+  }
+
+  protected override renewalTarget(owner: LockOwner): RenewalTarget {
+    return { ...super.renewalTarget(owner), renewCommand: READ_WRITE_RENEW, renewKeys: [this.key, rwLeasesKeyOf(this.key)] };
+  }
+
+  /**
+   * Holds of the other kind that `fn` left behind (a read taken under the write lock) go with
+   * the scope too: nobody could release them once its owner is gone, and the watchdog would
+   * keep them forever.
+   */
+  protected override async endScope(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
+    try {
+      await super.endScope(scopeOwner, owner);
+    } finally {
+      const otherMode = this.mode === 'read' ? 'write' : 'read';
+      const other = facetOf(scopeOwner, otherMode);
+      if (other.holds > 0) await this.family.handle(otherMode).releaseAll(other);
+    }
+  }
+
+  protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {
+    const { key } = this;
+    const publish = await this.context.publishCommand();
+    return readWriteScripts(redis).rlock_readWriteLock_release(
+      key,
+      rwLeasesKeyOf(key),
+      rwWritersKeyOf(key),
+      rwReadChannelOf(key),
+      rwWriteChannelOf(key),
+      latch,
+      field,
+      RELEASE_LATCH_TTL_MS,
+      publish,
+      WAKE_ALL_MESSAGE,
+      UNLOCK_MESSAGE,
+    );
+  }
+
+  /**
+   * The shared waiting loop on `channel`: `attempt` answers null when held, else how long to
+   * sleep at most; each message on the channel wakes one waiter of this client (a reader
+   * channel's wake-all message wakes them all), which tries again.
+   */
+  protected waitOn(
+    owner: LockOwner,
+    channel: string,
+    attempt: (listening: boolean) => Promise<number | null>,
+    waitTime: number,
+    signal: AbortSignal | undefined,
+    giveUp?: () => Promise<void>,
+  ): Promise<Hold | undefined> {
+    return waitFor(
+      this.context,
+      {
+        channel,
+        attempt: async (listening) => {
+          const sentAt = performance.now();
+          const ttl = await attempt(listening);
+          return ttl === null ? { held: true, sentAt } : { held: false, ttl };
+        },
+        sleep: async (entry, ms, stops) => {
+          await entry.untilReleased(ms, stops);
+          return undefined;
+        },
+        giveUp,
+        ...this.waitEvents(owner),
+      },
+      waitTime,
+      signal,
+    );
+  }
+
+  /** [mode now ('' when free), holds of `field`], leases checked against Redis's clock. */
+  private peek(field: string): Promise<[string, number]> {
+    const { key } = this;
+    return this.context.command('peek', (redis) => readWriteScripts(redis).rlock_readWriteLock_peek(key, rwLeasesKeyOf(key), field));
+  }
+}

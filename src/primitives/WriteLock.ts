@@ -1,0 +1,57 @@
+import type { Hold } from '../core/waitLoop';
+import { LockUsageError } from '../errors';
+import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE } from '../names';
+import type { LockContext } from '../services/LockContext';
+import type { LockOwner } from '../services/LockOwner';
+import { ReadWriteHandle, type ReadWriteFamily } from './ReadWriteHandle';
+import { facetOf } from './readWriteOwners';
+import { readWriteScripts } from './readWriteScripts';
+
+/**
+ * The write half of a `ReadWriteLock`: one owner, no readers but its own. A waiting writer keeps
+ * new readers out (its entry among the waiting writers, refreshed by its own attempts while
+ * readers hold the lock), so a stream of readers cannot starve it.
+ */
+export class WriteLock extends ReadWriteHandle {
+  readonly mode = 'write';
+
+  /** @internal Use `client.getReadWriteLock(name).writeLock()`. */
+  constructor(context: LockContext, name: unknown, family: ReadWriteFamily) {
+    super(context, name, family);
+  }
+
+  /** The write holds of an owner have a field of their own beside its reads. */
+  protected override field(owner: LockOwner): string {
+    return `${super.field(owner)}:write`;
+  }
+
+  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+    // It would wait for its own reads to end, forever (Redisson #4796): refused before anything is sent.
+    if (owner.holds === 0 && facetOf(owner, 'read').holds > 0) {
+      throw new LockUsageError(
+        `an owner holding the read lock of "${this.name}" asked for its write lock, which would wait for its own reads forever; ` +
+          'release the reads first (taking the read lock while holding the write lock is fine)',
+      );
+    }
+    const { key, context } = this;
+    const lease = leaseTime ?? context.watchdogTimeout;
+    const field = this.field(owner);
+    // A waiting writer's entry lives one queue timeout; behind readers it comes back three times as often to refresh it.
+    const entryTtl = context.queueTimeout;
+    let registered = false;
+    const attempt = (listening: boolean): Promise<number | null> => {
+      registered ||= listening;
+      return context.command('acquire', (redis) =>
+        readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), lease, field, listening ? 1 : 0, entryTtl, Math.floor(entryTtl / 3)),
+      );
+    };
+    const giveUp = async (): Promise<void> => {
+      if (!registered) return;
+      const publish = await context.publishCommand();
+      await context
+        .command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), rwReadChannelOf(key), field, publish, WAKE_ALL_MESSAGE))
+        .catch(() => undefined); // the entry then runs out after the queue timeout
+    };
+    return this.waitOn(owner, rwWriteChannelOf(key), attempt, waitTime, signal, giveUp);
+  }
+}

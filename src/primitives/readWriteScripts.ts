@@ -1,0 +1,55 @@
+import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+
+/** The read-write lock's scripts (lua/readWriteLock/), as `defineCommand` adds them to a connection. */
+export interface ReadWriteScripts {
+  rlock_readWriteLock_acquireRead(key: string, leasesKey: string, writersKey: string, leaseMs: number, field: string): Promise<number | null>;
+  rlock_readWriteLock_acquireWrite(
+    key: string,
+    leasesKey: string,
+    writersKey: string,
+    leaseMs: number,
+    field: string,
+    register: 0 | 1,
+    entryTtlMs: number,
+    refreshMs: number,
+  ): Promise<number | null>;
+  rlock_readWriteLock_release(
+    key: string,
+    leasesKey: string,
+    writersKey: string,
+    readChannel: string,
+    writeChannel: string,
+    latchKey: string,
+    field: string,
+    latchTtlMs: number,
+    publishCommand: PublishCommand,
+    wakeAllMessage: string,
+    wakeOneMessage: string,
+  ): Promise<0 | 1 | null>;
+  rlock_readWriteLock_leave(
+    key: string,
+    leasesKey: string,
+    writersKey: string,
+    readChannel: string,
+    field: string,
+    publishCommand: PublishCommand,
+    wakeAllMessage: string,
+  ): Promise<0 | 1>;
+  rlock_readWriteLock_forceUnlock(
+    key: string,
+    leasesKey: string,
+    writersKey: string,
+    readChannel: string,
+    writeChannel: string,
+    publishCommand: PublishCommand,
+    wakeAllMessage: string,
+  ): Promise<string[]>;
+  rlock_readWriteLock_peek(key: string, leasesKey: string, field: string): Promise<[string, number]>;
+}
+
+/** The renew script's command name, for the watchdog (`RenewalTarget.renewCommand`). */
+export const READ_WRITE_RENEW = 'rlock_readWriteLock_renew';
+
+export function readWriteScripts(redis: ScriptedRedis): ReadWriteScripts {
+  return redis as unknown as ReadWriteScripts;
+}
