@@ -100,6 +100,18 @@ const cases: Case[] = [
     ];
   }),
   ...([undefined, null, 'fn', 42, {}] as unknown[]).map((fn): Case => ['withLock', `fn ${String(fn)}`, 'fn', () => lock.withLock(fn as never)]),
+  // The read-write lock's handles share the checks: a sample of each kind on both.
+  ...badNames.map(([label, name]): Case => ['getReadWriteLock', label, 'name', () => client.getReadWriteLock(name as string)]),
+  ...(['readLock', 'writeLock'] as const).flatMap((half): Case[] => {
+    const handle = (): ReturnType<ReturnType<LockClient['getReadWriteLock']>[typeof half]> => client.getReadWriteLock('bad-input-rw')[half]();
+    return [
+      ...badTimes.map(([label, value]): Case => [`${half}().tryLock`, `leaseTime ${label}`, 'options.leaseTime', () => handle().tryLock({ leaseTime: value as number })]),
+      ...badTimes.map(([label, value]): Case => [`${half}().withLock`, `waitTime ${label}`, 'options.waitTime', () => handle().withLock(() => 1, { waitTime: value as number })]),
+      ...badSignals.map(([label, value]): Case => [`${half}().lock`, `signal ${label}`, 'options.signal', () => handle().lock({ signal: value as AbortSignal })]),
+      ...badOptionBags.map(([label, options]): Case => [`${half}().lock`, `options ${label}`, label === 'a misspelt key' ? 'options.leaseTme' : 'options', () => handle().lock(options as never)]),
+      [`${half}().withLock`, 'fn null', 'fn', () => handle().withLock(null as never)],
+    ];
+  }),
   ['LockClient', 'no options', 'options', () => new LockClient(undefined as never)],
   ['LockClient', 'null options', 'options', () => new LockClient(null as never)],
   ['LockClient', 'no redis', 'options.redis', () => new LockClient({} as never)],
@@ -156,6 +168,7 @@ test('an already aborted signal: rejects with its reason, nothing sent', async (
 test('a closed client: every call throws ClientClosedError, nothing sent', async () => {
   const closing = new LockClient({ redis: server.url });
   const handle = closing.getLock('closed');
+  const readWrite = closing.getReadWriteLock('closed-rw');
   await handle.isLocked();
   await closing.close();
   const calls: (() => unknown)[] = [
@@ -169,6 +182,11 @@ test('a closed client: every call throws ClientClosedError, nothing sent', async
     () => handle.isLocked(),
     () => handle.isHeldByCurrentOwner(),
     () => handle.remainTimeToLive(),
+    () => closing.getReadWriteLock('closed'),
+    ...(['readLock', 'writeLock'] as const).flatMap((half) => {
+      const rw = readWrite[half]();
+      return [() => rw.lock(), () => rw.tryLock(), () => rw.withLock(() => 1), () => rw.unlock(), () => rw.forceUnlock(), () => rw.getHoldCount(), () => rw.isLocked(), () => rw.inspect()];
+    }),
   ];
   for (const run of calls) {
     const { error, commands } = await attempt(run);

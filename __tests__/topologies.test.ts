@@ -157,6 +157,33 @@ describe.each(topologies)('%s', (_label, start) => {
     expect(c.stats.renewals).toBe(0);
   });
 
+  test('read-write locks on 40 names over many slots: readers share, writers exclude and are woken, the watchdog renews (no CROSSSLOT)', async () => {
+    const readers = client({ watchdogTimeout: 600 });
+    const failed: unknown[] = [];
+    readers.on('renewalFailed', (error) => failed.push(error));
+    const writers = client();
+    const names = Array.from({ length: 40 }, () => uniqueName());
+    await Promise.all(
+      names.map(async (name) => {
+        const read = readers.getReadWriteLock(name).readLock();
+        await read.lock();
+        expect(await readers.getReadWriteLock(name).readLock().tryLock({ leaseTime: 30_000 })).toBe(true);
+        const write = writers.getReadWriteLock(name).writeLock();
+        const writing = write.tryLock({ waitTime: 20_000 });
+        await sleep(1_200); // two watchdog leases
+        expect(await read.getHoldCount()).toBe(1);
+        await read.unlock();
+        expect(await writers.getReadWriteLock(name).readLock().tryLock()).toBe(false); // the writer waits: newcomers wait behind it
+        await readers.getReadWriteLock(name).readLock().forceUnlock();
+        expect(await writing).toBe(true);
+        const reading = readers.getReadWriteLock(name).readLock().tryLock({ waitTime: 20_000 });
+        await write.unlock();
+        expect(await reading).toBe(true);
+      }),
+    );
+    expect(failed).toEqual([]);
+  });
+
   test('inspect and listLocks see the locks', async () => {
     const c = client({ keyPrefix: `list${seq}:`, name: 'topo-client' });
     const names = ['a', 'b', 'c', 'd'];
