@@ -60,6 +60,18 @@ describe('readers share, writers exclude', () => {
     expect(await redis.admin.exists(name, `rlock__rw_leases:{${name}}`, `rlock__rw_writers:{${name}}`)).toBe(0);
   }, 60_000);
 
+  test('2 writers in 2 processes, 150 write holds each: no wake-up is missed (a missed one costs the 30 s lease)', async () => {
+    const name = uniqueName();
+    const workers = [0, 1].map(() => fixture('rwCounterWorker.ts', [redis.server.url, name, '1', '150', '1']));
+    for (const worker of workers) worker.child.stdin!.end();
+    for (const worker of workers) {
+      expect(await worker.exited(60_000)).toMatchObject({ code: 0 });
+      const outcome = JSON.parse(worker.lines.at(-1)!) as { violations: number; writes: number; maxWaitMs: number };
+      expect(outcome).toMatchObject({ violations: 0, writes: 150 });
+      expect(outcome.maxWaitMs).toBeLessThan(5_000);
+    }
+  }, 60_000);
+
   test('readers hold together; a writer waits for them all, and readers wait for the writer', async () => {
     const name = uniqueName();
     const a = redis.client().getReadWriteLock(name);
@@ -80,6 +92,9 @@ describe('readers share, writers exclude', () => {
     expect(await a.writeLock().isLocked()).toBe(true);
     expect(await redis.client().getReadWriteLock(name).readLock().tryLock()).toBe(false);
     expect(await redis.client().getReadWriteLock(name).writeLock().tryLock()).toBe(false);
+    const listed: string[] = [];
+    for await (const found of redis.client().listLocks({ match: name })) listed.push(found);
+    expect(listed).toEqual([name]);
     await writer.unlock();
     expect(await a.readLock().isLocked()).toBe(false);
     expect(await redis.admin.exists(name, `rlock__rw_leases:{${name}}`)).toBe(0);

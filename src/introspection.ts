@@ -51,9 +51,19 @@ export function connectionName(clientId: string, name: string): string {
 const OWNER_FIELD = /^([\w-]{21}):([\w-]{21})$/;
 const HOLD_COUNT = /^[1-9]\d*$/;
 
-/** Whether a hash has the layout of a lock: every field `<clientId>:<ownerId>`, every value a positive count. */
+const READ_WRITE_FIELD = /^[\w-]{21}:[\w-]{21}(:write)?$/;
+
+/**
+ * Whether a hash has the layout of a lock: every field `<clientId>:<ownerId>`, every value a
+ * positive count; or of a read-write lock: `mode` (`read` or `write`) beside such fields, write
+ * holds with `:write` appended.
+ */
 export function isLockHash(hash: Record<string, string>): boolean {
   const fields = Object.keys(hash);
+  if ('mode' in hash) {
+    return (hash.mode === 'read' || hash.mode === 'write') && fields.length > 1 &&
+      fields.every((field) => field === 'mode' || (READ_WRITE_FIELD.test(field) && HOLD_COUNT.test(hash[field]!)));
+  }
   return fields.length > 0 && fields.every((field) => OWNER_FIELD.test(field) && HOLD_COUNT.test(hash[field]!));
 }
 
