@@ -366,6 +366,25 @@ describe('force unlock, abort', () => {
     expect(await redis.client().getReadWriteLock(name).readLock().forceUnlock()).toBe(false);
   }, 30_000);
 
+  test('2 000 timed-out readers and writers leave no waiting-writer entry and no client state', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const holder = redis.client().getReadWriteLock(name).writeLock();
+    await holder.lock();
+    const outcomes: boolean[] = [];
+    for (let round = 0; round < 4; round++) {
+      outcomes.push(
+        ...(await Promise.all(
+          Array.from({ length: 500 }, (_, i) => client.getReadWriteLock(name)[i % 2 === 0 ? 'writeLock' : 'readLock']().tryLock({ waitTime: 20 })),
+        )),
+      );
+    }
+    expect(outcomes.filter((ok) => ok)).toEqual([]);
+    expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
+    expect(await redis.admin.zcard(`rlock__rw_writers:{${name}}`)).toBe(0);
+    expect((await holder.inspect()).holders).toHaveLength(1);
+  }, 30_000);
+
   test('an aborted waiting writer leaves, and the readers it kept out get in at once', async () => {
     const name = uniqueName();
     const holder = redis.client().getReadWriteLock(name).readLock();
