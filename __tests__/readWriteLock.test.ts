@@ -315,6 +315,43 @@ describe('waking by message, not polling', () => {
 });
 
 describe('no writer starvation', () => {
+  test('a lock that vanished without a message (lost, ran out) is found by the heartbeat: the parked writer tries at once', async () => {
+    const name = uniqueName();
+    await redis.client().getReadWriteLock(name).readLock().lock({ leaseTime: 20_000 });
+    const writer = redis.client({ queueTimeout: 600 }).getReadWriteLock(name).writeLock();
+    // Its pttl bound is the reader's 20 s lease: only the heartbeat can wake it within 5 s.
+    const writing = writer.tryLock({ waitTime: 5_000 });
+    await until('the writer waits', async () => (await writer.inspect()).waitingWriters === 1);
+    await redis.admin.del(name, `rlock__rw_leases:{${name}}`);
+    expect(await writing).toBe(true);
+  }, 20_000);
+
+
+  test("waiting writers' entries outlive the queue timeout by the client's heartbeat alone: one call per period, not one per writer", async () => {
+    const name = uniqueName();
+    const queueTimeout = 600;
+    const reader = redis.client().getReadWriteLock(name).readLock();
+    await reader.lock();
+    const client = redis.client({ queueTimeout });
+    const writers = Array.from({ length: 10 }, () => client.getReadWriteLock(name).writeLock());
+    const writing = writers.map((writer) =>
+      writer.tryLock({ waitTime: 20_000 }).then(async (ok) => {
+        if (ok) await writer.unlock();
+        return ok;
+      }),
+    );
+    await until('10 writers wait', async () => (await reader.inspect()).waitingWriters === 10);
+    const before = await scriptCalls();
+    await sleep(3 * queueTimeout);
+    // ~9 heartbeats in 3 queue timeouts; 10 writers each refreshing their own entry would be ≥ 90.
+    expect((await scriptCalls()) - before).toBeLessThan(20);
+    expect((await reader.inspect()).waitingWriters).toBe(10);
+    expect(await redis.client().getReadWriteLock(name).readLock().tryLock()).toBe(false);
+    await reader.unlock();
+    expect(await Promise.all(writing)).toEqual(Array(10).fill(true));
+  }, 30_000);
+
+
   test('8 readers in 2 processes re-taking reads with overlapping holds: a writer asking gets in within a few read holds', async () => {
     const name = uniqueName();
     const holdMs = 300;

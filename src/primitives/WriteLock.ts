@@ -3,14 +3,15 @@ import { LockUsageError } from '../errors';
 import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE } from '../names';
 import type { LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
+import type { QueuedEntry } from '../services/QueueHeartbeat';
 import { ReadWriteHandle, type ReadWriteFamily } from './ReadWriteHandle';
 import { facetOf } from './readWriteOwners';
-import { readWriteScripts } from './readWriteScripts';
+import { READ_WRITE_HEARTBEAT, readWriteScripts } from './readWriteScripts';
 
 /**
  * The write half of a `ReadWriteLock`: one owner, no readers but its own. A waiting writer keeps
- * new readers out (its entry among the waiting writers, refreshed by its own attempts while
- * readers hold the lock), so a stream of readers cannot starve it.
+ * new readers out (its entry among the waiting writers, kept alive by the client's heartbeat
+ * while it waits), so a stream of readers cannot starve it.
  */
 export class WriteLock extends ReadWriteHandle {
   readonly mode = 'write';
@@ -36,22 +37,40 @@ export class WriteLock extends ReadWriteHandle {
     const { key, context } = this;
     const lease = leaseTime ?? context.watchdogTimeout;
     const field = this.field(owner);
-    // A waiting writer's entry lives one queue timeout; behind readers it comes back three times as often to refresh it.
-    const entryTtl = context.queueTimeout;
-    let registered = false;
-    const attempt = (listening: boolean): Promise<number | null> => {
-      registered ||= listening;
-      return context.command('acquire', (redis) =>
-        readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), lease, field, listening ? 1 : 0, entryTtl, Math.floor(entryTtl / 3)),
+    const channel = rwWriteChannelOf(key);
+    // The entry that keeps new readers out, kept alive by the client's heartbeat while this writer waits.
+    let beat: QueuedEntry | undefined;
+    const attempt = async (listening: boolean): Promise<number | null> => {
+      const ttl = await context.command('acquire', (redis) =>
+        readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), lease, field, listening ? 1 : 0, context.queueTimeout),
       );
+      if (ttl !== null && listening && !beat) {
+        beat = {
+          lockKey: key,
+          queueKey: rwWritersKeyOf(key),
+          expiryKey: rwLeasesKeyOf(key),
+          member: field,
+          heartbeatCommand: READ_WRITE_HEARTBEAT,
+          // Free, yet no message came (lost, or the holds ran out): a writer of this client tries now.
+          refreshed: (_sentAt, held) => {
+            if (!held) context.pubsub.peek(channel)?.wakeOne();
+          },
+        };
+        context.heartbeat.add(beat);
+      }
+      return ttl;
     };
     const giveUp = async (): Promise<void> => {
-      if (!registered) return;
+      if (!beat) return;
       const publish = await context.publishCommand();
       await context
         .command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), rwReadChannelOf(key), field, publish, WAKE_ALL_MESSAGE))
         .catch(() => undefined); // the entry then runs out after the queue timeout
     };
-    return this.waitOn(owner, rwWriteChannelOf(key), attempt, waitTime, signal, giveUp);
+    try {
+      return await this.waitOn(owner, channel, attempt, waitTime, signal, giveUp);
+    } finally {
+      if (beat) context.heartbeat.remove(beat);
+    }
   }
 }

@@ -11,7 +11,6 @@ export interface ReadWriteScripts {
     field: string,
     register: 0 | 1,
     entryTtlMs: number,
-    refreshMs: number,
   ): Promise<number | null>;
   rlock_readWriteLock_release(
     key: string,
@@ -49,6 +48,9 @@ export interface ReadWriteScripts {
 
 /** The renew script's command name, for the watchdog (`RenewalTarget.renewCommand`). */
 export const READ_WRITE_RENEW = 'rlock_readWriteLock_renew';
+
+/** The waiting writers' heartbeat script, for the client's QueueHeartbeat (`QueuedEntry.heartbeatCommand`). */
+export const READ_WRITE_HEARTBEAT = 'rlock_readWriteLock_heartbeat';
 
 export function readWriteScripts(redis: ScriptedRedis): ReadWriteScripts {
   return redis as unknown as ReadWriteScripts;

@@ -8,12 +8,21 @@ export interface QueuedEntry {
   expiryKey: string;
   member: string;
   /**
+   * The heartbeat script of this kind of entry, default `rlock_fairLock_heartbeat`. Every
+   * heartbeat script takes KEYS = (lockKey, queueKey, expiryKey) per entry, ARGV[1] = the queue
+   * timeout, ARGV[i+1] = entry i's member, and answers 1 or 0 per entry (see `refreshed`);
+   * entries of one kind and slot share a call.
+   */
+  heartbeatCommand?: string;
+  /**
    * The heartbeat sent at `sentAt` found the entry still queued behind a held lock (`true`: no
    * grant can have been made before `sentAt`), or not (`false`: granted, dropped, or the lock ran
    * out unreleased; the waiter asks again).
    */
   refreshed(sentAt: number, queued: boolean): void;
 }
+
+const DEFAULT_HEARTBEAT = 'rlock_fairLock_heartbeat';
 
 /** Entries refreshed by one script call. */
 const BATCH_SIZE = 500;
@@ -58,7 +67,7 @@ export class QueueHeartbeat {
     if (this.beating) return;
     this.beating = true;
     try {
-      await Promise.all(batchesOf(this.entries, (entry) => this.batchOf(entry.lockKey), BATCH_SIZE).map((batch) => this.beatBatch(batch)));
+      await Promise.all(batchesOf(this.entries, (entry) => `${entry.heartbeatCommand ?? DEFAULT_HEARTBEAT}\n${this.batchOf(entry.lockKey)}`, BATCH_SIZE).map((batch) => this.beatBatch(batch)));
     } finally {
       this.beating = false;
     }
@@ -68,7 +77,9 @@ export class QueueHeartbeat {
     const sentAt = performance.now();
     let queued: (0 | 1)[];
     try {
-      queued = await this.redis.rlock_fairLock_heartbeat(
+      const heartbeat = (this.redis as unknown as Record<string, ScriptedRedis['rlock_fairLock_heartbeat']>)[batch[0]!.heartbeatCommand ?? DEFAULT_HEARTBEAT]!;
+      queued = await heartbeat.call(
+        this.redis,
         batch.length * 3,
         ...batch.flatMap((entry) => [entry.lockKey, entry.queueKey, entry.expiryKey]),
         this.queueTimeout,

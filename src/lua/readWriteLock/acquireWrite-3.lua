@@ -10,12 +10,10 @@
     ARGV[1] lease in ms
     ARGV[2] writer field "<clientId>:<ownerId>:write"
     ARGV[3] "1" to register (or refresh) the caller as a waiting writer, "0" to only try
-    ARGV[4] how long a waiting writer's entry lives without a refresh, in ms
-    ARGV[5] how soon a registered writer behind readers comes back to refresh it, in ms
+    ARGV[4] how long a waiting writer's entry lives without a refresh (heartbeat.lua), in ms
 
   Output:
-    nil when the owner holds the write lock now; otherwise how long to sleep at most, in ms: the
-    lock's PTTL, or ARGV[5] behind readers (nothing else refreshes the entry meanwhile).
+    nil when the owner holds the write lock now; otherwise the lock's PTTL in ms.
 ]]
 --@include readWriteLock.lua
 local lease, field = tonumber(ARGV[1]), ARGV[2]
@@ -31,13 +29,9 @@ if redis.call('hexists', KEYS[1], field) == 1 then
   takeHold(KEYS[1], KEYS[2], field, now, lease)
   return nil
 end
-local ttl = redis.call('pttl', KEYS[1])
 if ARGV[3] == '1' then
   redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), field)
   local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
   redis.call('pexpireat', KEYS[3], last[2])
-  if redis.call('hget', KEYS[1], 'mode') == 'read' then
-    ttl = math.min(ttl, tonumber(ARGV[5]))
-  end
 end
-return ttl
+return redis.call('pttl', KEYS[1])
