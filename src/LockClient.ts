@@ -10,8 +10,11 @@ import { LockPubSub } from './services/LockPubSub';
 import { QueueHeartbeat } from './services/QueueHeartbeat';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
 import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
+import { CountDownLatch } from './primitives/CountDownLatch';
 import { FairLock } from './primitives/FairLock';
+import { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore';
 import { RLock } from './primitives/RLock';
+import { Semaphore } from './primitives/Semaphore';
 import { defineScripts, type PublishCommand, type ScriptedRedis } from './services/scripts';
 
 /** Payload of the `lockLost` event. */
@@ -229,6 +232,24 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   getFairLock(name: string): FairLock {
     this.assertOpen();
     return new FairLock(this.context, name);
+  }
+
+  /** A handle on the counting semaphore `name` (Redisson's RSemaphore; see docs/design.md, "Semaphores"). */
+  getSemaphore(name: string): Semaphore {
+    this.assertOpen();
+    return new Semaphore(this.context, name);
+  }
+
+  /** A handle on the semaphore `name` whose permits have ids and leases (Redisson's RPermitExpirableSemaphore). */
+  getPermitExpirableSemaphore(name: string): PermitExpirableSemaphore {
+    this.assertOpen();
+    return new PermitExpirableSemaphore(this.context, name);
+  }
+
+  /** A handle on the count-down latch `name` (Redisson's RCountDownLatch). */
+  getCountDownLatch(name: string): CountDownLatch {
+    this.assertOpen();
+    return new CountDownLatch(this.context, name);
   }
 
   /**

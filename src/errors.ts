@@ -31,6 +31,13 @@ export class NotLockOwnerError extends LockError {
   }
 }
 
+/** A permit-expirable semaphore's `release(id)` named a permit that is not held (unknown, released, or expired). */
+export class PermitNotHeldError extends LockError {
+  constructor(readonly semaphoreName: string, readonly permitId: string) {
+    super(`permit ${permitId} of semaphore "${semaphoreName}" is not held (unknown, already released, or expired)`);
+  }
+}
+
 /** `withLock` could not take the lock within its `waitTime`. */
 export class LockTimeoutError extends LockError {
   constructor(readonly lockName: string, readonly waitTime: number) {

@@ -1,6 +1,11 @@
 export { LockClient, type LockClientEvents, type LockLostEvent } from './LockClient';
 export { RLock } from './primitives/RLock';
 export { FairLock } from './primitives/FairLock';
+export { Semaphore } from './primitives/Semaphore';
+export { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore';
+export { CountDownLatch } from './primitives/CountDownLatch';
+export { MAX_PERMITS } from './primitives/permitOptions';
+export type { AwaitOptions, ExpirablePermitOptions, PermitOptions, TryExpirablePermitOptions, TryPermitOptions } from './primitives/permitOptions';
 export {
   ClientClosedError,
   InvalidArgumentError,
@@ -9,6 +14,7 @@ export {
   LockTimeoutError,
   LockUsageError,
   NotLockOwnerError,
+  PermitNotHeldError,
   RedisCommandError,
 } from './errors';
 export { MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';

@@ -45,3 +45,31 @@ export function queueExpiryKeyOf(key: string): string {
 export function grantChannelPrefixOf(key: string): string {
   return `${tagged('rlock__grant', key)}:`;
 }
+
+/** Where a semaphore's releases wake its waiters (counted messages): `rlock__semaphore:{<key>}`. */
+export function semaphoreChannelOf(key: string): string {
+  return tagged('rlock__semaphore', key);
+}
+
+/**
+ * A semaphore's reservation, hash `{ field, permits }` with a TTL: the one multi-permit waiter
+ * that smaller requests may not overtake (see docs/design.md, "Semaphores"): `rlock__semaphore_reservation:{<key>}`.
+ */
+export function reservationKeyOf(key: string): string {
+  return tagged('rlock__semaphore_reservation', key);
+}
+
+/** A permit-expirable semaphore's permits, zset permit id → expiry (Redis ms): `rlock__permits:{<key>}`. */
+export function permitsKeyOf(key: string): string {
+  return tagged('rlock__permits', key);
+}
+
+/** Where a permit-expirable semaphore's releases wake its waiters: `rlock__permits_channel:{<key>}`. */
+export function permitChannelOf(key: string): string {
+  return tagged('rlock__permits_channel', key);
+}
+
+/** Where a count-down latch says it opened: `rlock__latch:{<key>}`. */
+export function latchChannelOf(key: string): string {
+  return tagged('rlock__latch', key);
+}

@@ -88,14 +88,14 @@ const MAX_CLIENT_NAME_LENGTH = 128;
 const LOCK_OPTION_KEYS = ['leaseTime', 'signal'];
 const TRY_LOCK_OPTION_KEYS = ['waitTime', 'leaseTime', 'signal'];
 
-function describe(value: unknown): string {
+export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
   if (typeof value === 'bigint') return `${value}n`;
   if (value === null || typeof value !== 'object') return String(value);
   return Array.isArray(value) ? 'an array' : 'an object';
 }
 
-function checkPlainObject(argument: string, value: unknown, allowed: readonly string[]): Record<string, unknown> {
+export function checkPlainObject(argument: string, value: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidArgumentError(argument, `must be an object, got ${describe(value)}`);
   }
@@ -108,7 +108,7 @@ function checkPlainObject(argument: string, value: unknown, allowed: readonly st
 }
 
 /** A whole number of ms within [min, MAX_TIME_MS], or undefined when absent. */
-function checkTime(argument: string, value: unknown, min: number): number | undefined {
+export function checkTime(argument: string, value: unknown, min: number): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_TIME_MS) {
     throw new InvalidArgumentError(
@@ -119,7 +119,7 @@ function checkTime(argument: string, value: unknown, min: number): number | unde
   return value;
 }
 
-function checkSignal(argument: string, value: unknown): AbortSignal | undefined {
+export function checkSignal(argument: string, value: unknown): AbortSignal | undefined {
   if (value === undefined) return undefined;
   if (!(value instanceof AbortSignal)) {
     throw new InvalidArgumentError(argument, `must be an AbortSignal, got ${describe(value)}`);

@@ -7,6 +7,7 @@ import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, typ
 import type { LockContext } from '../services/LockContext';
 import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
+import { watchHold } from './holdScope';
 import type { Hold, WaitProtocol } from './waitLoop';
 
 /**
@@ -274,24 +275,8 @@ export abstract class LockHandle {
 
   /** Aborts `scope` when the lock is lost or `signal` aborts; returns the undo. */
   private watchScope(owner: LockOwner, leaseTime: number | undefined, signal: AbortSignal | undefined, scope: AbortController, sentAt: number): () => void {
-    const forward = (source: AbortSignal) => () => scope.abort(source.reason);
-    const undo: (() => void)[] = [];
-    for (const source of [signal, this.context.renewal.lostSignal(this.key, this.field(owner))]) {
-      if (!source) continue;
-      if (source.aborted) scope.abort(source.reason);
-      const listener = forward(source);
-      source.addEventListener('abort', listener, { once: true });
-      undo.push(() => source.removeEventListener('abort', listener));
-    }
-    if (leaseTime !== undefined && !this.context.renewal.has(this.key, this.field(owner))) {
-      // Counted from when the acquire was sent: Redis's TTL started later, so this fires first.
-      const timer = setTimeout(
-        () => scope.abort(new LockLostError(this.name, `its lease of ${leaseTime} ms ran out`)),
-        Math.max(0, sentAt + leaseTime - performance.now()),
-      );
-      timer.unref();
-      undo.push(() => clearTimeout(timer));
-    }
-    return () => undo.forEach((fn) => fn());
+    const field = this.field(owner);
+    const timed = leaseTime !== undefined && !this.context.renewal.has(this.key, field);
+    return watchHold(scope, [signal, this.context.renewal.lostSignal(this.key, field)], timed ? { name: this.name, leaseTime, sentAt } : undefined);
   }
 }

@@ -4,6 +4,12 @@ import type { Cluster, Redis } from 'ioredis';
 import type { PublishCommand } from './scripts';
 
 /**
+ * A counted message, published by the semaphore and latch scripts: `wake:<count>` or `wake:all`,
+ * optionally followed by `:<field>` (a grant for the waiter that expects that field).
+ */
+const COUNTED_MESSAGE = /^wake:(\d+|all)(?::(.+))?$/s;
+
+/**
  * The waiters of one channel. Each release message adds one permit to the semaphore, so it
  * wakes one parked waiter. A message that comes while no waiter is parked leaves one permit
  * (never more) for the next to park, which then retries at once instead of sleeping through a
@@ -29,15 +35,38 @@ export class ChannelEntry {
   private readonly expected = new Map<string, ((granted: boolean) => void) | undefined>();
   private readonly grantedEarly = new Set<string>();
 
-  /** A message arrived on the channel. */
+  /**
+   * A message arrived on the channel. A counted message (see `wakeMessage`) wakes that many
+   * waiters (a semaphore's release of k permits) and may also grant one named waiter; a message
+   * naming an expected field is that waiter's grant; any other wakes one waiter.
+   */
   deliver(message: string): void {
-    if (this.expected.size > 0 && this.expected.has(message)) {
-      const parked = this.expected.get(message);
-      if (parked) parked(true);
-      else this.grantedEarly.add(message);
+    const counted = COUNTED_MESSAGE.exec(message);
+    if (counted) {
+      if (counted[2] !== undefined) this.grant(counted[2]);
+      if (counted[1] === 'all') this.wakeAll();
+      else this.wake(Number(counted[1]));
       return;
     }
-    this.wakeOne();
+    if (!this.grant(message)) this.wakeOne();
+  }
+
+  /** Hands `field`'s grant to its waiter (kept until it parks); false when no such waiter is expected here. */
+  private grant(field: string): boolean {
+    if (this.expected.size === 0 || !this.expected.has(field)) return false;
+    const parked = this.expected.get(field);
+    if (parked) parked(true);
+    else this.grantedEarly.add(field);
+    return true;
+  }
+
+  /**
+   * Wakes up to `count` parked waiters: as many as could now succeed, not one and not all.
+   * Wake-ups for waiters not parked yet are kept, but never more than there are waiters.
+   */
+  wake(count: number): void {
+    const missing = Math.min(count, this.refCount) - this.semaphore.getValue();
+    if (missing > 0) this.semaphore.release(missing);
   }
 
   /** Wakes one parked waiter, or stores one permit when none is parked and none is stored. */
