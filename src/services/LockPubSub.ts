@@ -151,6 +151,8 @@ function boundedWait(
       return;
     }
     let finished = false;
+    // Declared up front: `start` may call done() before it returns (a grant that came early).
+    let end: (() => void) | undefined;
     const finish = (error?: unknown): void => {
       if (finished) return;
       finished = true;
@@ -163,7 +165,8 @@ function boundedWait(
     const onAbort = (event: Event): void => finish((event.target as AbortSignal).reason ?? new Error('aborted'));
     const timer = Number.isFinite(ms) ? setTimeout(() => finish(), Math.max(0, ms)) : undefined;
     for (const stop of stops) stop.addEventListener('abort', onAbort, { once: true });
-    const end = start(() => finish());
+    end = start(() => finish());
+    if (finished) end?.();
   });
 }
 
