@@ -152,21 +152,21 @@ function boundedWait(
     }
     let finished = false;
     // Declared up front: `start` may call done() before it returns (a grant that came early).
-    let end: (() => void) | undefined;
+    const cleanup: { end?: () => void } = {};
     const finish = (error?: unknown): void => {
       if (finished) return;
       finished = true;
       if (timer !== undefined) clearTimeout(timer);
       for (const stop of stops) stop.removeEventListener('abort', onAbort);
-      end?.();
+      cleanup.end?.();
       if (error === undefined) resolve();
       else reject(error);
     };
     const onAbort = (event: Event): void => finish((event.target as AbortSignal).reason ?? new Error('aborted'));
     const timer = Number.isFinite(ms) ? setTimeout(() => finish(), Math.max(0, ms)) : undefined;
     for (const stop of stops) stop.addEventListener('abort', onAbort, { once: true });
-    end = start(() => finish());
-    if (finished) end?.();
+    cleanup.end = start(() => finish());
+    if (finished) cleanup.end?.();
   });
 }
 
