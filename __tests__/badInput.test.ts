@@ -100,6 +100,12 @@ const cases: Case[] = [
     ];
   }),
   ...([undefined, null, 'fn', 42, {}] as unknown[]).map((fn): Case => ['withLock', `fn ${String(fn)}`, 'fn', () => lock.withLock(fn as never)]),
+  ...badNames.flatMap(([label, name]): Case[] => [
+    ['getSemaphore', label, 'name', () => client.getSemaphore(name as string)],
+    ['getPermitExpirableSemaphore', label, 'name', () => client.getPermitExpirableSemaphore(name as string)],
+    ['getCountDownLatch', label, 'name', () => client.getCountDownLatch(name as string)],
+  ]),
+  ...semaphoreCases(),
   ['LockClient', 'no options', 'options', () => new LockClient(undefined as never)],
   ['LockClient', 'null options', 'options', () => new LockClient(null as never)],
   ['LockClient', 'no redis', 'options.redis', () => new LockClient({} as never)],
@@ -118,6 +124,57 @@ const cases: Case[] = [
   ['LockClient', 'syncReplicas without timeout', 'options.syncReplicas.timeout', () => new LockClient({ redis: server.url, syncReplicas: { replicas: 1 } as never })],
   ['LockClient', 'a misspelt option', 'options.watchdogTimout', () => new LockClient({ redis: server.url, watchdogTimout: 5000 } as never)],
 ];
+
+/** Bad permit counts, lease and wait times, signals and option bags for the semaphores and the latch. */
+function semaphoreCases(): Case[] {
+  const sem = (): ReturnType<LockClient['getSemaphore']> => client.getSemaphore('bad-input-sem');
+  const pes = (): ReturnType<LockClient['getPermitExpirableSemaphore']> => client.getPermitExpirableSemaphore('bad-input-pes');
+  const latch = (): ReturnType<LockClient['getCountDownLatch']> => client.getCountDownLatch('bad-input-latch');
+  const badCounts: [string, unknown][] = [['undefined', undefined], ['NaN', NaN], ['fractional', 1.5], ['a string', '3'], ['huge', 2 ** 40], ['Infinity', Infinity]];
+  const semaphoreCalls: [string, (options: unknown) => unknown][] = [
+    ['Semaphore.acquire', (o) => sem().acquire(o as never)],
+    ['Semaphore.tryAcquire', (o) => sem().tryAcquire(o as never)],
+    ['Semaphore.withPermits', (o) => sem().withPermits(() => 1, o as never)],
+  ];
+  return [
+    ...badCounts.map(([label, value]): Case => ['Semaphore.trySetPermits', label, 'permits', () => sem().trySetPermits(value as number)]),
+    ['Semaphore.trySetPermits', 'negative', 'permits', () => sem().trySetPermits(-1)],
+    ...badCounts.map(([label, value]): Case => ['Semaphore.addPermits', label, 'delta', () => sem().addPermits(value as number)]),
+    ...badCounts.map(([label, value]): Case => ['PermitExpirableSemaphore.trySetPermits', label, 'permits', () => pes().trySetPermits(value as number)]),
+    ...badCounts.map(([label, value]): Case => ['CountDownLatch.trySetCount', label, 'count', () => latch().trySetCount(value as number)]),
+    ['CountDownLatch.trySetCount', '0', 'count', () => latch().trySetCount(0)],
+    ...semaphoreCalls.flatMap(([call, run]): Case[] => [
+      ...badOptionBags.map(([label, options]): Case => [call, `options ${label}`, label === 'a misspelt key' ? 'options.leaseTme' : 'options', () => run(options)]),
+      ...badCounts.filter(([label]) => label !== 'undefined').map(([label, value]): Case => [call, `permits ${label}`, 'options.permits', () => run({ permits: value })]),
+      [call, 'permits 0', 'options.permits', () => run({ permits: 0 })],
+      ...badSignals.map(([label, value]): Case => [call, `signal ${label}`, 'options.signal', () => run({ signal: value })]),
+    ]),
+    ['Semaphore.acquire', 'a waitTime', 'options.waitTime', () => sem().acquire({ waitTime: 5 } as never)],
+    ['Semaphore.release', 'permits -1', 'options.permits', () => sem().release({ permits: -1 })],
+    ['Semaphore.release', 'a signal', 'options.signal', () => sem().release({ signal: new AbortController().signal } as never)],
+    ...badTimes.map(([label, value]): Case => ['Semaphore.tryAcquire', `waitTime ${label}`, 'options.waitTime', () => sem().tryAcquire({ waitTime: value as number })]),
+    ...badTimes.map(([label, value]): Case => ['PermitExpirableSemaphore.tryAcquire', `leaseTime ${label}`, 'options.leaseTime', () => pes().tryAcquire({ leaseTime: value as number })]),
+    ['PermitExpirableSemaphore.acquire', 'leaseTime 0', 'options.leaseTime', () => pes().acquire({ leaseTime: 0 })],
+    ['PermitExpirableSemaphore.acquire', 'permits', 'options.permits', () => pes().acquire({ permits: 2 } as never)],
+    ...badTimes.map(([label, value]): Case => ['PermitExpirableSemaphore.withPermit', `waitTime ${label}`, 'options.waitTime', () => pes().withPermit(() => 1, { waitTime: value as number })]),
+    ...([undefined, null, 42, '', 'x'.repeat(65)] as unknown[]).flatMap((id): Case[] => [
+      ['PermitExpirableSemaphore.release', `id ${describeId(id)}`, 'permitId', () => pes().release(id as string)],
+      ['PermitExpirableSemaphore.tryRelease', `id ${describeId(id)}`, 'permitId', () => pes().tryRelease(id as string)],
+      ['PermitExpirableSemaphore.updateLeaseTime', `id ${describeId(id)}`, 'permitId', () => pes().updateLeaseTime(id as string, 1000)],
+    ]),
+    ...badTimes.map(([label, value]): Case => ['PermitExpirableSemaphore.updateLeaseTime', `leaseTime ${label}`, 'leaseTime', () => pes().updateLeaseTime('id', value as number)]),
+    ...badTimes.map(([label, value]): Case => ['CountDownLatch.await', `waitTime ${label}`, 'options.waitTime', () => latch().await({ waitTime: value as number })]),
+    ...badSignals.map(([label, value]): Case => ['CountDownLatch.await', `signal ${label}`, 'options.signal', () => latch().await({ signal: value as never })]),
+    ...([undefined, null, 'fn', {}] as unknown[]).flatMap((fn): Case[] => [
+      ['Semaphore.withPermits', `fn ${String(fn)}`, 'fn', () => sem().withPermits(fn as never)],
+      ['PermitExpirableSemaphore.withPermit', `fn ${String(fn)}`, 'fn', () => pes().withPermit(fn as never)],
+    ]),
+  ];
+}
+
+function describeId(id: unknown): string {
+  return typeof id === 'string' ? `${id.length} chars` : String(id);
+}
 
 test.each(cases)('%s with %s: InvalidArgumentError naming %s, nothing sent', async (_call, _value, argument, run) => {
   const { error, commands } = await attempt(run);
@@ -156,10 +213,26 @@ test('an already aborted signal: rejects with its reason, nothing sent', async (
 test('a closed client: every call throws ClientClosedError, nothing sent', async () => {
   const closing = new LockClient({ redis: server.url });
   const handle = closing.getLock('closed');
+  const sem = closing.getSemaphore('closed-sem');
+  const pes = closing.getPermitExpirableSemaphore('closed-pes');
+  const latch = closing.getCountDownLatch('closed-latch');
   await handle.isLocked();
   await closing.close();
   const calls: (() => unknown)[] = [
     () => closing.getLock('closed'),
+    () => closing.getSemaphore('closed-sem'),
+    () => closing.getPermitExpirableSemaphore('closed-pes'),
+    () => closing.getCountDownLatch('closed-latch'),
+    () => sem.acquire(),
+    () => sem.tryAcquire(),
+    () => sem.release(),
+    () => sem.withPermits(() => 1),
+    () => sem.availablePermits(),
+    () => pes.acquire(),
+    () => pes.release('some-id'),
+    () => pes.availablePermits(),
+    () => latch.await(),
+    () => latch.countDown(),
     () => handle.lock(),
     () => handle.tryLock(),
     () => handle.withLock(() => 1),

@@ -117,7 +117,7 @@ test('withPermit: a permit lost under the watchdog aborts the signal, emits lock
   client.on('lockLost', (event) => lostEvents.push(event.ownerId));
   let permitId = '';
   const run = sem.withPermit(async (signal) => {
-    [permitId] = await redis.admin.zrange(`rlock__permits:{${sem.key}}`, 0, 0);
+    permitId = (await redis.admin.zrange(`rlock__permits:{${sem.key}}`, 0, 0))[0]!;
     await redis.admin.zrem(`rlock__permits:{${sem.key}}`, permitId); // someone wiped it
     return aborted(signal);
   });
