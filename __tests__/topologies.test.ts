@@ -157,6 +157,36 @@ describe.each(topologies)('%s', (_label, start) => {
     expect(c.stats.renewals).toBe(0);
   });
 
+  test('semaphores and a latch (every key of one in one slot): waits woken by message, permits kept by the watchdog on many slots', async () => {
+    const a = client({ watchdogTimeout: 600 });
+    const b = client();
+    const name = uniqueName();
+    const sem = a.getSemaphore(name);
+    expect(await sem.trySetPermits(2)).toBe(true);
+    await sem.acquire({ permits: 2 });
+    const big = b.getSemaphore(name).tryAcquire({ permits: 2, waitTime: 20_000 });
+    await until('the semaphore waiter parked', () => b.stats.waiters === 1);
+    await sem.release({ permits: 2 });
+    await expect(big).resolves.toBe(true);
+    const failed: unknown[] = [];
+    a.on('renewalFailed', (error) => failed.push(error));
+    const expirables = Array.from({ length: 10 }, () => a.getPermitExpirableSemaphore(uniqueName()));
+    await Promise.all(expirables.map((pes) => pes.trySetPermits(1)));
+    const ids = await Promise.all(expirables.map((pes) => pes.acquire()));
+    const latchName = uniqueName();
+    const latch = b.getCountDownLatch(latchName);
+    await latch.trySetCount(1);
+    const opened = latch.await({ waitTime: 20_000 });
+    await until('the latch awaiter parked', () => b.stats.waiters === 1);
+    await sleep(1500);
+    expect(failed).toEqual([]);
+    for (const pes of expirables) expect(await pes.availablePermits()).toBe(0);
+    await Promise.all(expirables.map((pes, i) => pes.release(ids[i]!)));
+    expect(a.stats.renewals).toBe(0);
+    await a.getCountDownLatch(latchName).countDown();
+    await expect(opened).resolves.toBe(true);
+  });
+
   test('inspect and listLocks see the locks', async () => {
     const c = client({ keyPrefix: `list${seq}:`, name: 'topo-client' });
     const names = ['a', 'b', 'c', 'd'];
