@@ -1,4 +1,4 @@
-// npm run bench [-- --quick]: every scenario, every library, one private redis-server, one run.
+// npm run bench [-- --quick] [--semaphore: that scenario alone]: every scenario, every library, one private redis-server, one run.
 // Prints a table and the targets, writes bench/results/<date>.json and .svg.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -7,6 +7,7 @@ import { redisFromEnv } from '../scripts/redisServer';
 import { chart } from './chart';
 import { lockLibraries, raw, redisSemaphore, rlock } from './contestants';
 import * as scenario from './scenarios';
+import { semaphoreReport } from './semaphoreScenario';
 import { round } from './stats';
 
 const quick = process.argv.includes('--quick');
@@ -22,6 +23,19 @@ async function main(): Promise<void> {
   if (!(globalThis as { gc?: unknown }).gc) throw new Error('run with node --expose-gc (npm run bench does)');
   const redis = await redisFromEnv();
   const started = Date.now();
+  if (process.argv.includes('--semaphore')) {
+    // The semaphore scenario alone (issue 13): `npm run bench -- --semaphore [--quick]`.
+    try {
+      const { text, figures } = await semaphoreReport(redis.url, quick ? 3000 : 8000, log);
+      console.log(text);
+      const date = new Date().toISOString().slice(0, 10);
+      mkdirSync(join(__dirname, 'results'), { recursive: true });
+      writeFileSync(join(__dirname, 'results', `${date}-semaphore${quick ? '-quick' : ''}.json`), `${JSON.stringify({ date, quick, figures }, null, 2)}\n`);
+    } finally {
+      await redis.stop();
+    }
+    return;
+  }
   const everyone = [...lockLibraries, raw];
   try {
     const s1: Record<string, number> = {};
