@@ -4,7 +4,7 @@ import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
-import { ClientClosedError } from '../src';
+import { ClientClosedError, diagnostics } from '../src';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -65,12 +65,21 @@ test('await times out with false, rejects on abort, and close() settles it', asy
   expect(await closing).toBeInstanceOf(ClientClosedError);
 });
 
-test('an awaiter re-checks after subscribing: a countDown between its first look and its subscription is not missed', async () => {
+test('an awaiter re-checks after subscribing: a latch opened between its first look and its subscription is not missed', async () => {
   const name = uniqueName();
   const client = redis.client();
   const latch = client.getCountDownLatch(name);
   await latch.trySetCount(1);
-  const opened = latch.await({ waitTime: 5_000 });
-  await latch.countDown(); // races the awaiter's subscribe
-  expect(await opened).toBe(true);
+  // Opened without a message (DEL, not countDown) right when the awaiter starts waiting, after
+  // its first look and before its subscription is confirmed: only the re-check can see it.
+  const open = (): void => void redis.admin.del(latch.key);
+  diagnostics.waitStart.subscribe(open);
+  try {
+    const started = performance.now();
+    expect(await latch.await({ waitTime: 10_000 })).toBe(true);
+    // Not by the last look at the end of its waitTime: at once, by the re-check.
+    expect(performance.now() - started).toBeLessThan(5_000);
+  } finally {
+    diagnostics.waitStart.unsubscribe(open);
+  }
 });
