@@ -182,14 +182,15 @@ async function totalCommands(admin: Redis): Promise<number> {
   return Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
 }
 
-function runWorker(args: string[]): Promise<{ counts: number[]; waits: number[] }> {
+/** Runs a worker process of bench/ (default scenario 4's) and resolves with the JSON line it prints. */
+export function runWorker<T = { counts: number[]; waits: number[] }>(args: string[], worker = 'contendedWorker.ts'): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'contendedWorker.ts'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, worker), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (chunk) => (out += chunk));
     child.stderr.on('data', (chunk) => (err += chunk));
-    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as { counts: number[]; waits: number[] }) : reject(new Error(`worker: ${code} ${err}`))));
+    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as T) : reject(new Error(`worker: ${code} ${err}`))));
   });
 }
 

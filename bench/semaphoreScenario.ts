@@ -2,9 +2,8 @@
 // holding its permit for an INCR + DECR of a holders counter (which also checks the limit).
 // rlock's Semaphore and PermitExpirableSemaphore against redis-semaphore's Semaphore (polling
 // every 10 ms, its default). Acquisitions per second, wait p99, Redis commands per acquisition.
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { runWorker } from './scenarios';
 import { jain, quantile, round } from './stats';
 
 export const SEMAPHORE_CONTESTANTS = ['rlock Semaphore', 'rlock PermitExpirableSemaphore', 'redis-semaphore Semaphore'] as const;
@@ -34,7 +33,7 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
     const commandsBefore = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
     const deadline = Date.now() + 2000 + ms; // 2 s for the processes to start
     const started = Date.now();
-    const workers = await Promise.all(Array.from({ length: PROCESSES }, () => runWorker([contestant, url, key, String(deadline), String(TASKS), String(PERMITS)])));
+    const workers = await Promise.all(Array.from({ length: PROCESSES }, () => runWorker<{ counts: number[]; waits: number[]; maxHolders: number }>([contestant, url, key, String(deadline), String(TASKS), String(PERMITS)], 'semaphoreWorker.ts')));
     const elapsed = (Date.now() - Math.max(started, deadline - ms)) / 1000;
     const commands = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]) - commandsBefore;
     const counts = workers.flatMap((w) => w.counts);
@@ -54,16 +53,6 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
   }
 }
 
-function runWorker(args: string[]): Promise<{ counts: number[]; waits: number[]; maxHolders: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'semaphoreWorker.ts'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (chunk) => (out += chunk));
-    child.stderr.on('data', (chunk) => (err += chunk));
-    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as { counts: number[]; waits: number[]; maxHolders: number }) : reject(new Error(`worker: ${code} ${err}`))));
-  });
-}
 
 /** Runs every contestant once; a markdown table, the target's verdicts, and the figures. */
 export async function semaphoreReport(url: string, ms: number, log: (line: string) => void): Promise<{ text: string; figures: Record<string, SemaphoreFigures> }> {
