@@ -34,6 +34,32 @@ test('inspect prints holders and client names, in text and JSON', async () => {
   expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, holders: [{ clientId: client.id, holdCount: 1, clientName: 'billing' }] });
 });
 
+test('inspect --kind shows a semaphore (free permits, reservation), a permit-expirable one (permits and leases) and a latch', async () => {
+  const client = redis.client();
+  const url = ['--url', redis.server.url];
+  const sem = client.getSemaphore('cli:sem');
+  await sem.trySetPermits(3);
+  await sem.acquire({ permits: 2 });
+  const waiting = client.getSemaphore('cli:sem').tryAcquire({ permits: 3, waitTime: 20_000 }); // reserves
+  waiting.catch(() => undefined); // settled by close() if an expectation below fails first
+  const pes = client.getPermitExpirableSemaphore('cli:pes');
+  await pes.trySetPermits(2);
+  const id = await pes.acquire({ leaseTime: 60_000 });
+  const latch = client.getCountDownLatch('cli:latch');
+  await latch.trySetCount(2);
+  let reserved = await run([...url, '--json', 'inspect', '--kind', 'semaphore', 'cli:sem']);
+  while (JSON.parse(reserved.stdout).reservation === null) reserved = await run([...url, '--json', 'inspect', '--kind', 'semaphore', 'cli:sem']);
+  expect(JSON.parse(reserved.stdout)).toMatchObject({ availablePermits: 1, reservation: { clientId: client.id, permits: 3 }, waitingClients: 1 });
+  const text = await run([...url, 'inspect', '--kind', 'semaphore', 'cli:sem']);
+  expect(text.stdout).toMatch(/^cli:sem \(key cli:sem\): semaphore, 1 permit\(s\) free, 1 client\(s\) waiting\n {2}reserved for \S+: 3 permits, ttl \d+\.\d s\n$/);
+  const permits = await run([...url, 'inspect', '--kind', 'permits', 'cli:pes']);
+  expect(permits.stdout).toMatch(new RegExp(`^cli:pes \\(key cli:pes\\): permit-expirable semaphore, 1 of 2 permit\\(s\\) free, 0 client\\(s\\) waiting\n {2}permit ${id}, lease left \\d+\\.\\d s\n$`));
+  const latchText = await run([...url, 'inspect', '--kind', 'latch', 'cli:latch']);
+  expect(latchText.stdout).toBe('cli:latch (key cli:latch): latch count 2, 0 client(s) waiting\n');
+  await sem.release({ permits: 2 });
+  expect(await waiting).toBe(true);
+});
+
 test('list uses the prefix and --match', async () => {
   const client = redis.client({ keyPrefix: 'app:' });
   await client.getLock('x:1').lock({ leaseTime: 30_000 });

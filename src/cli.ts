@@ -5,7 +5,7 @@ import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { Redis } from 'ioredis';
 import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
-import type { LockInfo } from './introspection';
+import type { LatchInfo, LockInfo, PermitSemaphoreInfo, SemaphoreInfo } from './introspection';
 import { LockClient } from './LockClient';
 
 const EXIT_NOTHING = 1;
@@ -67,6 +67,28 @@ function formatInfo(info: LockInfo): string {
   return [head, ...holders].join('\n');
 }
 
+/** A semaphore (`semaphore`), a permit-expirable semaphore (`permits`) or a latch: their Redis keys look alike, so the operator says which. */
+function inspectOther(client: LockClient, name: string, kind: string): Promise<SemaphoreInfo | PermitSemaphoreInfo | LatchInfo> {
+  if (kind === 'semaphore') return client.getSemaphore(name).inspect();
+  if (kind === 'permits') return client.getPermitExpirableSemaphore(name).inspect();
+  return client.getCountDownLatch(name).inspect();
+}
+
+function formatOther(info: SemaphoreInfo | PermitSemaphoreInfo | LatchInfo): string {
+  const waiting = `${info.waitingClients} client(s) waiting`;
+  if ('count' in info) return `${info.name} (key ${info.key}): latch ${info.count === 0 ? 'open' : `count ${info.count}`}, ${waiting}`;
+  if ('reservation' in info) {
+    const free = info.availablePermits === null ? 'never set' : `${info.availablePermits} permit(s) free`;
+    const reserved = info.reservation
+      ? [`  reserved for ${info.reservation.clientId}:${info.reservation.waiterId}: ${info.reservation.permits} permits, ${describeTtl(info.reservation.expiresInMs)}`]
+      : [];
+    return [`${info.name} (key ${info.key}): semaphore, ${free}, ${waiting}`, ...reserved].join('\n');
+  }
+  const total = info.totalPermits === null ? 'never set' : `${info.availablePermits} of ${info.totalPermits} permit(s) free`;
+  const permits = info.permits.map((permit) => `  permit ${permit.id}, lease left ${(permit.expiresInMs / 1000).toFixed(1)} s`);
+  return [`${info.name} (key ${info.key}): permit-expirable semaphore, ${total}, ${waiting}`, ...permits].join('\n');
+}
+
 async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions) => Promise<T>): Promise<T> {
   const options = program.opts<GlobalOptions>();
   const { client, close } = await connect(options);
@@ -97,11 +119,12 @@ function buildProgram(): Command {
 
   program
     .command('inspect <name>')
-    .description('who holds a lock, its TTL, and how many clients wait on it')
-    .action(async (name: string) => {
+    .description('who holds a lock, its TTL, and how many clients wait on it (--kind: a semaphore or latch instead)')
+    .addOption(new Option('--kind <kind>', 'what <name> is').choices(['lock', 'semaphore', 'permits', 'latch']).default('lock'))
+    .action(async (name: string, opts: { kind: string }) => {
       await withClient(program, async (client, options) => {
-        const info = await client.inspect(name);
-        console.log(options.json ? JSON.stringify(info) : formatInfo(info));
+        const info = opts.kind === 'lock' ? await client.inspect(name) : await inspectOther(client, name, opts.kind);
+        console.log(options.json ? JSON.stringify(info) : 'holders' in info ? formatInfo(info) : formatOther(info));
       });
     });
 

@@ -20,5 +20,5 @@ export {
 export { MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
 export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';
 export { diagnostics, type DiagnosticsChannelName } from './diagnostics';
-export type { LockHolder, LockInfo, QueuedWaiter } from './introspection';
+export type { LatchInfo, LockHolder, LockInfo, PermitSemaphoreInfo, QueuedWaiter, SemaphoreInfo } from './introspection';
 export type { ClusterConnectionOptions, ListLocksOptions } from './options';

@@ -72,10 +72,49 @@ export async function inspectLock(redis: Redis | Cluster, name: string, key: str
     for (const holder of holders) holder.clientName = names.get(holder.clientId);
   }
   let waitingClients = Number(numsub[1] ?? 0);
-  // Classic pub/sub on a Cluster: a subscriber sits on a node of its own choosing, and NUMSUB
-  // counts only the subscribers of the node it is asked on.
   if (redis.isCluster && !sharded) waitingClients = await subscribersOnEveryNode(redis as Cluster, channel);
   return { name, key, locked: holders.length > 0, holders, ttl, waitingClients };
+}
+
+/** How many clients have waiters subscribed to `channel` (one subscriber connection per client). */
+export async function subscriberCount(redis: Redis | Cluster, channel: string, sharded: boolean): Promise<number> {
+  // Classic pub/sub on a Cluster: a subscriber sits on a node of its own choosing, and NUMSUB
+  // counts only the subscribers of the node it is asked on.
+  if (redis.isCluster && !sharded) return subscribersOnEveryNode(redis as Cluster, channel);
+  const [, count] = (await (sharded ? redis.pubsub('SHARDNUMSUB', channel) : redis.pubsub('NUMSUB', channel))) as [string, number | string];
+  return Number(count ?? 0);
+}
+
+/** What `inspect()` of a semaphore tells. */
+export interface SemaphoreInfo {
+  name: string;
+  key: string;
+  /** Free permits now; null when never set. */
+  availablePermits: number | null;
+  /** The multi-permit waiter that smaller requests may not overtake, if one reserved. */
+  reservation: { clientId: string; waiterId: string; permits: number; expiresInMs: number } | null;
+  waitingClients: number;
+}
+
+/** What `inspect()` of a permit-expirable semaphore tells. */
+export interface PermitSemaphoreInfo {
+  name: string;
+  key: string;
+  /** The total of permits; null when never set. */
+  totalPermits: number | null;
+  availablePermits: number;
+  /** Permits on lease (expired ones left out), soonest to expire first. */
+  permits: { id: string; expiresInMs: number }[];
+  waitingClients: number;
+}
+
+/** What `inspect()` of a count-down latch tells. */
+export interface LatchInfo {
+  name: string;
+  key: string;
+  /** 0: open (no count set, or it reached 0). */
+  count: number;
+  waitingClients: number;
 }
 
 async function subscribersOnEveryNode(cluster: Cluster, channel: string): Promise<number> {

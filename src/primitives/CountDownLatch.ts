@@ -1,3 +1,4 @@
+import { subscriberCount, type LatchInfo } from '../introspection';
 import { latchChannelOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
@@ -58,6 +59,15 @@ export class CountDownLatch extends Primitive {
       return (await this.readCount()) === 0 ? { held: true, sentAt } : { held: false, ttl: -1 };
     };
     return (await this.wait(this.newId(), this.channel, attempt, waitTime ?? Infinity, signal)) !== undefined;
+  }
+
+  /** The count and how many clients have awaiters on it. */
+  async inspect(): Promise<LatchInfo> {
+    this.context.assertOpen();
+    const sharded = (await this.publishCommand()) === 'spublish';
+    const count = await this.readCount();
+    const waitingClients = await this.context.command('inspect', (redis) => subscriberCount(redis, this.channel, sharded));
+    return { name: this.name, key: this.key, count, waitingClients };
   }
 
   private async readCount(): Promise<number> {

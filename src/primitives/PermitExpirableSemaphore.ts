@@ -1,6 +1,7 @@
 import { watchHold } from '../core/holdScope';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
+import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { permitChannelOf, permitsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { LockOwner } from '../services/LockOwner';
@@ -17,6 +18,7 @@ interface PermitScripts {
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
   rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, delta: number, publish: PublishCommand): Promise<number>;
+  rlock_permitSemaphore_inspect(key: string, permitsKey: string): Promise<[string | null, number, string[]]>;
 }
 
 const scripts = (redis: ScriptedRedis): PermitScripts => redis as unknown as PermitScripts;
@@ -111,6 +113,26 @@ export class PermitExpirableSemaphore extends Primitive {
   async availablePermits(): Promise<number> {
     this.context.assertOpen();
     return this.context.command('availablePermits', (redis) => scripts(redis).rlock_permitSemaphore_available(this.key, this.permitsKey));
+  }
+
+  /** The total, the free permits, every permit on lease with its remaining lease (Redis time), and how many clients wait. */
+  async inspect(): Promise<PermitSemaphoreInfo> {
+    this.context.assertOpen();
+    const sharded = (await this.publishCommand()) === 'spublish';
+    return this.context.command('inspect', async (redis) => {
+      const [total, now, flat] = await scripts(redis).rlock_permitSemaphore_inspect(this.key, this.permitsKey);
+      const permits: PermitSemaphoreInfo['permits'] = [];
+      for (let i = 0; i < flat.length; i += 2) permits.push({ id: flat[i]!, expiresInMs: Number(flat[i + 1]) - now });
+      const totalPermits = total === null ? null : Number(total);
+      return {
+        name: this.name,
+        key: this.key,
+        totalPermits,
+        availablePermits: (totalPermits ?? 0) - permits.length,
+        permits,
+        waitingClients: await subscriberCount(redis, this.channel, sharded),
+      };
+    });
   }
 
   /**

@@ -1,5 +1,6 @@
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError } from '../errors';
+import { subscriberCount, type SemaphoreInfo } from '../introspection';
 import { reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -86,6 +87,26 @@ export class Semaphore extends Primitive {
   async drainPermits(): Promise<number> {
     this.context.assertOpen();
     return this.context.command('drainPermits', (redis) => scripts(redis).rlock_semaphore_drain(this.key));
+  }
+
+  /** Free permits, the reservation (who, how many, for how long), and how many clients wait. */
+  async inspect(): Promise<SemaphoreInfo> {
+    this.context.assertOpen();
+    const sharded = (await this.publishCommand()) === 'spublish';
+    return this.context.command('inspect', async (redis) => {
+      const replies = await redis.pipeline().get(this.key).hgetall(this.reservationKey).pttl(this.reservationKey).exec();
+      const failed = replies?.find(([error]) => error);
+      if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
+      const [free, reservation, ttl] = replies.map(([, value]) => value) as [string | null, Record<string, string>, number];
+      const [clientId = '', waiterId = ''] = (reservation.field ?? '').split(':');
+      return {
+        name: this.name,
+        key: this.key,
+        availablePermits: free === null ? null : Number(free),
+        reservation: reservation.field ? { clientId, waiterId, permits: Number(reservation.permits), expiresInMs: ttl } : null,
+        waitingClients: await subscriberCount(redis, this.channel, sharded),
+      };
+    });
   }
 
   /**
