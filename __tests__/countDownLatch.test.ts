@@ -83,3 +83,18 @@ test('an awaiter re-checks after subscribing: a latch opened between its first l
     diagnostics.waitStart.unsubscribe(open);
   }
 });
+
+test('the subscriber connection killed during await: it resubscribes and the countDown still opens the awaiter', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const latch = client.getCountDownLatch(name);
+  await latch.trySetCount(1);
+  const opened = latch.await({ waitTime: 20_000 });
+  await until('the awaiter subscribed', async () => (await subscribersOf(name)) === 1);
+  expect(await redis.admin.client('KILL', 'TYPE', 'pubsub')).toBeGreaterThanOrEqual(1);
+  await until('the subscriber came back', async () => (await subscribersOf(name)) === 1);
+  const countedAt = performance.now();
+  await redis.client().getCountDownLatch(name).countDown();
+  expect(await opened).toBe(true);
+  expect(performance.now() - countedAt).toBeLessThan(5_000); // by the message, not the 20 s bound
+});

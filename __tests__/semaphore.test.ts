@@ -174,3 +174,12 @@ describe('across processes', () => {
     expect(await redis.admin.get(`${name}:holders`)).toBe('0');
   }, 40_000);
 });
+
+test('one handle acquiring twice takes two permits (never a silent refresh of the first)', async () => {
+  const sem = redis.client().getSemaphore(uniqueName());
+  await sem.trySetPermits(2);
+  await sem.acquire();
+  await sem.acquire();
+  expect(await sem.availablePermits()).toBe(0);
+  expect(await sem.tryAcquire()).toBe(false);
+});
