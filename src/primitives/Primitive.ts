@@ -33,7 +33,7 @@ export abstract class Primitive {
     name: unknown,
   ) {
     this.name = checkName(name, context.keyPrefix);
-    this.key = context.keyPrefix + name;
+    this.key = context.keyPrefix + this.name;
   }
 
   protected event(ownerId: string): PrimitiveEvent {
