@@ -178,11 +178,11 @@ async function requestsPerAcquisitionPass(contestant: Contestant, url: string, a
   }
 }
 
-async function totalCommands(admin: Redis): Promise<number> {
+export async function totalCommands(admin: Redis): Promise<number> {
   return Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
 }
 
-function runWorker(args: string[]): Promise<{ counts: number[]; waits: number[] }> {
+export function runWorker(args: string[]): Promise<{ counts: number[]; waits: number[] }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'contendedWorker.ts'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';

@@ -25,7 +25,10 @@ export function latchPrefixOf(key: string): string {
   return `${tagged('rlock__unlock_latch', key)}:`;
 }
 
-/** What the release scripts publish; Redisson's UNLOCK_MESSAGE. */
+/**
+ * What a force-unlock publishes (Redisson's UNLOCK_MESSAGE); a release publishes the releasing
+ * client's id instead, so that a client can tell its own releases from others' (LocalHandoff).
+ */
 export const UNLOCK_MESSAGE = '0';
 
 /** A fair lock's queue, zset member → arrival order: `rlock__queue:{<key>}`. */

@@ -95,10 +95,11 @@ export class FairLock extends LockHandle {
         {
           channel,
           attempt: async (listening) => {
-            if (listening && !entry) {
+            if (listening && listening !== entry) {
               // Registered before the request to queue: the grant can beat its reply.
-              entry = context.pubsub.peek(channel);
-              entry?.expectGrant(field);
+              entry?.forgetGrant(field);
+              entry = listening;
+              entry.expectGrant(field);
             }
             const sentAt = performance.now();
             const ttl = await context.command('acquire', (redis) =>
@@ -126,6 +127,7 @@ export class FairLock extends LockHandle {
             return { held: false, ttl };
           },
           sleep: async (woken, ms, stops) => {
+            // (woken is the entry of the last attempt: waitFor keeps one entry for the whole wait.)
             if (!(await woken.untilGranted(field, ms, stops)) || queuedAt === undefined) return undefined;
             const expiresAt = queuedAt + grantTtl;
             // A grant that may already be half gone (the message came late), or shorter than an
@@ -153,6 +155,7 @@ export class FairLock extends LockHandle {
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {
+    // No local handoff here: the queue decides who is next, across every process.
     const { key } = this;
     const [publish, trust] = await this.publishing();
     return redis.rlock_fairLock_release(key, queueKeyOf(key), queueExpiryKeyOf(key), latch, field, RELEASE_LATCH_TTL_MS, this.context.queueTimeout, grantChannelPrefixOf(key), publish, trust);
