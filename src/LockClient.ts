@@ -31,6 +31,14 @@ export interface LockClientEvents {
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
 const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
 
+/**
+ * ioredis's ready check sends INFO on every connect, which a least-privilege ACL refuses
+ * (`@dangerous`), and then prints a warning. It only waits out a server still loading its data;
+ * without it a command sent meanwhile fails with LOADING, which rlock treats as transient (a
+ * waiter retries it, the watchdog retries at its next tick within the lease), so nothing is lost.
+ */
+const NO_READY_CHECK = { enableReadyCheck: false } as const;
+
 /** How long `close()` waits for QUIT before it cuts the connection. */
 const QUIT_TIMEOUT_MS = 1000;
 
@@ -128,19 +136,22 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         throw new InvalidArgumentError('options.redis.keyPrefix', 'is not supported; use the LockClient option keyPrefix');
       }
       // ioredis sets the connection name again on every reconnect; inspect() reads it.
-      if (typeof given === 'string') this.redis = new Redis(given, { disconnectTimeout: 0, connectionName: connName });
+      // NO_READY_CHECK: see its comment; options given explicitly win.
+      if (typeof given === 'string') this.redis = new Redis(given, { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK });
       else if ('clusterNodes' in given) {
         const { clusterNodes, clusterOptions = {} } = given;
         this.redis = new Cluster(clusterNodes, {
           ...clusterOptions,
-          redisOptions: { disconnectTimeout: 0, connectionName: connName, ...clusterOptions.redisOptions },
+          redisOptions: { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK, ...clusterOptions.redisOptions },
         });
       } else {
         // failoverDetector (Sentinel only): on SENTINEL FAILOVER the old master lives on and
         // keeps taking writes for seconds until the Sentinel demotes it; ioredis drops the
         // connection as soon as a Sentinel announces +switch-master, so renewals and releases
         // move to the new master at once instead of renewing a lock nobody else can see.
-        this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...given });
+        // A Sentinel connection keeps the ready check: ioredis checks the node's role in its INFO.
+        const readyCheck = given.sentinels?.length ? {} : NO_READY_CHECK;
+        this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given });
       }
       this.ownsRedis = true;
       this.redis.on('error', () => undefined); // ioredis retries; calls report their own failures

@@ -109,7 +109,7 @@ export class RLock {
     this.context.assertOpen();
     const { key } = this;
     const publish = await this.context.publishCommand();
-    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE, publish));
+    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(this.context.keyPrefix, key), UNLOCK_MESSAGE, publish));
     if (diagnostics.forceUnlocked.hasSubscribers) {
       diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
     }
@@ -199,7 +199,7 @@ export class RLock {
     try {
       const deadline = performance.now() + waitTime;
       // Already subscribed by other waiters of this client: every release from now on reaches us.
-      const listening = this.context.pubsub.peek(channelOf(this.key));
+      const listening = this.context.pubsub.peek(channelOf(this.context.keyPrefix, this.key));
       const alreadyListening = listening?.confirmed === true;
       let sentAt = performance.now();
       // A call that may wait rides out a failover (see attemptWhileWaiting); one that may not, reports it.
@@ -211,7 +211,7 @@ export class RLock {
       // process may park 10 000s of waiters.
       const stops = signal ? [signal, this.context.closedSignal] : [this.context.closedSignal];
       const untrack = this.context.trackWaiter();
-      const channel = channelOf(this.key);
+      const channel = channelOf(this.context.keyPrefix, this.key);
       const entry = this.context.pubsub.join(channel);
       const waitFrom = performance.now();
       let got = false;
@@ -316,7 +316,7 @@ export class RLock {
   private async release(owner: LockOwner): Promise<boolean> {
     const { key } = this;
     const field = this.field(owner);
-    const latch = latchPrefixOf(key) + nanoid();
+    const latch = latchPrefixOf(this.context.keyPrefix, key) + nanoid();
     const epoch = this.context.connectionEpoch();
     const holdsBefore = owner.holds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal
@@ -326,7 +326,7 @@ export class RLock {
     const publish = await this.context.publishCommand();
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
     let result = await this.context.command('release', (redis) =>
-      redis.rlock_release(key, channelOf(key), latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS, publish),
+      redis.rlock_release(key, channelOf(this.context.keyPrefix, key), latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS, publish),
     );
     if (result !== null && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {

@@ -40,7 +40,8 @@ export function isLockHash(hash: Record<string, string>): boolean {
 
 /** HGETALL, PTTL and PUBSUB NUMSUB (SHARDNUMSUB when sharded) in one round trip; then CLIENT LIST for names, if anyone holds it. */
 export async function inspectLock(redis: Redis | Cluster, name: string, key: string, sharded: boolean): Promise<LockInfo> {
-  const channel = channelOf(key);
+  // The key is `<keyPrefix><name>` (RLock builds it so).
+  const channel = channelOf(key.slice(0, key.length - name.length), key);
   const pipeline = redis.pipeline().hgetall(key).pttl(key);
   const replies = await (sharded ? pipeline.pubsub('SHARDNUMSUB', channel) : pipeline.pubsub('NUMSUB', channel)).exec();
   const failed = replies?.find(([error]) => error);
@@ -70,15 +71,20 @@ async function subscribersOnEveryNode(cluster: Cluster, channel: string): Promis
   return counts.reduce((sum, [, count]) => sum + Number(count), 0);
 }
 
-/** clientId → name, from the connection names; empty when CLIENT LIST is not allowed. */
+/**
+ * clientId → name, from the connection names. CLIENT LIST is `@dangerous` (it shows every
+ * connection of the server, other tenants' too), so a least-privilege ACL refuses it: the names
+ * then stay unknown and inspect() answers the rest. Any other failure is the caller's to see.
+ */
 async function clientNames(redis: Redis | Cluster): Promise<Map<string, string>> {
   const names = new Map<string, string>();
   for (const node of masters(redis)) {
     let list: string;
     try {
       list = String(await node.client('LIST'));
-    } catch {
-      continue; // an ACL without CLIENT LIST: names stay unknown
+    } catch (error) {
+      if (/^NOPERM /.test((error as Error)?.message ?? '')) continue;
+      throw error;
     }
     for (const match of list.matchAll(/ name=rlock:([\w-]{21}):(\S*)/g)) names.set(match[1]!, match[2]!);
   }
@@ -99,6 +105,9 @@ export async function* listLockNames(redis: Redis | Cluster, keyPrefix: string, 
       const hashes = (await pipeline.exec()) ?? [];
       for (let i = 0; i < keys.length; i++) {
         const [error, hash] = hashes[i] ?? [];
+        // A key that changed type since SCAN is not a lock; a refusal (NOPERM: SCAN shows every
+        // key, an ACL may forbid reading them) must not pass for "no locks".
+        if (error && !/^WRONGTYPE /.test(error.message)) throw error;
         if (!error && hash && isLockHash(hash as Record<string, string>)) yield keys[i]!.slice(keyPrefix.length);
       }
     } while (cursor !== '0');

@@ -1,0 +1,242 @@
+// Least-privilege ACL users and tenants kept apart, on a private redis-server (docs/security.md).
+import calculateSlot from 'cluster-key-slot';
+import { Redis } from 'ioredis';
+import { InvalidArgumentError, LockClient, RedisCommandError } from '../src';
+import { channelOf, derivedName, latchPrefixOf } from '../src/names';
+import { subscribers, usePrivateRedis } from './helpers/privateRedis';
+import { until } from './helpers/time';
+
+const redis = usePrivateRedis();
+
+/** The commands of the exact recipe in docs/security.md (single node; keep the two identical). */
+const EXACT_COMMANDS =
+  '+evalsha +eval +exists +hexists +hget +hgetall +hkeys +hincrby +pexpire +pttl +del +get +set ' +
+  '+publish +subscribe +unsubscribe +pubsub|numsub +scan +client|setname +quit';
+
+const USERS: Record<string, string> = {
+  // The issue's recipe: everything but @dangerous, on the prefix only.
+  app: 'on >pw-app resetkeys resetchannels ~app:* &app:* +@all -@dangerous',
+  // The exact recipe: only the commands rlock sends.
+  'app-exact': `on >pw-exact resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS}`,
+  // The exact recipe plus CLIENT LIST, for holder names in inspect().
+  'app-names': `on >pw-names resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS} +client|list`,
+  // Another tenant.
+  other: 'on >pw-other resetkeys resetchannels ~other:* &other:* +@all -@dangerous',
+};
+
+const clients: LockClient[] = [];
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((client) => client.close()));
+});
+
+beforeAll(async () => {
+  for (const [user, rules] of Object.entries(USERS)) await redis.admin.call('ACL', 'SETUSER', user, ...rules.split(' '));
+});
+
+function urlOf(user: string): string {
+  const password = /^on >(\S+)/.exec(USERS[user]!)![1]!;
+  return `redis://${user}:${password}@127.0.0.1:${redis.server.port}`;
+}
+
+function clientAs(user: string, keyPrefix: string, options: { watchdogTimeout?: number; name?: string } = {}): LockClient {
+  const client = new LockClient({ redis: urlOf(user), keyPrefix, ...options });
+  clients.push(client);
+  return client;
+}
+
+/** What the server refused since the last ACL LOG RESET: `<username> <object>` per entry. */
+async function aclDenials(): Promise<string[]> {
+  const entries = (await redis.admin.call('ACL', 'LOG')) as unknown[][];
+  return entries
+    .map((entry) => {
+      const fields = new Map<string, unknown>();
+      for (let i = 0; i < entry.length; i += 2) fields.set(String(entry[i]), entry[i + 1]);
+      return `${String(fields.get('username'))} ${String(fields.get('reason'))}:${String(fields.get('object'))}`;
+    })
+    .sort();
+}
+
+const expectNoPerm = async (call: () => Promise<unknown>): Promise<void> => {
+  const error = await call().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(RedisCommandError);
+  expect((error as RedisCommandError).code).toBe('NOPERM');
+};
+
+describe('names: every key and channel starts with keyPrefix and hashes to the lock key slot', () => {
+  const names = ['plain', '{other:v}', 'a}b', '{}x', 'x{', 'x{y}z', '*', '?', '[a-z]*', 'line\nbreak', '}{', 'rlock__channel:{other:v}', 'é'.repeat(400)];
+  test.each(['', 'app:', '{tenant}:', 'a}b:', '{t}{'])('prefix %j', (prefix) => {
+    expect.assertions(names.length * 6);
+    for (const name of names) {
+      const key = prefix + name;
+      const slot = calculateSlot(key);
+      const channel = channelOf(prefix, key);
+      const latch = `${latchPrefixOf(prefix, key)}Zq3xNbW1mBvH9sTyK0aL_`;
+      expect(channel.startsWith(`${prefix}rlock__channel:`)).toBe(true);
+      expect(latch.startsWith(`${prefix}rlock__unlock_latch:`)).toBe(true);
+      expect(calculateSlot(channel)).toBe(slot);
+      expect(calculateSlot(latch)).toBe(slot);
+      expect(derivedName(prefix, 'queue', key)).not.toBe(channel); // a kind of its own
+      expect(channel).toContain(key); // unique per lock
+    }
+  });
+
+  test('the common names', () => {
+    expect(channelOf('app:', 'app:orders:1')).toBe('app:rlock__channel:{app:orders:1}');
+    expect(latchPrefixOf('app:', 'app:orders:1')).toBe('app:rlock__unlock_latch:{app:orders:1}:');
+    expect(channelOf('app:', 'app:{user:1}:orders')).toBe('app:rlock__channel:app:{user:1}:orders');
+    // Unchanged without a prefix: the names before 0.2.0.
+    expect(channelOf('', 'orders:1')).toBe('rlock__channel:{orders:1}');
+  });
+
+  test('a keyPrefix whose "{" opens no hash tag of its own is refused before anything is sent', () => {
+    for (const keyPrefix of ['a{b:', '{}app:', 'x{']) {
+      expect(() => new LockClient({ redis: redis.server.url, keyPrefix })).toThrow(InvalidArgumentError);
+    }
+  });
+});
+
+describe.each([
+  ['app', undefined],
+  ['app-exact', undefined],
+  ['app-names', 'holder'],
+])('as ACL user %s', (user, holderName) => {
+  test('lock, wait and wake by message, reentry, watchdog, force unlock, inspect and listLocks work, and nothing is refused but CLIENT LIST', async () => {
+    const warn = jest.spyOn(console, 'warn');
+    await redis.admin.call('ACL', 'LOG', 'RESET');
+    try {
+      const holder = clientAs(user, 'app:', { name: 'holder' });
+      const waiter = clientAs(user, 'app:');
+      const lost: unknown[] = [];
+      holder.on('lockLost', (event) => lost.push(event));
+      holder.on('renewalFailed', (error) => lost.push(error));
+
+      // Lock (watchdog lease 30 s), a waiter parks, and is woken by the release message long before that lease.
+      const lock = holder.getLock('orders:1');
+      await lock.lock();
+      const waiterLock = waiter.getLock('orders:1');
+      const waiting = waiterLock.tryLock({ waitTime: 20_000, leaseTime: 5000 });
+      await until('the waiter parked and subscribed', async () => waiter.stats.waiters === 1 && (await subscribers(redis.admin, 'app:orders:1', 'app:')) === 1);
+      const info = await waiter.inspect('orders:1');
+      expect(info).toMatchObject({ key: 'app:orders:1', locked: true, waitingClients: 1 });
+      expect(info.holders).toEqual([{ clientId: holder.id, ownerId: expect.any(String), holdCount: 1, clientName: holderName }]);
+      expect(info.ttl).toBeGreaterThan(20_000);
+      const releasedAt = performance.now();
+      await lock.unlock();
+      expect(await waiting).toBe(true);
+      expect(performance.now() - releasedAt).toBeLessThan(15_000); // not the 30 s lease: the message woke it
+      await waiterLock.unlock();
+
+      // Reentry inside withLock: the partial release writes its latch key.
+      await holder.getLock('nested').withLock(async () => {
+        await holder.getLock('nested').withLock(async () => {
+          expect(await holder.getLock('nested').getHoldCount()).toBe(2);
+        });
+        expect(await holder.getLock('nested').isHeldByCurrentOwner()).toBe(true);
+      });
+      expect(await holder.getLock('nested').isLocked()).toBe(false);
+
+      // The watchdog renews a lock past several of its leases.
+      const short = clientAs(user, 'app:', { watchdogTimeout: 300 });
+      short.on('lockLost', (event) => lost.push(event));
+      await short.getLock('kept').lock();
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(await short.getLock('kept').remainTimeToLive()).toBeGreaterThan(0);
+
+      // listLocks and force unlock.
+      const listed: string[] = [];
+      for await (const name of waiter.listLocks()) listed.push(name);
+      expect(listed).toEqual(['kept']);
+      expect(await waiter.getLock('kept').forceUnlock()).toBe(true);
+      expect(await redis.admin.exists('app:kept')).toBe(0);
+      await until('the watchdog noticed the force unlock', () => lost.length === 1);
+      expect(lost).toEqual([expect.objectContaining({ name: 'kept' })]);
+
+      expect(warn).not.toHaveBeenCalled();
+      expect(await aclDenials()).toEqual(holderName ? [] : [`${user} command:client|list`]);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+});
+
+describe('tenants apart: a user scoped to other: cannot touch app: locks', () => {
+  test('read, take, release, force-unlock, wake and subscribe all fail with NOPERM; the lock stays as it was', async () => {
+    const victim = clientAs('app', 'app:');
+    const lock = victim.getLock('v');
+    await lock.lock();
+    const before = await redis.admin.hgetall('app:v');
+
+    // The attacker points a LockClient at the victim's prefix.
+    const attacker = clientAs('other', 'app:');
+    const theirs = attacker.getLock('v');
+    expect.assertions(2 * 12 + 1 + 6);
+    await expectNoPerm(() => theirs.tryLock());
+    await expectNoPerm(() => theirs.lock());
+    await expectNoPerm(() => theirs.tryLock({ waitTime: 1000 }));
+    await expectNoPerm(() => theirs.unlock());
+    await expectNoPerm(() => theirs.forceUnlock());
+    await expectNoPerm(() => theirs.inspect());
+    await expectNoPerm(() => theirs.isLocked());
+    await expectNoPerm(() => theirs.remainTimeToLive());
+    await expectNoPerm(async () => {
+      for await (const name of attacker.listLocks()) void name;
+    });
+
+    // And by hand: publish a release, subscribe to the channel, delete the key, from a script too.
+    const raw = new Redis(urlOf('other'), { enableReadyCheck: false });
+    const sub = raw.duplicate();
+    try {
+      const channel = channelOf('app:', 'app:v');
+      await expectNoPerm(() => raw.publish(channel, '0').catch((e) => Promise.reject(new RedisCommandError('publish', e))));
+      await expectNoPerm(() => sub.subscribe(channel).catch((e) => Promise.reject(new RedisCommandError('subscribe', e))));
+      await expectNoPerm(() => raw.del('app:v').catch((e) => Promise.reject(new RedisCommandError('del', e))));
+      // A key a script did not declare is checked when the script calls it: Redis answers ERR then.
+      await expect(raw.eval("return redis.call('del', 'app:v')", 0)).rejects.toThrow(/^ERR The user executing the script can't access at least one of the keys/);
+    } finally {
+      raw.disconnect();
+      sub.disconnect();
+    }
+
+    // The attacker's own prefix, with names that try to climb out of it.
+    const own = clientAs('other', 'other:');
+    for (const name of ['{app:v}', '../app:v', '}app:v', 'x}{app:v}']) {
+      await own.getLock(name).lock({ leaseTime: 5000 });
+      await own.getLock(name).forceUnlock();
+    }
+
+    expect(await redis.admin.hgetall('app:v')).toEqual(before);
+    expect(await redis.admin.pttl('app:v')).toBeGreaterThan(20_000);
+    expect(await lock.isHeldByCurrentOwner()).toBe(true);
+    await lock.unlock();
+    expect(await redis.admin.exists('app:v')).toBe(0);
+    expect(before).not.toEqual({});
+    expect(Object.keys(before)[0]!.startsWith(`${victim.id}:`)).toBe(true);
+  });
+});
+
+describe('names chosen by an attacker stay under the prefix', () => {
+  test('braces, globs, newlines and 1 KiB names lock, wake and release as the exact ACL user, with nothing refused', async () => {
+    await redis.admin.call('ACL', 'LOG', 'RESET');
+    const a = clientAs('app-exact', 'app:');
+    const b = clientAs('app-exact', 'app:');
+    const names = ['{other:v}', 'a}b', '{}x', 'x{', '*', '?', '[a-z]*', 'line\nbreak', '}{', 'rlock__channel:{other:v}', 'x'.repeat(1020)];
+    for (const name of names) {
+      await a.getLock(name).withLock(async () => {
+        await a.getLock(name).withLock(async () => undefined); // a partial release: the latch
+        const bLock = b.getLock(name);
+        const waiting = bLock.tryLock({ waitTime: 20_000, leaseTime: 5000 });
+        await until('the waiter parked', () => b.stats.waiters === 1);
+        return { bLock, waiting }; // not awaited by withLock: the waiter gets the lock once it is released
+      }).then(async ({ bLock, waiting }) => {
+        expect(await waiting).toBe(true);
+        await bLock.unlock();
+      });
+    }
+    expect(await aclDenials()).toEqual([]);
+    // A name one byte too long is refused before anything is sent.
+    expect(() => a.getLock('x'.repeat(1021))).toThrow(InvalidArgumentError);
+  });
+});
