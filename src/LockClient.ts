@@ -1,5 +1,5 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
-import { Cluster, Redis } from 'ioredis';
+import { Cluster, Redis, ReplyError } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
 import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError } from './errors';
@@ -110,6 +110,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private epoch = 0;
   private readonly unname: () => void;
   private publishCommandAnswer: Promise<PublishCommand> | undefined;
+  /** Why the connection this client created last failed, until it is ready again. */
+  private connectionError: Error | undefined;
   private readonly context: LockContext;
 
   constructor(options: LockClientOptions) {
@@ -154,7 +156,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given });
       }
       this.ownsRedis = true;
-      this.redis.on('error', () => undefined); // ioredis retries; calls report their own failures
+      // ioredis retries; a call that fails for want of a connection names the last reason.
+      this.redis.on('error', (error: Error) => (this.connectionError = error));
     }
     const ioredisPrefix = this.redis.isCluster ? (this.redis as Cluster).options.keyPrefix : (this.redis as Redis).options?.keyPrefix;
     if (ioredisPrefix) {
@@ -191,6 +194,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
     let wasReady = this.redis.status === 'ready';
     this.onReconnect = () => {
+      this.connectionError = undefined;
       if (wasReady) void this.renewal.renewAll();
       wasReady = true;
     };
@@ -318,7 +322,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         },
         (error: unknown) => {
           if (!this.inFlight.delete(settle)) return;
-          reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, error));
+          if (this.closed) reject(new ClientClosedError());
+          // A reply of Redis speaks for itself; anything else failed for want of a connection.
+          else reject(new RedisCommandError(name, error, error instanceof ReplyError ? undefined : this.connectionError));
         },
       );
     });
