@@ -9,6 +9,7 @@ import type { LockContext } from './LockContext';
 import { LockPubSub } from './LockPubSub';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
 import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
+import { redactError } from './redact';
 import { RLock } from './RLock';
 import { defineScripts, type PublishCommand } from './scripts';
 
@@ -186,6 +187,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       redis.isCluster ? (key) => calculateSlot(key) : () => 0,
       (target, error) => this.lost(target, error),
       (error) => {
+        redactError(error); // a failed AUTH carries the password in its `command.args`
         if (diagnostics.renewalFailed.hasSubscribers) diagnostics.renewalFailed.publish({ clientId: this.id, error });
         this.emit('renewalFailed', error);
       },
@@ -324,7 +326,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
           if (!this.inFlight.delete(settle)) return;
           if (this.closed) reject(new ClientClosedError());
           // A reply of Redis speaks for itself; anything else failed for want of a connection.
-          else reject(new RedisCommandError(name, error, error instanceof ReplyError ? undefined : this.connectionError));
+          else reject(new RedisCommandError(name, redactError(error), error instanceof ReplyError ? undefined : this.connectionError));
         },
       );
     });

@@ -10,7 +10,7 @@ import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
 import type { LockInfo } from './introspection';
 import { LockClient } from './LockClient';
 import { channelOf, UNLOCK_MESSAGE } from './names';
-import { redactUrls } from './redact';
+import { displayUrl, redactUrls } from './redact';
 
 const EXIT_NOTHING = 1;
 const EXIT_USAGE = 2;
@@ -62,17 +62,22 @@ function connectionOptions(options: GlobalOptions): RedisOptions {
 
 async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void>; redis: Redis }> {
   let url: URL;
-  const shown = redactUrls(options.url); // the URL may carry a password: never print it
+  const shown = displayUrl(options.url); // the URL may carry a password: never print it
   try {
     url = new URL(options.url);
   } catch {
     throw new CliError(`not a Redis URL: ${shown}`, EXIT_USAGE);
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new CliError(`not a Redis URL (redis:// or rediss://): ${shown}`, EXIT_USAGE);
+  if ((url.protocol !== 'redis:' && url.protocol !== 'rediss:') || !url.host) throw new CliError(`not a Redis URL (redis:// or rediss://): ${shown}`, EXIT_USAGE);
   const extra = connectionOptions(options);
   if (extra.tls && url.protocol !== 'rediss:') throw new CliError('--tls-* options need a rediss:// URL', EXIT_USAGE);
-  // A password from the environment or a file wins over one in the URL (ioredis keeps the URL's).
-  if (extra.password !== undefined) url.password = '';
+  // A password from the environment or a file wins over one in the URL: ioredis would keep the
+  // URL's (even an empty one), so the user name moves to the options too.
+  if (extra.password !== undefined) {
+    if (url.username) extra.username = decodeURIComponent(url.username);
+    url.username = '';
+    url.password = '';
+  }
   // Fail fast: an operator wants one clear line, not a retry loop. No ready check: its INFO is
   // refused under a least-privilege ACL, and ioredis would print a warning into our output.
   const redis = new Redis(url.href, {

@@ -171,10 +171,9 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
     }
   }
   if (!redisOk) {
-    throw new InvalidArgumentError(
-      'options.redis',
-      `must be a redis:// or rediss:// URL, ioredis options, or an ioredis Redis or Cluster, got ${describe(redis)}`,
-    );
+    // A mistyped URL may still hold a password (`redis:/user:secret@host`): it is not echoed.
+    const got = typeof redis === 'string' ? 'a string that is not one (not shown: it may hold a password)' : describe(redis);
+    throw new InvalidArgumentError('options.redis', `must be a redis:// or rediss:// URL, ioredis options, or an ioredis Redis or Cluster, got ${got}`);
   }
   const keyPrefix = raw.keyPrefix ?? '';
   if (typeof keyPrefix !== 'string') {
