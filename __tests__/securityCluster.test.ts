@@ -1,0 +1,87 @@
+// The least-privilege ACL recipe on a 3-master Redis Cluster (docs/security.md): the names a lock
+// uses stay under the prefix and in the lock's slot (sharded pub/sub included), nothing is refused.
+import { LockClient } from '../src';
+import { RedisCluster } from '../scripts/redisTopologies';
+import { until } from './helpers/time';
+
+/** The exact single-node list plus what a Cluster needs (docs/security.md; keep the two identical). */
+const CLUSTER_COMMANDS =
+  '+evalsha +eval +exists +hexists +hget +hgetall +hkeys +hincrby +pexpire +pttl +del +get +set ' +
+  '+publish +subscribe +unsubscribe +pubsub|numsub +scan +client|setname ' +
+  '+spublish +ssubscribe +sunsubscribe +pubsub|shardnumsub +command|info +cluster|slots +cluster|info';
+
+let cluster: RedisCluster;
+const clients: LockClient[] = [];
+
+beforeAll(async () => {
+  cluster = await RedisCluster.start({ masters: 3 });
+  // ACL users are per node: a Cluster's operator sets them on every one.
+  for (const server of cluster.servers) {
+    const admin = server.connect();
+    try {
+      await admin.call('ACL', 'SETUSER', 'app', 'on', '>pw-app', 'resetkeys', 'resetchannels', '~app:*', '&app:*', '-@all', ...CLUSTER_COMMANDS.split(' '));
+      await admin.call('ACL', 'LOG', 'RESET');
+    } finally {
+      admin.disconnect();
+    }
+  }
+}, 60_000);
+
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((client) => client.close()));
+});
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+function clientAs(): LockClient {
+  const client = new LockClient({
+    redis: { clusterNodes: cluster.startupNodes, clusterOptions: { redisOptions: { username: 'app', password: 'pw-app' } } },
+    keyPrefix: 'app:',
+  });
+  clients.push(client);
+  return client;
+}
+
+test('lock, wait and wake, reentry, force unlock, inspect and listLocks as the exact ACL user, on every kind of name', async () => {
+  const warn = jest.spyOn(console, 'warn');
+  try {
+    const a = clientAs();
+    const b = clientAs();
+    // Plain, own hash tag, and a stray `}` (its channel gets a tag of the key's slot).
+    for (const name of ['orders:1', '{user:1}:cart', 'a}b', '{}x']) {
+      const lock = a.getLock(name);
+      await lock.withLock(async () => {
+        await a.getLock(name).withLock(async () => undefined); // a partial release: the latch
+      });
+      await lock.lock();
+      const waiter = b.getLock(name);
+      const waiting = waiter.tryLock({ waitTime: 20_000, leaseTime: 5000 });
+      await until('the waiter parked and subscribed', async () => b.stats.waiters === 1 && (await b.inspect(name)).waitingClients === 1);
+      const info = await b.inspect(name);
+      expect(info).toMatchObject({ locked: true, waitingClients: 1, holders: [{ clientId: a.id, clientName: undefined }] });
+      await lock.unlock();
+      expect(await waiting).toBe(true);
+      const listed: string[] = [];
+      for await (const listedName of a.listLocks()) listed.push(listedName);
+      expect(listed).toEqual([name]);
+      expect(await a.getLock(name).forceUnlock()).toBe(true);
+    }
+    expect(warn).not.toHaveBeenCalled();
+  } finally {
+    warn.mockRestore();
+  }
+  const denials: string[] = [];
+  for (const server of cluster.servers) {
+    const admin = server.connect();
+    try {
+      const entries = (await admin.call('ACL', 'LOG')) as unknown[][];
+      for (const entry of entries) denials.push(`${String(entry[entry.indexOf('reason') + 1])}:${String(entry[entry.indexOf('object') + 1])}`);
+    } finally {
+      admin.disconnect();
+    }
+  }
+  // inspect() asks CLIENT LIST for holder names; the recipe leaves it out on purpose.
+  expect([...new Set(denials)]).toEqual(['command:client|list']);
+});
