@@ -1,4 +1,6 @@
 // Least-privilege ACL users and tenants kept apart, on a private redis-server (docs/security.md).
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { InvalidArgumentError, LockClient, RedisCommandError } from '../src';
@@ -240,4 +242,57 @@ describe('names chosen by an attacker stay under the prefix', () => {
     // A name one byte too long is refused before anything is sent.
     expect(() => a.getLock('x'.repeat(1021))).toThrow(InvalidArgumentError);
   });
+});
+
+describe('what an ACL cannot stop (docs/security.md says so)', () => {
+  test('another tenant sees key and channel names (SCAN, PUBSUB) and may flush scripts; one with write access to the prefix may delete a lock', async () => {
+    const owner = clientAs('app', 'app:', { watchdogTimeout: 300 });
+    const waiter = clientAs('app', 'app:');
+    const lost: unknown[] = [];
+    owner.on('lockLost', (event) => lost.push(event));
+    const lock = owner.getLock('seen');
+    await lock.lock();
+    const waiterLock = waiter.getLock('seen');
+    const waiting = waiterLock.tryLock({ waitTime: 20_000, leaseTime: 1000 });
+    await until('the waiter subscribed', async () => (await subscribers(redis.admin, 'app:seen', 'app:')) === 1);
+
+    const other = new Redis(urlOf('other'), { enableReadyCheck: false });
+    const sameTenant = new Redis(urlOf('app-exact'), { enableReadyCheck: false });
+    try {
+      const [, keys] = await other.scan('0', 'MATCH', 'app:*', 'COUNT', 1000);
+      expect(keys).toContain('app:seen');
+      expect(await other.pubsub('CHANNELS', 'app:*')).toEqual([channelOf('app:', 'app:seen')]);
+      expect(await other.script('FLUSH')).toBe('OK'); // allowed by +@all -@dangerous: costs an EVAL, nothing else
+      expect(await sameTenant.del('app:seen')).toBe(1);
+    } finally {
+      other.disconnect();
+      sameTenant.disconnect();
+    }
+    await until('the owner learnt of the loss', () => lost.length === 1);
+    expect(await waiting).toBe(true); // the lock went to the waiter: the delete broke the owner's exclusion
+    await waiterLock.unlock();
+  });
+});
+
+test('the CLI as the exact ACL user: inspect, list and force-unlock work, with no warning and no holder name', async () => {
+  const holder = clientAs('app-exact', 'app:');
+  await holder.getLock('cli').lock();
+  const cli = (...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+    new Promise((resolve) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '..', 'src', 'cli.ts'), '--prefix', 'app:', ...args], {
+        env: { ...process.env, REDIS_URL: urlOf('app-exact'), REDIS_PASSWORD: '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk) => (stdout += chunk));
+      child.stderr.on('data', (chunk) => (stderr += chunk));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+  const inspected = await cli('inspect', 'cli');
+  expect(inspected).toMatchObject({ code: 0, stderr: '' });
+  expect(inspected.stdout).toMatch(/^cli \(key app:cli\): locked, ttl [\d.]+ s, 0 client\(s\) waiting\n {2}held by \S+ × 1, client \(unknown: not connected, or CLIENT LIST refused\)\n$/);
+  expect(await cli('list')).toEqual({ code: 0, stdout: 'cli\n', stderr: '' });
+  expect(await cli('force-unlock', 'cli', '--yes', '--if-holder', holder.id)).toMatchObject({ code: 0, stderr: '' });
+  expect(await redis.admin.exists('app:cli')).toBe(0);
 });

@@ -133,7 +133,7 @@ function describeTtl(ttl: number): string {
 function formatInfo(info: LockInfo): string {
   const head = `${info.name} (key ${info.key}): ${info.locked ? 'locked' : 'free'}, ${describeTtl(info.ttl)}, ${info.waitingClients} client(s) waiting`;
   const holders = info.holders.map(
-    (h) => `  held by ${h.clientId}:${h.ownerId} × ${h.holdCount}, client ${h.clientName === undefined ? '(not connected)' : JSON.stringify(h.clientName)}`,
+    (h) => `  held by ${h.clientId}:${h.ownerId} × ${h.holdCount}, client ${h.clientName === undefined ? '(unknown: not connected, or CLIENT LIST refused)' : JSON.stringify(h.clientName)}`,
   );
   return [head, ...holders].join('\n');
 }
