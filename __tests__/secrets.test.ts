@@ -1,5 +1,4 @@
 // A password (in a URL or in options) never shows in errors, events, inspect(), diagnostics or the CLI.
-import { spawn } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,6 +6,7 @@ import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { diagnostics, InvalidArgumentError, LockClient, RedisCommandError } from '../src';
 import { displayUrl, redactUrls } from '../src/redact';
+import { runCli } from './helpers/cliInProcess';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { until } from './helpers/time';
 
@@ -106,20 +106,6 @@ test('events, diagnostics messages and inspect() of a client with a password hol
   }
 });
 
-function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '..', 'src', 'cli.ts'), ...args], {
-      env: { ...process.env, REDIS_URL: '', REDIS_PASSWORD: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 test('the CLI reads the password from REDIS_PASSWORD or a file, and prints it nowhere', async () => {
   await track(new LockClient({ redis: redis.server.url, name: 'holder' })).getLock('held').lock();
   const dir = mkdtempSync(join(tmpdir(), 'rlock-secret-'));
@@ -128,22 +114,22 @@ test('the CLI reads the password from REDIS_PASSWORD or a file, and prints it no
     writeFileSync(passwordFile, `${PASSWORD}\n`, { mode: 0o600 });
     const bare = `redis://svc@127.0.0.1:${redis.server.port}`;
     const runs = {
-      inUrl: await cli(['inspect', 'held'], { REDIS_URL: url(PASSWORD) }),
-      fromEnv: await cli(['--url', bare, 'inspect', 'held'], { REDIS_PASSWORD: PASSWORD }),
-      fromFile: await cli(['--url', bare, '--password-file', passwordFile, '--json', 'inspect', 'held']),
-      help: await cli(['--help'], { REDIS_URL: url(PASSWORD), REDIS_PASSWORD: PASSWORD }),
-      wrong: await cli(['inspect', 'held'], { REDIS_URL: url(WRONG) }),
-      unreachable: await cli(['--url', `redis://svc:${PASSWORD}@127.0.0.1:1`, 'inspect', 'held']),
-      notRedis: await cli(['--url', `http://svc:${PASSWORD}@127.0.0.1`, 'inspect', 'held']),
-      oneSlash: await cli(['--url', `http:/svc:${PASSWORD}@127.0.0.1`, 'inspect', 'held']),
-      noFile: await cli(['--url', bare, '--password-file', join(dir, 'missing'), 'inspect', 'held']),
+      inUrl: await runCli(['inspect', 'held'], { REDIS_URL: url(PASSWORD) }),
+      fromEnv: await runCli(['--url', bare, 'inspect', 'held'], { REDIS_PASSWORD: PASSWORD }),
+      fromFile: await runCli(['--url', bare, '--password-file', passwordFile, '--json', 'inspect', 'held']),
+      help: await runCli(['--help'], { REDIS_URL: url(PASSWORD), REDIS_PASSWORD: PASSWORD }),
+      wrong: await runCli(['inspect', 'held'], { REDIS_URL: url(WRONG) }),
+      unreachable: await runCli(['--url', `redis://svc:${PASSWORD}@127.0.0.1:1`, 'inspect', 'held']),
+      notRedis: await runCli(['--url', `http://svc:${PASSWORD}@127.0.0.1`, 'inspect', 'held']),
+      oneSlash: await runCli(['--url', `http:/svc:${PASSWORD}@127.0.0.1`, 'inspect', 'held']),
+      noFile: await runCli(['--url', bare, '--password-file', join(dir, 'missing'), 'inspect', 'held']),
     };
     for (const name of ['inUrl', 'fromEnv', 'fromFile'] as const) {
       expect({ name, code: runs[name].code, stderr: runs[name].stderr }).toEqual({ name, code: 0, stderr: '' });
       expect(runs[name].stdout).toMatch(/held|"locked":true/);
     }
     expect(runs.help.stdout).toMatch(/--password-file/);
-    expect(runs.wrong).toMatchObject({ code: 3, stderr: expect.stringMatching(/WRONGPASS/) });
+    expect(runs.wrong).toMatchObject({ code: 3, stderr: expect.stringMatching(/^rlock: .*WRONGPASS invalid username-password pair/) });
     expect(runs.unreachable).toMatchObject({ code: 3, stderr: expect.stringMatching(/^rlock: cannot reach Redis at 127\.0\.0\.1:1: /) });
     expect(runs.notRedis).toEqual({ code: 2, stdout: '', stderr: 'rlock: not a Redis URL (redis:// or rediss://): http://svc:***@127.0.0.1\n' });
     expect(runs.oneSlash).toEqual({ code: 2, stdout: '', stderr: 'rlock: not a Redis URL (redis:// or rediss://): (not shown: it may hold a password)\n' });

@@ -1,10 +1,9 @@
 // Least-privilege ACL users and tenants kept apart, on a private redis-server (docs/security.md).
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { InvalidArgumentError, LockClient, RedisCommandError } from '../src';
 import { channelOf, derivedName, latchPrefixOf } from '../src/names';
+import { runCli } from './helpers/cliInProcess';
 import { subscribers, usePrivateRedis } from './helpers/privateRedis';
 import { until } from './helpers/time';
 
@@ -277,18 +276,8 @@ describe('what an ACL cannot stop (docs/security.md says so)', () => {
 test('the CLI as the exact ACL user: inspect, list and force-unlock work, with no warning and no holder name', async () => {
   const holder = clientAs('app-exact', 'app:');
   await holder.getLock('cli').lock();
-  const cli = (...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> =>
-    new Promise((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '..', 'src', 'cli.ts'), '--prefix', 'app:', ...args], {
-        env: { ...process.env, REDIS_URL: urlOf('app-exact'), REDIS_PASSWORD: '' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk) => (stdout += chunk));
-      child.stderr.on('data', (chunk) => (stderr += chunk));
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-    });
+  const env = { REDIS_URL: urlOf('app-exact') };
+  const cli = (...args: string[]): ReturnType<typeof runCli> => runCli(['--prefix', 'app:', ...args], env);
   const inspected = await cli('inspect', 'cli');
   expect(inspected).toMatchObject({ code: 0, stderr: '' });
   expect(inspected.stdout).toMatch(/^cli \(key app:cli\): locked, ttl [\d.]+ s, 0 client\(s\) waiting\n {2}held by \S+ × 1, client \(unknown: not connected, or CLIENT LIST refused\)\n$/);

@@ -1,14 +1,14 @@
 // TLS: a private CA made with openssl, redis-server with --tls-port, the library and the CLI over rediss://.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { LockClient, RedisCommandError } from '../src';
 import { freePort, RedisServer } from '../scripts/redisServer';
+import { runCli } from './helpers/cliInProcess';
 import { until } from './helpers/time';
 
-const root = join(__dirname, '..');
 const dir = mkdtempSync(join(tmpdir(), 'rlock-tls-'));
 const file = (name: string): string => join(dir, name);
 const pem = (name: string): string => readFileSync(file(name), 'utf8');
@@ -99,33 +99,19 @@ test('a server certificate from another CA fails with an error naming the cause'
   expect((error as Error).message).toMatch(/^acquire failed: .*; last connection error: .*certificate.* \([A-Z_]+\)$/);
 });
 
-function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src', 'cli.ts'), ...args], {
-      env: { ...process.env, REDIS_URL: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 test('the CLI over TLS: --tls-ca (or REDIS_TLS_CA), a client certificate, and a wrong CA named in one line', async () => {
-  const ok = await cli(['--url', `rediss://127.0.0.1:${tlsPort}`, '--tls-ca', file('ca.crt'), '--json', 'inspect', 'x']);
+  const ok = await runCli(['--url', `rediss://127.0.0.1:${tlsPort}`, '--tls-ca', file('ca.crt'), '--json', 'inspect', 'x']);
   expect(ok).toMatchObject({ code: 0, stderr: '' });
   expect(JSON.parse(ok.stdout)).toMatchObject({ name: 'x', locked: false });
-  const fromEnv = await cli(['inspect', 'x'], { REDIS_URL: `rediss://127.0.0.1:${mtlsPort}`, REDIS_TLS_CA: file('ca.crt'), REDIS_TLS_CERT: file('client.crt'), REDIS_TLS_KEY: file('client.key') });
+  const fromEnv = await runCli(['inspect', 'x'], { REDIS_URL: `rediss://127.0.0.1:${mtlsPort}`, REDIS_TLS_CA: file('ca.crt'), REDIS_TLS_CERT: file('client.crt'), REDIS_TLS_KEY: file('client.key') });
   expect(fromEnv).toMatchObject({ code: 0, stderr: '' });
-  const mutual = await cli(['--url', `rediss://127.0.0.1:${mtlsPort}`, '--tls-ca', file('ca.crt'), '--tls-cert', file('client.crt'), '--tls-key', file('client.key'), 'list']);
+  const mutual = await runCli(['--url', `rediss://127.0.0.1:${mtlsPort}`, '--tls-ca', file('ca.crt'), '--tls-cert', file('client.crt'), '--tls-key', file('client.key'), 'list']);
   expect(mutual).toEqual({ code: 0, stdout: '', stderr: '' });
-  const wrong = await cli(['--url', `rediss://127.0.0.1:${tlsPort}`, '--tls-ca', file('wrong-ca.crt'), 'inspect', 'x']);
+  const wrong = await runCli(['--url', `rediss://127.0.0.1:${tlsPort}`, '--tls-ca', file('wrong-ca.crt'), 'inspect', 'x']);
   expect(wrong.code).toBe(3);
   expect(wrong.stderr).toMatch(new RegExp(`^rlock: cannot reach Redis at 127\\.0\\.0\\.1:${tlsPort}: .*certificate.*\\n$`));
-  const half = await cli(['--url', `rediss://127.0.0.1:${mtlsPort}`, '--tls-cert', file('client.crt'), 'list']);
+  const half = await runCli(['--url', `rediss://127.0.0.1:${mtlsPort}`, '--tls-cert', file('client.crt'), 'list']);
   expect(half).toEqual({ code: 2, stdout: '', stderr: 'rlock: --tls-cert and --tls-key go together (a client certificate and its key)\n' });
-  const plain = await cli(['--url', `redis://127.0.0.1:${tlsPort}`, '--tls-ca', file('ca.crt'), 'list']);
+  const plain = await runCli(['--url', `redis://127.0.0.1:${tlsPort}`, '--tls-ca', file('ca.crt'), 'list']);
   expect(plain).toEqual({ code: 2, stdout: '', stderr: 'rlock: --tls-* options need a rediss:// URL\n' });
 });

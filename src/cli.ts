@@ -5,7 +5,7 @@ import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
 import type { LockInfo } from './introspection';
 import { LockClient } from './LockClient';
@@ -60,7 +60,7 @@ function connectionOptions(options: GlobalOptions): RedisOptions {
   return extra;
 }
 
-async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void>; redis: Redis }> {
+async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void>; redis: Redis; connectionError: () => Error | undefined }> {
   let url: URL;
   const shown = displayUrl(options.url); // the URL may carry a password: never print it
   try {
@@ -101,6 +101,7 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
   return {
     client,
     redis,
+    connectionError: () => lastError,
     close: async () => {
       await client.close();
       await redis.quit().catch(() => redis.disconnect());
@@ -140,9 +141,17 @@ function formatInfo(info: LockInfo): string {
 
 async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions, redis: Redis) => Promise<T>): Promise<T> {
   const options = program.opts<GlobalOptions>();
-  const { client, close, redis } = await connect(options);
+  const { client, close, redis, connectionError } = await connect(options);
   try {
     return await run(client, options, redis);
+  } catch (error) {
+    // Without the ready check, connect() resolves before Redis answers AUTH: a refused password
+    // then shows as "Connection is closed", and only the connection's error event says why.
+    const why = connectionError();
+    if (why && error instanceof Error && !(error instanceof CliError) && !(error.cause instanceof ReplyError) && !(error instanceof ReplyError)) {
+      throw new CliError(`${error.message}; last connection error: ${why.message}`, EXIT_REDIS);
+    }
+    throw error;
   } finally {
     await close();
   }
