@@ -111,7 +111,7 @@ describe('force-unlock --if-holder', () => {
   });
 
   test('the check is in the script: a lock that changed hands is left alone, the holder it names is removed and waiters hear it', async () => {
-    const script = readFileSync(join(root, 'src', 'lua', 'forceUnlockIfHolder-2.lua'), 'utf8');
+    const script = readFileSync(join(root, 'src', 'lua', 'lock', 'forceUnlockIfHolder-2.lua'), 'utf8');
     const channel = channelOf('', 'handover');
     const listener = redis.admin.duplicate();
     const messages: string[] = [];

@@ -122,7 +122,7 @@ function describeHolders(fields: string[]): string {
 
 /** The script of `--if-holder`, sent with EVAL: an operator's one-off, no need to cache it. */
 function forceUnlockIfHolderLua(): string {
-  return readFileSync(join(__dirname, 'lua', 'forceUnlockIfHolder-2.lua'), 'utf8');
+  return readFileSync(join(__dirname, 'lua', 'lock', 'forceUnlockIfHolder-2.lua'), 'utf8');
 }
 
 function describeTtl(ttl: number): string {

@@ -66,3 +66,21 @@ export function latchPrefixOf(keyPrefix: string, key: string): string {
 
 /** What the release scripts publish; Redisson's UNLOCK_MESSAGE. */
 export const UNLOCK_MESSAGE = '0';
+
+/** A fair lock's queue, zset member → arrival order: `<keyPrefix>rlock__queue:{<key>}`. */
+export function queueKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'queue', key);
+}
+
+/** A fair lock's queue deadlines, zset member → Redis ms: `<keyPrefix>rlock__queue_expiry:{<key>}`. */
+export function queueExpiryKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'queue_expiry', key);
+}
+
+/**
+ * Where a fair lock's release hands the lock to a waiter of client `clientId`: the prefix
+ * `<keyPrefix>rlock__grant:{<key>}:` plus the clientId, one channel per client and lock, in the lock's slot.
+ */
+export function grantChannelPrefixOf(keyPrefix: string, key: string): string {
+  return `${derivedName(keyPrefix, 'grant', key)}:`;
+}
