@@ -2,7 +2,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { InvalidArgumentError, LockClient, RedisCommandError } from '../src';
-import { channelOf, derivedName, latchPrefixOf } from '../src/names';
+import { channelOf, derivedName, grantChannelPrefixOf, latchPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../src/names';
 import { runCli } from './helpers/cliInProcess';
 import { subscribers, usePrivateRedis } from './helpers/privateRedis';
 import { until } from './helpers/time';
@@ -12,7 +12,9 @@ const redis = usePrivateRedis();
 /** The commands of the exact recipe in docs/security.md (single node; keep the two identical). */
 const EXACT_COMMANDS =
   '+evalsha +eval +exists +hexists +hget +hgetall +hkeys +hincrby +pexpire +pttl +del +get +set ' +
-  '+publish +subscribe +unsubscribe +pubsub|numsub +scan +client|setname';
+  '+publish +subscribe +unsubscribe +pubsub|numsub +scan +client|setname ' +
+  // The fair lock's queue.
+  '+hset +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +zscore';
 
 const USERS: Record<string, string> = {
   // The issue's recipe: everything but @dangerous, on the prefix only.
@@ -69,16 +71,22 @@ const expectNoPerm = async (call: () => Promise<unknown>): Promise<void> => {
 describe('names: every key and channel starts with keyPrefix and hashes to the lock key slot', () => {
   const names = ['plain', '{other:v}', 'a}b', '{}x', 'x{', 'x{y}z', '*', '?', '[a-z]*', 'line\nbreak', '}{', 'rlock__channel:{other:v}', 'é'.repeat(400)];
   test.each(['', 'app:', '{tenant}:', 'a}b:', '{t}{'])('prefix %j', (prefix) => {
-    expect.assertions(names.length * 6);
+    expect.assertions(names.length * 10);
     for (const name of names) {
       const key = prefix + name;
       const slot = calculateSlot(key);
       const channel = channelOf(prefix, key);
       const latch = `${latchPrefixOf(prefix, key)}Zq3xNbW1mBvH9sTyK0aL_`;
+      const grant = `${grantChannelPrefixOf(prefix, key)}Zq3xNbW1mBvH9sTyK0aL_`;
       expect(channel.startsWith(`${prefix}rlock__channel:`)).toBe(true);
       expect(latch.startsWith(`${prefix}rlock__unlock_latch:`)).toBe(true);
       expect(calculateSlot(channel)).toBe(slot);
       expect(calculateSlot(latch)).toBe(slot);
+      // The fair lock's names.
+      for (const fairName of [queueKeyOf(prefix, key), queueExpiryKeyOf(prefix, key), grant]) {
+        expect(fairName.startsWith(`${prefix}rlock__`) && calculateSlot(fairName) === slot).toBe(true);
+      }
+      expect(new Set([channel, latch, grant, queueKeyOf(prefix, key), queueExpiryKeyOf(prefix, key)]).size).toBe(5);
       expect(derivedName(prefix, 'queue', key)).not.toBe(channel); // a kind of its own
       expect(channel).toContain(key); // unique per lock
     }
@@ -104,7 +112,7 @@ describe.each([
   ['app-exact', undefined],
   ['app-names', 'holder'],
 ])('as ACL user %s', (user, holderName) => {
-  test('lock, wait and wake by message, reentry, watchdog, force unlock, inspect and listLocks work, and nothing is refused but CLIENT LIST', async () => {
+  test('lock, wait and wake by message, reentry, watchdog, force unlock, inspect, listLocks and the fair lock work, and nothing is refused but CLIENT LIST', async () => {
     const warn = jest.spyOn(console, 'warn');
     await redis.admin.call('ACL', 'LOG', 'RESET');
     await redis.admin.script('FLUSH'); // so that the EVAL fallback on NOSCRIPT runs too
@@ -156,6 +164,21 @@ describe.each([
       await until('the watchdog noticed the force unlock', () => lost.length === 1);
       expect(lost).toEqual([expect.objectContaining({ name: 'kept' })]);
 
+      // The fair lock: a queued waiter, handed the lock by the release (grant channel), inspect's queue, force unlock.
+      const fair = holder.getFairLock('fair');
+      // A queue entry its process stopped refreshing long ago: the next acquire purges it.
+      await redis.admin.zadd(queueKeyOf('app:', 'app:fair'), 1, 'gone');
+      await redis.admin.zadd(queueExpiryKeyOf('app:', 'app:fair'), 1, 'gone');
+      await fair.lock();
+      const fairWaiter = waiter.getFairLock('fair');
+      const fairWaiting = fairWaiter.tryLock({ waitTime: 20_000 });
+      await until('the fair waiter is queued', async () => (await fair.inspect()).queue?.length === 1);
+      await fair.unlock();
+      expect(await fairWaiting).toBe(true);
+      expect(await holder.getFairLock('fair').tryLock()).toBe(false);
+      expect(await holder.getFairLock('fair').forceUnlock()).toBe(true);
+      expect(await redis.admin.exists('app:fair')).toBe(0);
+
       expect(warn).not.toHaveBeenCalled();
       expect(await aclDenials()).toEqual(holderName ? [] : [`${user} command:client|list`]);
     } finally {
@@ -174,7 +197,7 @@ describe('tenants apart: a user scoped to other: cannot touch app: locks', () =>
     // The attacker points a LockClient at the victim's prefix.
     const attacker = clientAs('other', 'app:');
     const theirs = attacker.getLock('v');
-    expect.assertions(2 * 12 + 1 + 6);
+    expect.assertions(2 * 15 + 1 + 6);
     await expectNoPerm(() => theirs.tryLock());
     await expectNoPerm(() => theirs.lock());
     await expectNoPerm(() => theirs.tryLock({ waitTime: 1000 }));
@@ -186,6 +209,10 @@ describe('tenants apart: a user scoped to other: cannot touch app: locks', () =>
     await expectNoPerm(async () => {
       for await (const name of attacker.listLocks()) void name;
     });
+    const theirFair = attacker.getFairLock('v');
+    await expectNoPerm(() => theirFair.tryLock({ waitTime: 1000 }));
+    await expectNoPerm(() => theirFair.forceUnlock());
+    await expectNoPerm(() => theirFair.inspect());
 
     // And by hand: publish a release, subscribe to the channel, delete the key, from a script too.
     const raw = new Redis(urlOf('other'), { enableReadyCheck: false });

@@ -8,6 +8,7 @@ import { until } from './helpers/time';
 const CLUSTER_COMMANDS =
   '+evalsha +eval +exists +hexists +hget +hgetall +hkeys +hincrby +pexpire +pttl +del +get +set ' +
   '+publish +subscribe +unsubscribe +pubsub|numsub +scan +client|setname ' +
+  '+hset +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +zscore ' +
   '+spublish +ssubscribe +sunsubscribe +pubsub|shardnumsub +command|info +cluster|slots +cluster|info';
 
 let cluster: RedisCluster;
@@ -44,7 +45,7 @@ function clientAs(): LockClient {
   return client;
 }
 
-test('lock, wait and wake, reentry, force unlock, inspect and listLocks as the exact ACL user, on every kind of name', async () => {
+test('lock, wait and wake, reentry, force unlock, inspect, listLocks and the fair lock as the exact ACL user, on every kind of name', async () => {
   const warn = jest.spyOn(console, 'warn');
   try {
     const a = clientAs();
@@ -67,6 +68,15 @@ test('lock, wait and wake, reentry, force unlock, inspect and listLocks as the e
       for await (const listedName of a.listLocks()) listed.push(listedName);
       expect(listed).toEqual([name]);
       expect(await a.getLock(name).forceUnlock()).toBe(true);
+
+      // The fair lock of the same name: queue, grant channel, handover, force unlock.
+      const fair = a.getFairLock(name);
+      await fair.lock();
+      const fairWaiting = b.getFairLock(name).tryLock({ waitTime: 20_000 });
+      await until('the fair waiter is queued', async () => (await fair.inspect()).queue?.length === 1);
+      await fair.unlock();
+      expect(await fairWaiting).toBe(true);
+      expect(await a.getFairLock(name).forceUnlock()).toBe(true);
     }
     expect(warn).not.toHaveBeenCalled();
   } finally {
