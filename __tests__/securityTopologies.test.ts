@@ -1,7 +1,9 @@
-// The least-privilege ACL recipe on a 3-master Redis Cluster (docs/security.md): the names a lock
-// uses stay under the prefix and in the lock's slot (sharded pub/sub included), nothing is refused.
+// The least-privilege ACL recipe on a 3-master Redis Cluster and on Sentinel (docs/security.md):
+// the names a lock uses stay under the prefix and in the lock's slot (sharded pub/sub included),
+// nothing is refused, nothing is printed.
+import type { Redis } from 'ioredis';
 import { LockClient } from '../src';
-import { RedisCluster } from '../scripts/redisTopologies';
+import { RedisCluster, RedisSentinelGroup } from '../scripts/redisTopologies';
 import { until } from './helpers/time';
 
 /** The exact single-node list plus what a Cluster needs (docs/security.md; keep the two identical). */
@@ -94,4 +96,66 @@ test('lock, wait and wake, reentry, force unlock, inspect, listLocks and the fai
   }
   // inspect() asks CLIENT LIST for holder names; the recipe leaves it out on purpose.
   expect([...new Set(denials)]).toEqual(['command:client|list']);
+});
+
+/** The single-node list (security.test.ts) plus INFO, which ioredis's Sentinel connector needs. */
+const SENTINEL_COMMANDS =
+  '+evalsha +eval +exists +hexists +hget +hgetall +hkeys +hincrby +pexpire +pttl +del +get +set ' +
+  '+publish +subscribe +unsubscribe +pubsub|numsub +scan +client|setname ' +
+  '+hset +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +zscore +info';
+
+async function denialsOn(admins: Redis[]): Promise<string[]> {
+  const denials: string[] = [];
+  for (const admin of admins) {
+    const entries = (await admin.call('ACL', 'LOG')) as unknown[][];
+    for (const entry of entries) denials.push(`${String(entry[entry.indexOf('reason') + 1])}:${String(entry[entry.indexOf('object') + 1])}`);
+  }
+  return [...new Set(denials)];
+}
+
+describe('Sentinel', () => {
+  let group: RedisSentinelGroup;
+  const admins: Redis[] = [];
+  beforeAll(async () => {
+    group = await RedisSentinelGroup.start();
+    for (const server of [group.master, group.replica]) {
+      const admin = server.connect();
+      admins.push(admin);
+      await admin.call('ACL', 'SETUSER', 'app', 'on', '>pw-app', 'resetkeys', 'resetchannels', '~app:*', '&app:*', '-@all', ...SENTINEL_COMMANDS.split(' '));
+      await admin.call('ACL', 'LOG', 'RESET');
+    }
+  }, 60_000);
+  afterAll(async () => {
+    for (const admin of admins) admin.disconnect();
+    await group?.stop();
+  });
+
+  test('lock, wait and wake, inspect and the fair lock through Sentinel as the ACL user, with no warning', async () => {
+    const warn = jest.spyOn(console, 'warn');
+    try {
+      const options = { sentinels: group.sentinels, name: group.masterName, username: 'app', password: 'pw-app' };
+      const a = new LockClient({ redis: options, keyPrefix: 'app:' });
+      const b = new LockClient({ redis: options, keyPrefix: 'app:' });
+      clients.push(a, b);
+      const lock = a.getLock('s');
+      await lock.lock();
+      const waiter = b.getLock('s');
+      const waiting = waiter.tryLock({ waitTime: 20_000, leaseTime: 5000 });
+      await until('the waiter parked and subscribed', async () => b.stats.waiters === 1 && (await b.inspect('s')).waitingClients === 1);
+      await lock.unlock();
+      expect(await waiting).toBe(true);
+      await waiter.unlock();
+      const fair = a.getFairLock('f');
+      await fair.lock();
+      const fairWaiting = b.getFairLock('f').tryLock({ waitTime: 20_000 });
+      await until('the fair waiter is queued', async () => (await fair.inspect()).queue?.length === 1);
+      await fair.unlock();
+      expect(await fairWaiting).toBe(true);
+      expect(await a.getFairLock('f').forceUnlock()).toBe(true);
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+    }
+    expect(await denialsOn(admins)).toEqual(['command:client|list']);
+  });
 });
