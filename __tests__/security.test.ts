@@ -271,6 +271,30 @@ describe('names chosen by an attacker stay under the prefix', () => {
 });
 
 describe('what an ACL cannot stop (docs/security.md says so)', () => {
+  test('one who may publish on the prefix can forge a fair lock grant: the queued waiter believes it holds the lock until its watchdog looks', async () => {
+    const holder = clientAs('app', 'app:');
+    const waiter = clientAs('app', 'app:', { watchdogTimeout: 600 });
+    const lost: unknown[] = [];
+    waiter.on('lockLost', (event) => lost.push(event));
+    const fair = holder.getFairLock('forged');
+    await fair.lock();
+    const waiterLock = waiter.getFairLock('forged');
+    const waiting = waiterLock.tryLock({ waitTime: 20_000 });
+    await until('the waiter is queued', async () => (await fair.inspect()).queue?.length === 1);
+    const [member] = await redis.admin.zrange(queueKeyOf('app:', 'app:forged'), 0, 0);
+    const field = member!.slice(member!.indexOf(':') + 1); // `<lease>:<clientId>:<ownerId>`
+    const forger = new Redis(urlOf('app-exact'), { enableReadyCheck: false });
+    try {
+      expect(await forger.publish(`${grantChannelPrefixOf('app:', 'app:forged')}${waiter.id}`, field)).toBe(1);
+    } finally {
+      forger.disconnect();
+    }
+    expect(await waiting).toBe(true); // while the holder still holds it
+    expect(await fair.isHeldByCurrentOwner()).toBe(true);
+    await until('the waiter learnt it never held it', () => lost.length === 1);
+    await fair.unlock();
+  });
+
   test('another tenant sees key and channel names (SCAN, PUBSUB) and may flush scripts; one with write access to the prefix may delete a lock', async () => {
     const owner = clientAs('app', 'app:', { watchdogTimeout: 300 });
     const waiter = clientAs('app', 'app:');
