@@ -97,6 +97,10 @@ test('events, diagnostics messages and inspect() of a client with a password hol
     await redis.admin.call('CLIENT', 'KILL', 'USER', 'svc');
     await until('a renewal failed', () => messages.some((m) => (m as { error?: unknown }).error instanceof Error && !(m as { name?: unknown }).name));
     expect(messages.length).toBeGreaterThan(6);
+    // Logging the client or a handle (console.log, a logger's serializer) shows no connection options.
+    expect(shown(client)).not.toMatch(SECRET);
+    expect(shown([lock, waiter, client.getFairLock('f')])).not.toMatch(SECRET);
+    expect(inspect(lock)).toMatch(/name: 'a'/);
     expect(shown(messages)).not.toMatch(SECRET);
     expect(shown(events)).not.toMatch(SECRET);
     expect(shown(info)).not.toMatch(SECRET);

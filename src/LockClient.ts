@@ -1,4 +1,5 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
+import { inspect } from 'node:util';
 import { Cluster, Redis, ReplyError } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
@@ -79,6 +80,12 @@ function nameConnection(redis: Redis | Cluster, name: string): () => void {
   for (const node of cluster.nodes()) nameNode(node);
   cluster.on('+node', nameNode);
   return () => cluster.off('+node', nameNode);
+}
+
+/** `util.inspect` shows `label` for `object`, and `JSON.stringify` leaves it out. */
+function hideFromLogs(object: object, label: string): void {
+  Object.defineProperty(object, inspect.custom, { value: () => label });
+  Object.defineProperty(object, 'toJSON', { value: () => undefined });
 }
 
 function isConnection(value: unknown): value is Redis | Cluster {
@@ -231,6 +238,19 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         };
       },
     };
+    // Every lock handle keeps the context, and through it the connections, whose options hold
+    // the password: a handle or client that is logged must not print them.
+    hideFromLogs(this.context, '[LockContext]');
+  }
+
+  /** What `util.inspect` (console.log) shows of a client: never its connections (see hideFromLogs). */
+  [inspect.custom](): object {
+    return { id: this.id, name: this.name, keyPrefix: this.keyPrefix, watchdogTimeout: this.watchdogTimeout };
+  }
+
+  /** What `JSON.stringify` shows of a client. */
+  toJSON(): object {
+    return this[inspect.custom]();
   }
 
   /** A handle on the lock `name` (key `<keyPrefix><name>`). Handles are cheap; take one per task. */
