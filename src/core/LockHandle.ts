@@ -236,7 +236,7 @@ export abstract class LockHandle {
   protected async release(owner: LockOwner): Promise<boolean> {
     const { key } = this;
     const field = this.field(owner);
-    const latch = latchPrefixOf(key) + nanoid();
+    const latch = latchPrefixOf(this.context.keyPrefix, key) + nanoid();
     const epoch = this.context.connectionEpoch();
     const holdsBefore = owner.holds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal

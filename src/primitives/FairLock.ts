@@ -31,7 +31,7 @@ export class FairLock extends LockHandle {
     const { key } = this;
     const [publish, trust] = await this.publishing();
     const holders = await this.context.command('forceUnlock', (redis) =>
-      redis.rlock_fairLock_forceUnlock(key, queueKeyOf(key), queueExpiryKeyOf(key), this.context.queueTimeout, grantChannelPrefixOf(key), publish, trust),
+      redis.rlock_fairLock_forceUnlock(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), this.context.queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
     );
     if (diagnostics.forceUnlocked.hasSubscribers) {
       diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
@@ -44,7 +44,7 @@ export class FairLock extends LockHandle {
     this.context.assertOpen();
     const { key, name } = this;
     return this.context.command('inspect', async (redis) => {
-      const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(queueKeyOf(key), 0, -1).zrange(queueExpiryKeyOf(key), 0, -1, 'WITHSCORES').time().exec();
+      const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(queueKeyOf(this.context.keyPrefix, key), 0, -1).zrange(queueExpiryKeyOf(this.context.keyPrefix, key), 0, -1, 'WITHSCORES').time().exec();
       const failed = replies?.find(([error]) => error);
       if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
       const [hash, ttl, members, deadlines, time] = replies.map(([, value]) => value) as [Record<string, string>, number, string[], string[], [string, string]];
@@ -80,7 +80,7 @@ export class FairLock extends LockHandle {
     const lease = leaseTime ?? context.watchdogTimeout;
     const field = this.field(owner);
     const member = `${lease}:${field}`;
-    const channel = grantChannelPrefixOf(key) + context.clientId;
+    const channel = grantChannelPrefixOf(this.context.keyPrefix, key) + context.clientId;
     const [publish, trust] = await this.publishing();
     const reentrant = owner.holds > 0 ? 1 : 0;
     // The send time of the latest call that found this waiter still queued: no grant can be
@@ -103,7 +103,7 @@ export class FairLock extends LockHandle {
             }
             const sentAt = performance.now();
             const ttl = await context.command('acquire', (redis) =>
-              redis.rlock_fairLock_acquire(key, queueKeyOf(key), queueExpiryKeyOf(key), member, listening ? 1 : 0, reentrant, queueTimeout, grantChannelPrefixOf(key), publish, trust),
+              redis.rlock_fairLock_acquire(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), member, listening ? 1 : 0, reentrant, queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
             );
             if (ttl === null) return { held: true, sentAt };
             if (listening) {
@@ -111,8 +111,8 @@ export class FairLock extends LockHandle {
               if (!beat) {
                 beat = {
                   lockKey: key,
-                  queueKey: queueKeyOf(key),
-                  expiryKey: queueExpiryKeyOf(key),
+                  queueKey: queueKeyOf(this.context.keyPrefix, key),
+                  expiryKey: queueExpiryKeyOf(this.context.keyPrefix, key),
                   member,
                   refreshed: (at, queued) => {
                     if (queued) queuedAt = Math.max(queuedAt ?? at, at);
@@ -139,7 +139,7 @@ export class FairLock extends LockHandle {
             if (queuedAt === undefined) return;
             await context
               .command('leave', (redis) =>
-                redis.rlock_fairLock_leave(key, queueKeyOf(key), queueExpiryKeyOf(key), member, queueTimeout, grantChannelPrefixOf(key), publish, trust),
+                redis.rlock_fairLock_leave(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), member, queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
               )
               .catch(() => undefined); // the entry then runs out after queueTimeout
           },
@@ -158,7 +158,7 @@ export class FairLock extends LockHandle {
     // No local handoff here: the queue decides who is next, across every process.
     const { key } = this;
     const [publish, trust] = await this.publishing();
-    return redis.rlock_fairLock_release(key, queueKeyOf(key), queueExpiryKeyOf(key), latch, field, RELEASE_LATCH_TTL_MS, this.context.queueTimeout, grantChannelPrefixOf(key), publish, trust);
+    return redis.rlock_fairLock_release(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), latch, field, RELEASE_LATCH_TTL_MS, this.context.queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust);
   }
 
   /**

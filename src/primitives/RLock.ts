@@ -26,7 +26,7 @@ export class RLock extends LockHandle {
     this.context.assertOpen();
     const { key } = this;
     const publish = await this.context.publishCommand();
-    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE, publish));
+    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(this.context.keyPrefix, key), UNLOCK_MESSAGE, publish));
     if (diagnostics.forceUnlocked.hasSubscribers) {
       diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
     }
@@ -41,11 +41,11 @@ export class RLock extends LockHandle {
   async inspect(): Promise<LockInfo> {
     this.context.assertOpen();
     const sharded = (await this.context.publishCommand()) === 'spublish';
-    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, channelOf(this.key), sharded));
+    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, channelOf(this.context.keyPrefix, this.key), sharded));
   }
 
   protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
-    const channel = channelOf(this.key);
+    const channel = channelOf(this.context.keyPrefix, this.key);
     const protocol: WaitProtocol = {
       channel,
       attempt: async (listening) => {
@@ -98,7 +98,7 @@ export class RLock extends LockHandle {
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null> {
     const { key } = this;
-    const channel = channelOf(key);
+    const channel = channelOf(this.context.keyPrefix, key);
     const publish = await this.context.publishCommand();
     const local = last ? this.context.pubsub.peek(channel)?.local : undefined;
     const message = this.context.clientId;
