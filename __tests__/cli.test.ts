@@ -1,7 +1,10 @@
 // The built `rlock` CLI, driven as a child process against a private redis-server.
 import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { channelOf } from '../src/names';
 import { usePrivateRedis } from './helpers/privateRedis';
+import { until } from './helpers/time';
 
 const redis = usePrivateRedis();
 const root = join(__dirname, '..');
@@ -108,4 +111,51 @@ test.each([
   const needsServer = !args.includes('--url');
   const result = await run(needsServer ? ['--url', redis.server.url, ...args] : args);
   expect(result).toEqual({ code, stdout: '', stderr });
+});
+
+describe('force-unlock --if-holder', () => {
+  test('removes the lock only while the holder it names still holds it', async () => {
+    const stuck = redis.client({ name: 'stuck', keyPrefix: 'app:' });
+    const other = redis.client({ keyPrefix: 'app:' });
+    await stuck.getLock('job').lock();
+    const args = ['--url', redis.server.url, '--prefix', 'app:', 'force-unlock', 'job', '--yes'];
+
+    const wrong = await run([...args, '--if-holder', other.id]);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(new RegExp(`^rlock: job is held by ${stuck.id}:\\S+, not ${other.id}: nothing removed\\n$`));
+    expect(await redis.admin.exists('app:job')).toBe(1);
+
+    const [field] = Object.keys(await redis.admin.hgetall('app:job'));
+    const removed = await run([...args, '--if-holder', field!]); // the full owner field works too
+    expect(removed.code).toBe(0);
+    expect(removed.stdout).toMatch(/^removed job \(key app:job\): locked/);
+    expect(await redis.admin.exists('app:job')).toBe(0);
+
+    const nothing = await run([...args, '--if-holder', stuck.id]);
+    expect(nothing).toMatchObject({ code: 1, stderr: 'rlock: no lock job (key app:job): nothing removed\n' });
+    expect(await run([...args, '--if-holder', 'not an id'])).toMatchObject({ code: 2, stdout: '' });
+  });
+
+  test('the check is in the script: a lock that changed hands is left alone, the holder it names is removed and waiters hear it', async () => {
+    const script = readFileSync(join(root, 'src', 'lua', 'lock', 'forceUnlockIfHolder-2.lua'), 'utf8');
+    const channel = channelOf('', 'handover');
+    const listener = redis.admin.duplicate();
+    const messages: string[] = [];
+    listener.on('message', (_, message: string) => messages.push(message));
+    await listener.subscribe(channel);
+    try {
+      const stale = 'AAAAAAAAAAAAAAAAAAAAA';
+      const fresh = 'BBBBBBBBBBBBBBBBBBBBB:CCCCCCCCCCCCCCCCCCCCC';
+      await redis.admin.hset('handover', fresh, 1);
+      expect(await redis.admin.eval(script, 2, 'handover', channel, stale, '0', 'publish')).toEqual([0, fresh]);
+      expect(await redis.admin.hgetall('handover')).toEqual({ [fresh]: '1' });
+      expect(await redis.admin.eval(script, 2, 'handover', channel, 'BBBBBBBBBBBBBBBBBBBBB', '0', 'publish')).toEqual([1, fresh]);
+      expect(await redis.admin.exists('handover')).toBe(0);
+      expect(await redis.admin.eval(script, 2, 'handover', channel, stale, '0', 'publish')).toEqual([0]);
+      await until('the release message arrived', () => messages.length === 1);
+      expect(messages).toEqual(['0']);
+    } finally {
+      listener.disconnect();
+    }
+  });
 });

@@ -34,6 +34,22 @@ export const rlock: Contestant = {
   },
 };
 
+/** rlock's fair lock: a queue in Redis, the release hands the lock to the next waiter. */
+export const rlockFair: Contestant = {
+  name: 'rlock fair',
+  async open(url) {
+    const client = new LockClient({ redis: url });
+    return {
+      async acquire(key) {
+        const lock = client.getFairLock(key);
+        await lock.lock();
+        return () => lock.unlock();
+      },
+      close: () => client.close(),
+    };
+  },
+};
+
 /** redis-semaphore's Mutex: polls every 10 ms (its default retryInterval), refreshes its lease. */
 export const redisSemaphore: Contestant = {
   name: 'redis-semaphore',
@@ -97,4 +113,4 @@ export const raw: Contestant = {
 };
 
 export const lockLibraries = [rlock, redisSemaphore, redlock];
-export const byName = new Map([rlock, redisSemaphore, redlock, raw].map((c) => [c.name, c]));
+export const byName = new Map([rlock, rlockFair, redisSemaphore, redlock, raw].map((c) => [c.name, c]));

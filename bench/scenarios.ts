@@ -178,7 +178,7 @@ async function requestsPerAcquisitionPass(contestant: Contestant, url: string, a
   }
 }
 
-async function totalCommands(admin: Redis): Promise<number> {
+export async function totalCommands(admin: Redis): Promise<number> {
   return Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
 }
 

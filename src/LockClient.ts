@@ -1,5 +1,6 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
-import { Cluster, Redis } from 'ioredis';
+import { inspect } from 'node:util';
+import { Cluster, Redis, ReplyError } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
 import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError } from './errors';
@@ -15,6 +16,7 @@ import { FairLock } from './primitives/FairLock';
 import { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore';
 import { RLock } from './primitives/RLock';
 import { Semaphore } from './primitives/Semaphore';
+import { redactError } from './redact';
 import { defineScripts, type PublishCommand, type ScriptedRedis } from './services/scripts';
 
 /** Payload of the `lockLost` event. */
@@ -35,6 +37,14 @@ export interface LockClientEvents {
 
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
 const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
+
+/**
+ * ioredis's ready check sends INFO on every connect, which a least-privilege ACL refuses
+ * (`@dangerous`), and then prints a warning. It only waits out a server still loading its data;
+ * without it a command sent meanwhile fails with LOADING, which rlock treats as transient (a
+ * waiter retries it, the watchdog retries at its next tick within the lease), so nothing is lost.
+ */
+const NO_READY_CHECK = { enableReadyCheck: false } as const;
 
 /** How long `close()` waits for QUIT before it cuts the connection. */
 const QUIT_TIMEOUT_MS = 1000;
@@ -75,6 +85,12 @@ function nameConnection(redis: Redis | Cluster, name: string): () => void {
   return () => cluster.off('+node', nameNode);
 }
 
+/** `util.inspect` shows `label` for `object`, and `JSON.stringify` leaves it out. */
+function hideFromLogs(object: object, label: string): void {
+  Object.defineProperty(object, inspect.custom, { value: () => label });
+  Object.defineProperty(object, 'toJSON', { value: () => undefined });
+}
+
 function isConnection(value: unknown): value is Redis | Cluster {
   return value instanceof Redis || value instanceof Cluster ||
     (typeof value === 'object' && value !== null &&
@@ -108,6 +124,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private epoch = 0;
   private readonly unname: () => void;
   private publishCommandAnswer: Promise<PublishCommand> | undefined;
+  /** Why the connection this client created last failed, until it is ready again. */
+  private connectionError: Error | undefined;
   private readonly context: LockContext;
 
   constructor(options: LockClientOptions) {
@@ -134,22 +152,26 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         throw new InvalidArgumentError('options.redis.keyPrefix', 'is not supported; use the LockClient option keyPrefix');
       }
       // ioredis sets the connection name again on every reconnect; inspect() reads it.
-      if (typeof given === 'string') this.redis = new Redis(given, { disconnectTimeout: 0, connectionName: connName });
+      // NO_READY_CHECK: see its comment; options given explicitly win.
+      if (typeof given === 'string') this.redis = new Redis(given, { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK });
       else if ('clusterNodes' in given) {
         const { clusterNodes, clusterOptions = {} } = given;
         this.redis = new Cluster(clusterNodes, {
           ...clusterOptions,
-          redisOptions: { disconnectTimeout: 0, connectionName: connName, ...clusterOptions.redisOptions },
+          redisOptions: { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK, ...clusterOptions.redisOptions },
         });
       } else {
         // failoverDetector (Sentinel only): on SENTINEL FAILOVER the old master lives on and
         // keeps taking writes for seconds until the Sentinel demotes it; ioredis drops the
         // connection as soon as a Sentinel announces +switch-master, so renewals and releases
         // move to the new master at once instead of renewing a lock nobody else can see.
-        this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...given });
+        // A Sentinel connection keeps the ready check: ioredis checks the node's role in its INFO.
+        const readyCheck = given.sentinels?.length ? {} : NO_READY_CHECK;
+        this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given });
       }
       this.ownsRedis = true;
-      this.redis.on('error', () => undefined); // ioredis retries; calls report their own failures
+      // ioredis retries; a call that fails for want of a connection names the last reason.
+      this.redis.on('error', (error: Error) => (this.connectionError = error));
     }
     const ioredisPrefix = this.redis.isCluster ? (this.redis as Cluster).options.keyPrefix : (this.redis as Redis).options?.keyPrefix;
     if (ioredisPrefix) {
@@ -177,6 +199,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       redis.isCluster ? (key) => calculateSlot(key) : () => 0,
       (target, error) => this.lost(target, error),
       (error) => {
+        redactError(error); // a failed AUTH carries the password in its `command.args`
         if (diagnostics.renewalFailed.hasSubscribers) diagnostics.renewalFailed.publish({ clientId: this.id, error });
         this.emit('renewalFailed', error);
       },
@@ -186,6 +209,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
     let wasReady = this.redis.status === 'ready';
     this.onReconnect = () => {
+      this.connectionError = undefined;
       if (wasReady) void this.renewal.renewAll();
       wasReady = true;
     };
@@ -217,6 +241,19 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         };
       },
     };
+    // Every lock handle keeps the context, and through it the connections, whose options hold
+    // the password: a handle or client that is logged must not print them.
+    hideFromLogs(this.context, '[LockContext]');
+  }
+
+  /** What `util.inspect` (console.log) shows of a client: never its connections (see hideFromLogs). */
+  [inspect.custom](): object {
+    return { id: this.id, name: this.name, keyPrefix: this.keyPrefix, watchdogTimeout: this.watchdogTimeout };
+  }
+
+  /** What `JSON.stringify` shows of a client. */
+  toJSON(): object {
+    return this[inspect.custom]();
   }
 
   /** A handle on the lock `name` (key `<keyPrefix><name>`). Handles are cheap; take one per task. */
@@ -344,7 +381,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         },
         (error: unknown) => {
           if (!this.inFlight.delete(settle)) return;
-          reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, error));
+          if (this.closed) reject(new ClientClosedError());
+          // A reply of Redis speaks for itself; anything else failed for want of a connection.
+          else reject(new RedisCommandError(name, redactError(error), error instanceof ReplyError ? undefined : this.connectionError));
         },
       );
     });

@@ -3,10 +3,14 @@
 // Exit codes: 0 done; 1 nothing to force-unlock; 2 bad usage or input; 3 Redis unreachable or failing.
 import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
-import { Redis } from 'ioredis';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
 import type { LatchInfo, LockInfo, PermitSemaphoreInfo, SemaphoreInfo } from './introspection';
 import { LockClient } from './LockClient';
+import { channelOf, UNLOCK_MESSAGE } from './names';
+import { displayUrl, redactUrls } from './redact';
 
 const EXIT_NOTHING = 1;
 const EXIT_USAGE = 2;
@@ -23,34 +27,102 @@ interface GlobalOptions {
   url: string;
   prefix: string;
   json: boolean;
+  passwordFile?: string;
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
-async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void> }> {
+function readSecretFile(option: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new CliError(`${option}: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`, EXIT_USAGE);
+  }
+}
+
+/**
+ * The connection options beyond the URL: the password from `REDIS_PASSWORD` or a file (so that
+ * it need not be in argv, which `ps` shows to every user), and the TLS files.
+ */
+function connectionOptions(options: GlobalOptions): RedisOptions {
+  const extra: RedisOptions = {};
+  if (options.passwordFile) extra.password = readSecretFile('--password-file', options.passwordFile).replace(/\r?\n$/, '');
+  else if (process.env.REDIS_PASSWORD) extra.password = process.env.REDIS_PASSWORD;
+  if (options.tlsCa || options.tlsCert || options.tlsKey) {
+    if (!options.tlsCert !== !options.tlsKey) throw new CliError('--tls-cert and --tls-key go together (a client certificate and its key)', EXIT_USAGE);
+    extra.tls = {
+      ...(options.tlsCa && { ca: readSecretFile('--tls-ca', options.tlsCa) }),
+      ...(options.tlsCert && { cert: readSecretFile('--tls-cert', options.tlsCert) }),
+      ...(options.tlsKey && { key: readSecretFile('--tls-key', options.tlsKey) }),
+    };
+  }
+  return extra;
+}
+
+async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void>; redis: Redis; connectionError: () => Error | undefined }> {
   let url: URL;
+  const shown = displayUrl(options.url); // the URL may carry a password: never print it
   try {
     url = new URL(options.url);
   } catch {
-    throw new CliError(`not a Redis URL: ${options.url}`, EXIT_USAGE);
+    throw new CliError(`not a Redis URL: ${shown}`, EXIT_USAGE);
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new CliError(`not a Redis URL (redis:// or rediss://): ${options.url}`, EXIT_USAGE);
-  // Fail fast: an operator wants one clear line, not a retry loop.
-  const redis = new Redis(options.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 5000, disconnectTimeout: 0 });
+  if ((url.protocol !== 'redis:' && url.protocol !== 'rediss:') || !url.host) throw new CliError(`not a Redis URL (redis:// or rediss://): ${shown}`, EXIT_USAGE);
+  const extra = connectionOptions(options);
+  if (extra.tls && url.protocol !== 'rediss:') throw new CliError('--tls-* options need a rediss:// URL', EXIT_USAGE);
+  // A password from the environment or a file wins over one in the URL: ioredis would keep the
+  // URL's (even an empty one), so the user name moves to the options too.
+  if (extra.password !== undefined) {
+    if (url.username) extra.username = decodeURIComponent(url.username);
+    url.username = '';
+    url.password = '';
+  }
+  // Fail fast: an operator wants one clear line, not a retry loop. No ready check: its INFO is
+  // refused under a least-privilege ACL, and ioredis would print a warning into our output.
+  const redis = new Redis(url.href, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 5000,
+    disconnectTimeout: 0,
+    enableReadyCheck: false,
+    ...extra,
+  });
   let lastError: Error | undefined;
   redis.on('error', (error: Error) => (lastError = error));
   try {
     await redis.connect();
   } catch (error) {
     redis.disconnect();
-    throw new CliError(`cannot reach Redis at ${url.host}: ${(lastError ?? (error as Error)).message}`, EXIT_REDIS);
+    throw new CliError(`cannot reach Redis at ${url.host}: ${redactUrls((lastError ?? (error as Error)).message)}`, EXIT_REDIS);
   }
   const client = new LockClient({ redis, keyPrefix: options.prefix, name: 'rlock-cli' });
   return {
     client,
+    redis,
+    connectionError: () => lastError,
     close: async () => {
       await client.close();
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/** A clientId, or an owner field `<clientId>:<ownerId>` (nanoids). */
+const HOLDER_ID = /^[\w-]{21}(:[\w-]{21})?$/;
+
+function isHolder(field: string, holder: string): boolean {
+  return field === holder || field.startsWith(`${holder}:`);
+}
+
+function describeHolders(fields: string[]): string {
+  return fields.join(', ');
+}
+
+/** The script of `--if-holder`, sent with EVAL: an operator's one-off, no need to cache it. */
+function forceUnlockIfHolderLua(): string {
+  return readFileSync(join(__dirname, 'lua', 'lock', 'forceUnlockIfHolder-2.lua'), 'utf8');
 }
 
 function describeTtl(ttl: number): string {
@@ -62,7 +134,7 @@ function describeTtl(ttl: number): string {
 function formatInfo(info: LockInfo): string {
   const head = `${info.name} (key ${info.key}): ${info.locked ? 'locked' : 'free'}, ${describeTtl(info.ttl)}, ${info.waitingClients} client(s) waiting`;
   const holders = info.holders.map(
-    (h) => `  held by ${h.clientId}:${h.ownerId} × ${h.holdCount}, client ${h.clientName === undefined ? '(not connected)' : JSON.stringify(h.clientName)}`,
+    (h) => `  held by ${h.clientId}:${h.ownerId} × ${h.holdCount}, client ${h.clientName === undefined ? '(unknown: not connected, or CLIENT LIST refused)' : JSON.stringify(h.clientName)}`,
   );
   return [head, ...holders].join('\n');
 }
@@ -89,11 +161,19 @@ function formatOther(info: SemaphoreInfo | PermitSemaphoreInfo | LatchInfo): str
   return [`${info.name} (key ${info.key}): permit-expirable semaphore, ${total}, ${waiting}`, ...permits].join('\n');
 }
 
-async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions) => Promise<T>): Promise<T> {
+async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions, redis: Redis) => Promise<T>): Promise<T> {
   const options = program.opts<GlobalOptions>();
-  const { client, close } = await connect(options);
+  const { client, close, redis, connectionError } = await connect(options);
   try {
-    return await run(client, options);
+    return await run(client, options, redis);
+  } catch (error) {
+    // Without the ready check, connect() resolves before Redis answers AUTH: a refused password
+    // then shows as "Connection is closed", and only the connection's error event says why.
+    const why = connectionError();
+    if (why && error instanceof Error && !(error instanceof CliError) && !(error.cause instanceof ReplyError) && !(error instanceof ReplyError)) {
+      throw new CliError(`${error.message}; last connection error: ${why.message}`, EXIT_REDIS);
+    }
+    throw error;
   } finally {
     await close();
   }
@@ -111,7 +191,11 @@ async function confirm(question: string): Promise<boolean> {
 function buildProgram(): Command {
   const program = new Command('rlock')
     .description('Inspect and administer rlock locks (Redisson-style locks on Redis).')
-    .addOption(new Option('--url <url>', 'Redis URL').env('REDIS_URL').default('redis://127.0.0.1:6379'))
+    .addOption(new Option('--url <url>', 'Redis URL (a password in it shows in ps: prefer REDIS_PASSWORD or --password-file)').env('REDIS_URL').default('redis://127.0.0.1:6379'))
+    .addOption(new Option('--password-file <file>', 'read the password from this file (else from REDIS_PASSWORD, else from the URL)').env('REDIS_PASSWORD_FILE'))
+    .addOption(new Option('--tls-ca <file>', 'PEM CA certificate(s) to verify the server with (rediss://)').env('REDIS_TLS_CA'))
+    .addOption(new Option('--tls-cert <file>', 'PEM client certificate, for mutual TLS').env('REDIS_TLS_CERT'))
+    .addOption(new Option('--tls-key <file>', 'PEM key of the client certificate').env('REDIS_TLS_KEY'))
     .option('--prefix <prefix>', 'key prefix of the locks (the LockClient keyPrefix)', '')
     .option('--json', 'print JSON for scripts', false)
     .exitOverride()
@@ -147,16 +231,29 @@ function buildProgram(): Command {
     .command('force-unlock <name>')
     .description('delete a lock whoever holds it and wake its waiters (exit 1 when there was none)')
     .option('-y, --yes', 'do not ask for confirmation', false)
-    .action(async (name: string, opts: { yes: boolean }) => {
-      await withClient(program, async (client, options) => {
+    .option('--if-holder <id>', 'remove it only if this clientId (or clientId:ownerId) still holds it, checked atomically in Redis')
+    .action(async (name: string, opts: { yes: boolean; ifHolder?: string }) => {
+      const { ifHolder } = opts;
+      if (ifHolder !== undefined && !HOLDER_ID.test(ifHolder)) throw new CliError(`--if-holder: a clientId or clientId:ownerId as inspect shows it, got ${JSON.stringify(ifHolder)}`, EXIT_USAGE);
+      await withClient(program, async (client, options, redis) => {
         const info = await client.inspect(name);
         if (!info.locked) throw new CliError(`no lock ${name} (key ${info.key}): nothing removed`, EXIT_NOTHING);
+        if (ifHolder !== undefined && !info.holders.some((h) => isHolder(`${h.clientId}:${h.ownerId}`, ifHolder))) {
+          throw new CliError(`${name} is held by ${describeHolders(info.holders.map((h) => `${h.clientId}:${h.ownerId}`))}, not ${ifHolder}: nothing removed`, EXIT_NOTHING);
+        }
         if (!opts.yes) {
           if (!process.stdin.isTTY) throw new CliError('refusing to force-unlock without --yes when stdin is not a terminal', EXIT_USAGE);
           if (!(await confirm(`${formatInfo(info)}\nForce-unlock ${name}? [y/N] `))) throw new CliError('not confirmed: nothing removed', EXIT_NOTHING);
         }
-        const removed = await client.getLock(name).forceUnlock();
-        if (!removed) throw new CliError(`no lock ${name}: it was released meanwhile, nothing removed`, EXIT_NOTHING);
+        if (ifHolder !== undefined) {
+          const [removed, ...holders] = (await redis.eval(forceUnlockIfHolderLua(), 2, info.key, channelOf(options.prefix, info.key), ifHolder, UNLOCK_MESSAGE, 'publish')) as [number, ...string[]];
+          if (!removed) {
+            throw new CliError(`${name} changed hands meanwhile (now ${holders.length ? `held by ${describeHolders(holders)}` : 'free'}): nothing removed`, EXIT_NOTHING);
+          }
+        } else {
+          const removed = await client.getLock(name).forceUnlock();
+          if (!removed) throw new CliError(`no lock ${name}: it was released meanwhile, nothing removed`, EXIT_NOTHING);
+        }
         console.log(options.json ? JSON.stringify({ removed: true, lock: info }) : `removed ${formatInfo(info)}`);
       });
     });
@@ -208,18 +305,18 @@ export async function main(argv: string[]): Promise<number> {
       return error.exitCode === 0 ? 0 : EXIT_USAGE;
     }
     if (error instanceof CliError) {
-      process.stderr.write(`rlock: ${error.message}\n`);
+      process.stderr.write(`rlock: ${redactUrls(error.message)}\n`);
       return error.exitCode;
     }
     if (error instanceof InvalidArgumentError) {
-      process.stderr.write(`rlock: ${error.message}\n`);
+      process.stderr.write(`rlock: ${redactUrls(error.message)}\n`);
       return EXIT_USAGE;
     }
     if (error instanceof RedisCommandError || error instanceof LockError) {
-      process.stderr.write(`rlock: ${error.message}\n`);
+      process.stderr.write(`rlock: ${redactUrls(error.message)}\n`);
       return EXIT_REDIS;
     }
-    process.stderr.write(`rlock: ${(error as Error)?.message ?? String(error)}\n`);
+    process.stderr.write(`rlock: ${redactUrls((error as Error)?.message ?? String(error))}\n`);
     return EXIT_REDIS;
   }
 }

@@ -61,14 +61,25 @@ export class LockLostError extends LockError {
  */
 export class LockUsageError extends LockError {}
 
+function codeOf(error: Error): string {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' ? ` (${code})` : '';
+}
+
 /** Redis answered a lock command with an error (OOM, READONLY, WRONGTYPE, ...). */
 export class RedisCommandError extends LockError {
   /** Redis's error code, the first word of its reply (`OOM`, `READONLY`, ...), when it gave one. */
   readonly code: string | undefined;
 
-  constructor(readonly command: string, cause: unknown) {
+  /**
+   * @param connectionError why the connection last failed, when the call failed for want of one
+   *   (a TLS certificate refused, authentication, a refused port): named in the message, since
+   *   ioredis's own error ("max retries per request") does not say.
+   */
+  constructor(readonly command: string, cause: unknown, connectionError?: Error) {
     const message = cause instanceof Error ? cause.message : String(cause);
-    super(`${command} failed: ${message}`, { cause });
+    const why = connectionError ? `; last connection error: ${connectionError.message}${codeOf(connectionError)}` : '';
+    super(`${command} failed: ${message}${why}`, { cause });
     // ioredis wraps a Cluster's last error: "Too many Cluster redirections. Last error: ReplyError: CLUSTERDOWN ..."
     this.code = /^([A-Z][A-Z_]+) /.exec(message)?.[1] ?? /Last error: \w*Error: ([A-Z][A-Z_]+) /.exec(message)?.[1];
   }

@@ -122,15 +122,20 @@ async function subscribersOnEveryNode(cluster: Cluster, channel: string): Promis
   return counts.reduce((sum, [, count]) => sum + Number(count), 0);
 }
 
-/** clientId → name, from the connection names; empty when CLIENT LIST is not allowed. */
+/**
+ * clientId → name, from the connection names. CLIENT LIST is `@dangerous` (it shows every
+ * connection of the server, other tenants' too), so a least-privilege ACL refuses it: the names
+ * then stay unknown and inspect() answers the rest. Any other failure is the caller's to see.
+ */
 export async function clientNames(redis: Redis | Cluster): Promise<Map<string, string>> {
   const names = new Map<string, string>();
   for (const node of masters(redis)) {
     let list: string;
     try {
       list = String(await node.client('LIST'));
-    } catch {
-      continue; // an ACL without CLIENT LIST: names stay unknown
+    } catch (error) {
+      if (/^NOPERM /.test((error as Error)?.message ?? '')) continue;
+      throw error;
     }
     for (const match of list.matchAll(/ name=rlock:([\w-]{21}):(\S*)/g)) names.set(match[1]!, match[2]!);
   }
@@ -151,6 +156,9 @@ export async function* listLockNames(redis: Redis | Cluster, keyPrefix: string, 
       const hashes = (await pipeline.exec()) ?? [];
       for (let i = 0; i < keys.length; i++) {
         const [error, hash] = hashes[i] ?? [];
+        // A key that changed type since SCAN is not a lock; a refusal (NOPERM: SCAN shows every
+        // key, an ACL may forbid reading them) must not pass for "no locks".
+        if (error && !/^WRONGTYPE /.test(error.message)) throw error;
         if (!error && hash && isLockHash(hash as Record<string, string>)) yield keys[i]!.slice(keyPrefix.length);
       }
     } while (cursor !== '0');

@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { InvalidArgumentError } from './errors';
+import { hashTagOf } from './names';
+import { redactUrls } from './redact';
 
 /** The longest wait or lease accepted, in ms: Node's timer limit (about 24.8 days). */
 export const MAX_TIME_MS = 2_147_483_647;
@@ -89,7 +91,10 @@ const LOCK_OPTION_KEYS = ['leaseTime', 'signal'];
 const TRY_LOCK_OPTION_KEYS = ['waitTime', 'leaseTime', 'signal'];
 
 export function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
+  if (typeof value === 'string') {
+    const shown = redactUrls(value); // before cutting, or a cut could hide the `@` that marks a password
+    return JSON.stringify(shown.length > 40 ? `${shown.slice(0, 40)}...` : shown);
+  }
   if (typeof value === 'bigint') return `${value}n`;
   if (value === null || typeof value !== 'object') return String(value);
   return Array.isArray(value) ? 'an array' : 'an object';
@@ -177,10 +182,9 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
     }
   }
   if (!redisOk) {
-    throw new InvalidArgumentError(
-      'options.redis',
-      `must be a redis:// or rediss:// URL, ioredis options, or an ioredis Redis or Cluster, got ${describe(redis)}`,
-    );
+    // A mistyped URL may still hold a password (`redis:/user:secret@host`): it is not echoed.
+    const got = typeof redis === 'string' ? 'a string that is not one (not shown: it may hold a password)' : describe(redis);
+    throw new InvalidArgumentError('options.redis', `must be a redis:// or rediss:// URL, ioredis options, or an ioredis Redis or Cluster, got ${got}`);
   }
   const keyPrefix = raw.keyPrefix ?? '';
   if (typeof keyPrefix !== 'string') {
@@ -188,6 +192,11 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
   }
   if (Buffer.byteLength(keyPrefix) > MAX_NAME_BYTES) {
     throw new InvalidArgumentError('options.keyPrefix', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(keyPrefix)}`);
+  }
+  // A `{` that opens no hash tag of the prefix's own would let each lock name pick where its
+  // tag ends: its channel and latch names could not be made to share its Cluster slot.
+  if (keyPrefix.includes('{') && hashTagOf(keyPrefix) === undefined) {
+    throw new InvalidArgumentError('options.keyPrefix', `may hold a "{" only as a whole hash tag ("{tag}", non-empty), got ${describe(keyPrefix)}`);
   }
   const name = raw.name ?? `${hostname()}:${process.pid}`;
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_CLIENT_NAME_LENGTH) {

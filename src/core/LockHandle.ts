@@ -53,8 +53,11 @@ export abstract class LockHandle {
    */
   protected abstract acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined>;
 
-  /** One release script call: nil not the owner, 0 holds remain, 1 the owner's last hold went. */
-  protected abstract releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null>;
+  /**
+   * One release script call: nil not the owner, 0 holds remain, 1 the owner's last hold went.
+   * `last`: the owner believes this is its last hold.
+   */
+  protected abstract releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null>;
 
   /** Deletes the lock whoever holds it and wakes (or hands it to) waiters; true when there was one. */
   abstract forceUnlock(): Promise<boolean>;
@@ -234,7 +237,7 @@ export abstract class LockHandle {
   protected async release(owner: LockOwner): Promise<boolean> {
     const { key } = this;
     const field = this.field(owner);
-    const latch = latchPrefixOf(key) + nanoid();
+    const latch = latchPrefixOf(this.context.keyPrefix, key) + nanoid();
     const epoch = this.context.connectionEpoch();
     const holdsBefore = owner.holds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal
@@ -242,7 +245,7 @@ export abstract class LockHandle {
     // the lock then expires within its lease.
     if (holdsBefore <= 1) this.context.renewal.remove(key, field);
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
-    let result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch));
+    let result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1));
     if (result !== null && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {
       // The reply came, so ioredis will not resend this call: the latch has done its job.

@@ -24,7 +24,7 @@ export class CountDownLatch extends Primitive {
   /** @internal Use `client.getCountDownLatch(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
-    this.channel = latchChannelOf(this.key);
+    this.channel = latchChannelOf(context.keyPrefix, this.key);
   }
 
   /** Sets the count (>= 1) if none is set; true when it did. */

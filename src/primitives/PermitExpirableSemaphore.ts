@@ -41,8 +41,8 @@ export class PermitExpirableSemaphore extends Primitive {
   /** @internal Use `client.getPermitExpirableSemaphore(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
-    this.permitsKey = permitsKeyOf(this.key);
-    this.channel = permitChannelOf(this.key);
+    this.permitsKey = permitsKeyOf(context.keyPrefix, this.key);
+    this.channel = permitChannelOf(context.keyPrefix, this.key);
   }
 
   /** Sets the total of permits if it was never set; true when it did. */

@@ -58,7 +58,7 @@ export abstract class Primitive {
   protected async wait(
     ownerId: string,
     channel: string,
-    attempt: (listening: boolean) => Promise<Attempt>,
+    attempt: (listening: ChannelEntry | undefined) => Promise<Attempt>,
     waitTime: number,
     signal: AbortSignal | undefined,
     extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[]) => Promise<void> | undefined; giveUp?: () => Promise<void> } = {},

@@ -3,14 +3,17 @@ import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { diagnostics } from '../diagnostics';
 import { inspectLock, type LockInfo } from '../introspection';
 import { channelOf, UNLOCK_MESSAGE } from '../names';
+import { type Candidate, LocalHandoff, MAX_LOCAL_HANDOFFS } from '../services/LocalHandoff';
+import type { ChannelEntry } from '../services/LockPubSub';
 import type { LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 
 /**
  * A reentrant distributed lock, Redisson's RLock: a Redis hash `<clientId>:<ownerId> → holds`.
- * Not fair: a release publishes on the lock's channel and the woken waiters race for it (see
- * FairLock for first come, first served).
+ * Not fair: a release hands the lock to a parked waiter of its own client when it has one (at
+ * most MAX_LOCAL_HANDOFFS times in a row, see LocalHandoff), otherwise publishes on the lock's
+ * channel and one waiter per client races for it (see FairLock for first come, first served).
  */
 export class RLock extends LockHandle {
   /** @internal Use `client.getLock(name)`. */
@@ -23,7 +26,7 @@ export class RLock extends LockHandle {
     this.context.assertOpen();
     const { key } = this;
     const publish = await this.context.publishCommand();
-    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE, publish));
+    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(this.context.keyPrefix, key), UNLOCK_MESSAGE, publish));
     if (diagnostics.forceUnlocked.hasSubscribers) {
       diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
     }
@@ -38,32 +41,89 @@ export class RLock extends LockHandle {
   async inspect(): Promise<LockInfo> {
     this.context.assertOpen();
     const sharded = (await this.context.publishCommand()) === 'spublish';
-    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, channelOf(this.key), sharded));
+    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, channelOf(this.context.keyPrefix, this.key), sharded));
   }
 
   protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+    const channel = channelOf(this.context.keyPrefix, this.key);
     const protocol: WaitProtocol = {
-      channel: channelOf(this.key),
-      attempt: async () => {
+      channel,
+      attempt: async (listening) => {
+        // A client that just passed the lock on lets the other clients' waiters have it: a new
+        // caller that may wait joins its own client's parked waiters instead of barging in.
+        const yielding = this.context.pubsub.peek(channel)?.local?.yielding;
+        if (listening && waitTime > 0 && yielding) return { held: false, ttl: -1 };
         const sentAt = performance.now();
         const ttl = await this.attempt(owner, leaseTime);
         return ttl === null ? { held: true, sentAt } : { held: false, ttl };
       },
-      // Each release message wakes one waiter of this client, which tries again.
-      sleep: async (entry, ms, stops) => {
-        await entry.untilReleased(ms, stops);
-        return undefined;
-      },
+      // Each release message wakes one waiter of this client, which tries again; a release of
+      // this client may instead hand it the lock directly.
+      sleep: (entry, ms, stops) => this.park(entry, owner, leaseTime, ms, stops),
       ...this.waitEvents(owner),
     };
     return waitFor(this.context, protocol, waitTime, signal);
   }
 
-  protected releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {
+  /** Sleeps as a handoff candidate until a release message, a local handoff, or `ms`. */
+  private async park(entry: ChannelEntry, owner: LockOwner, leaseTime: number | undefined, ms: number, stops: AbortSignal[]): Promise<Hold | undefined> {
+    const local = (entry.local ??= new LocalHandoff(this.context.clientId, () => entry.wakeOne()));
+    let outcome: Promise<Hold | undefined> | undefined;
+    let interrupt: (() => void) | undefined;
+    const candidate: Candidate = {
+      field: this.field(owner),
+      lease: leaseTime ?? this.context.watchdogTimeout,
+      claim: () => {
+        if (!interrupt) return undefined; // not parked (any more)
+        let deliver!: (hold: Hold | undefined) => void;
+        outcome = new Promise((resolve) => (deliver = resolve));
+        interrupt();
+        return deliver;
+      },
+    };
+    local.park(candidate);
+    try {
+      await entry.untilReleased(ms, stops, (stop) => {
+        interrupt = stop;
+        return () => {
+          interrupt = undefined;
+          local.unpark(candidate);
+        };
+      });
+    } finally {
+      local.unpark(candidate);
+    }
+    return outcome;
+  }
+
+  protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null> {
     const { key } = this;
-    return this.context
-      .publishCommand()
-      .then((publish) => redis.rlock_release(key, channelOf(key), latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS, publish));
+    const channel = channelOf(this.context.keyPrefix, key);
+    const publish = await this.context.publishCommand();
+    const local = last ? this.context.pubsub.peek(channel)?.local : undefined;
+    const message = this.context.clientId;
+    if (local && local.hasCandidates) {
+      const next = local.streak < MAX_LOCAL_HANDOFFS ? local.claimFirst() : undefined;
+      if (next) {
+        const sentAt = performance.now();
+        let result: 0 | 1 | 2 | null | undefined;
+        try {
+          result = await redis.rlock_release(key, channel, latch, field, message, RELEASE_LATCH_TTL_MS, publish, next.candidate.field, next.candidate.lease);
+        } finally {
+          // The waiter holds the lock from the send of this call on; otherwise it tries again.
+          next.deliver(result === 2 ? { sentAt } : undefined);
+        }
+        if (result !== 2) return result;
+        local.streak++;
+        return 1;
+      }
+      // A full run of local handoffs: the other processes' waiters get their turn now.
+      local.yieldTurn();
+    } else if (local) {
+      local.streak = 0;
+    }
+    const result = await redis.rlock_release(key, channel, latch, field, message, RELEASE_LATCH_TTL_MS, publish);
+    return result === 2 ? 1 : result;
   }
 
   private async attempt(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {

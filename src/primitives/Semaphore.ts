@@ -34,8 +34,8 @@ export class Semaphore extends Primitive {
   /** @internal Use `client.getSemaphore(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
-    this.channel = semaphoreChannelOf(this.key);
-    this.reservationKey = reservationKeyOf(this.key);
+    this.channel = semaphoreChannelOf(context.keyPrefix, this.key);
+    this.reservationKey = reservationKeyOf(context.keyPrefix, this.key);
   }
 
   /** Sets the number of permits if it was never set; true when it did. */
@@ -143,15 +143,15 @@ export class Semaphore extends Primitive {
     let entry: ChannelEntry | undefined;
     let reserving = false;
     let reserved = false;
-    const attempt = async (listening: boolean): Promise<Attempt> => {
+    const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
       if (listening && mayReserve && !entry) {
         // Registered before the request that may reserve: the grant can beat its reply.
-        entry = context.pubsub.peek(this.channel);
-        entry?.expectGrant(field);
+        entry = listening;
+        entry.expectGrant(field);
       }
       const sentAt = performance.now();
       const [status, ttl] = await context.command('acquire', (redis) =>
-        scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, permits, field, listening && mayReserve ? 1 : 0, context.queueTimeout),
+        scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout),
       );
       reserving = status === 2;
       reserved ||= reserving;

@@ -1,6 +1,7 @@
 import { Semaphore } from 'async-mutex';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
+import type { LocalHandoff } from './LocalHandoff';
 import type { PublishCommand } from './scripts';
 
 /**
@@ -34,9 +35,11 @@ export class ChannelEntry {
    */
   private readonly expected = new Map<string, ((granted: boolean) => void) | undefined>();
   private readonly grantedEarly = new Set<string>();
+  /** RLock's handoffs between waiters of this client, made by the first RLock waiter to need it. */
+  local: LocalHandoff | undefined;
 
   /**
-   * A message arrived on the channel. A counted message (see `wakeMessage`) wakes that many
+   * A message arrived on the channel. A counted message (`COUNTED_MESSAGE`) wakes that many
    * waiters (a semaphore's release of k permits) and may also grant one named waiter; a message
    * naming an expected field is that waiter's grant; any other wakes one waiter.
    */
@@ -48,6 +51,7 @@ export class ChannelEntry {
       else this.wake(Number(counted[1]));
       return;
     }
+    if (this.local && !this.local.heard(message)) return;
     if (!this.grant(message)) this.wakeOne();
   }
 
@@ -119,8 +123,12 @@ export class ChannelEntry {
     });
   }
 
-  /** Resolves on a release message (consuming its permit) or after `ms`; rejects like `untilSubscribed` on abort. */
-  untilReleased(ms: number, stops: AbortSignal[]): Promise<void> {
+  /**
+   * Resolves on a release message (consuming its permit) or after `ms`; rejects like
+   * `untilSubscribed` on abort. `parked`, when given, is told how to end the wait early (a
+   * local handoff claims the waiter) and, through the function it returns, when the wait ended.
+   */
+  untilReleased(ms: number, stops: AbortSignal[], parked?: (interrupt: () => void) => () => void): Promise<void> {
     return boundedWait(ms, stops, (done) => {
       let settled = false;
       this.semaphore.acquire().then(
@@ -128,8 +136,10 @@ export class ChannelEntry {
         ([, giveBack]) => (settled ? giveBack() : done()),
         () => done(), // cancelled: the entry was dropped
       );
+      const ended = parked?.(() => done());
       return () => {
         settled = true;
+        ended?.();
       };
     });
   }
@@ -219,6 +229,7 @@ export class LockPubSub {
     if (entry.refCount > 0 || this.entries.get(channel) !== entry) return;
     this.entries.delete(channel);
     entry.semaphore.cancel();
+    entry.local?.stopYielding();
     if (!this.subscriber) return; // never subscribed
     this.serially(async (subscriber, sharded) => {
       await (sharded ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel));
@@ -228,7 +239,10 @@ export class LockPubSub {
   /** Disconnects; waiters still parked are woken by the caller's abort, not here. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const entry of this.entries.values()) entry.semaphore.cancel();
+    for (const entry of this.entries.values()) {
+      entry.semaphore.cancel();
+      entry.local?.stopYielding();
+    }
     this.entries.clear();
     const subscriber = this.subscriber;
     this.subscriber = undefined;

@@ -1,6 +1,6 @@
--- Gives back one hold of `field` on the lock hash `lockKey`; on the last one calls `freed()`
--- (which deletes the lock and wakes or hands it on). Answers nil when the owner holds nothing,
--- 0 when holds remain, 1 when the lock was released.
+-- Gives back one hold of `field` on the lock hash `lockKey`; on the last one deletes the lock
+-- and calls `freed()` (which wakes waiters or hands the lock on). Answers nil when the owner
+-- holds nothing, 0 when holds remain, otherwise what `freed()` answers, or 1.
 --
 -- The latch makes a resent partial release answer what the first one did instead of
 -- decrementing twice (Redisson #4871, #6651): ioredis resends a command whose reply was lost to
@@ -17,8 +17,7 @@ local function releaseHold(lockKey, latchKey, field, latchTtl, freed)
   end
   if redis.call('hincrby', lockKey, field, -1) <= 0 then
     redis.call('del', lockKey)
-    freed()
-    return 1
+    return freed() or 1
   end
   redis.call('set', latchKey, 0, 'px', latchTtl)
   return 0
