@@ -2,7 +2,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { InvalidArgumentError, LockClient, RedisCommandError } from '../src';
-import { channelOf, derivedName, grantChannelPrefixOf, latchPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../src/names';
+import { channelOf, derivedName, grantChannelPrefixOf, latchChannelOf, latchPrefixOf, permitChannelOf, permitsKeyOf, queueExpiryKeyOf, queueKeyOf, reservationKeyOf, semaphoreChannelOf } from '../src/names';
 import { runCli } from './helpers/cliInProcess';
 import { subscribers, usePrivateRedis } from './helpers/privateRedis';
 import { until } from './helpers/time';
@@ -16,6 +16,9 @@ const EXACT_COMMANDS =
   // The fair lock's queue.
   '+hset +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +zscore';
 
+/** What the semaphores and the latch add to the exact recipe (docs/security.md; keep the two identical). */
+const SEMAPHORE_COMMANDS = '+incrby +decrby +decr +zcount';
+
 const USERS: Record<string, string> = {
   // The issue's recipe: everything but @dangerous, on the prefix only.
   app: 'on >pw-app resetkeys resetchannels ~app:* &app:* +@all -@dangerous',
@@ -23,6 +26,8 @@ const USERS: Record<string, string> = {
   'app-exact': `on >pw-exact resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS}`,
   // The exact recipe plus CLIENT LIST, for holder names in inspect().
   'app-names': `on >pw-names resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS} +client|list`,
+  // The exact recipe plus what the semaphores and the latch run in their scripts.
+  'app-sem': `on >pw-sem resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS} ${SEMAPHORE_COMMANDS}`,
   // Another tenant.
   other: 'on >pw-other resetkeys resetchannels ~other:* &other:* +@all -@dangerous',
 };
@@ -89,6 +94,15 @@ describe('names: every key and channel starts with keyPrefix and hashes to the l
       expect(new Set([channel, latch, grant, queueKeyOf(prefix, key), queueExpiryKeyOf(prefix, key)]).size).toBe(5);
       expect(derivedName(prefix, 'queue', key)).not.toBe(channel); // a kind of its own
       expect(channel).toContain(key); // unique per lock
+    }
+  });
+
+  test.each(['', 'app:', '{tenant}:', 'a}b:'])('the semaphores\' and the latch\'s names, prefix %j', (prefix) => {
+    for (const name of names) {
+      const key = prefix + name;
+      const derived = [semaphoreChannelOf(prefix, key), reservationKeyOf(prefix, key), permitsKeyOf(prefix, key), permitChannelOf(prefix, key), latchChannelOf(prefix, key)];
+      for (const derivedKey of derived) expect(derivedKey.startsWith(`${prefix}rlock__`) && calculateSlot(derivedKey) === calculateSlot(key)).toBe(true);
+      expect(new Set([...derived, channelOf(prefix, key), queueKeyOf(prefix, key)]).size).toBe(7);
     }
   });
 
@@ -185,6 +199,41 @@ describe.each([
       warn.mockRestore();
     }
   });
+});
+
+test('as ACL user app-sem (the exact recipe plus the semaphores\' commands): semaphores, permits with the watchdog and a latch, waits woken by message, nothing refused', async () => {
+  await redis.admin.call('ACL', 'LOG', 'RESET');
+  await redis.admin.script('FLUSH'); // so that the EVAL fallback on NOSCRIPT runs too
+  const a = clientAs('app-sem', 'app:', { watchdogTimeout: 300 });
+  const b = clientAs('app-sem', 'app:');
+  const sem = a.getSemaphore('sem');
+  expect(await sem.trySetPermits(2)).toBe(true);
+  await sem.acquire({ permits: 2 });
+  const big = b.getSemaphore('sem').tryAcquire({ permits: 2, waitTime: 10_000 }); // reserves
+  await until('the reservation is made', async () => (await redis.admin.exists(reservationKeyOf('app:', 'app:sem'))) === 1);
+  await sem.release({ permits: 2 });
+  expect(await big).toBe(true);
+  expect(await sem.drainPermits()).toBe(0);
+  expect((await sem.inspect()).availablePermits).toBe(0);
+  const pes = a.getPermitExpirableSemaphore('pes');
+  await pes.trySetPermits(1);
+  const id = await pes.acquire();
+  const waiting = b.getPermitExpirableSemaphore('pes').acquire({ leaseTime: 5_000 });
+  await until('the permit waiter parked', () => b.stats.waiters === 1);
+  await new Promise((resolve) => setTimeout(resolve, 700)); // past two watchdog leases
+  expect(await pes.updateLeaseTime(id, 60_000)).toBe(true);
+  expect((await pes.inspect()).permits).toHaveLength(1);
+  await pes.release(id);
+  await b.getPermitExpirableSemaphore('pes').release(await waiting);
+  expect(await pes.availablePermits()).toBe(1);
+  const latch = a.getCountDownLatch('latch');
+  await latch.trySetCount(1);
+  const opened = b.getCountDownLatch('latch').await({ waitTime: 10_000 });
+  await until('the awaiter parked', () => b.stats.waiters === 1);
+  await latch.countDown();
+  expect(await opened).toBe(true);
+  expect((await latch.inspect()).count).toBe(0);
+  expect(await aclDenials()).toEqual([]);
 });
 
 describe('tenants apart: a user scoped to other: cannot touch app: locks', () => {
