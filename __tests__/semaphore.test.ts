@@ -70,7 +70,7 @@ describe('waking waiters', () => {
   test('a release of k permits wakes k waiters, each trying once: no more, no fewer', async () => {
     const name = uniqueName();
     const client = redis.client();
-    const sem = client.getSemaphore(name);
+    const sem = redis.client().getSemaphore(name); // another client: no in-process handoff
     await sem.trySetPermits(0);
     const got: number[] = [];
     const waits = [0, 1, 2].map((i) => client.getSemaphore(name).acquire().then(() => got.push(i)));
@@ -182,4 +182,60 @@ test('one handle acquiring twice takes two permits (never a silent refresh of th
   await sem.acquire();
   expect(await sem.availablePermits()).toBe(0);
   expect(await sem.tryAcquire()).toBe(false);
+});
+
+describe('in-process handoff', () => {
+  test('a release hands permits to the parked waiters of its own client without any Redis call, at most 8 in a row', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(1);
+    await sem.acquire();
+    const got: number[] = [];
+    const waits = Array.from({ length: 10 }, (_, i) => client.getSemaphore(name).acquire().then(() => got.push(i)));
+    await until('10 waiters are parked', () => client.stats.waiters === 10);
+    await sleep(50); // their retries after subscribing are done
+    const before = await scriptCalls();
+    for (let i = 0; i < 8; i++) {
+      await sem.release();
+      await until(`waiter ${i} holds`, () => got.length === i + 1);
+    }
+    // Served in the order they parked, and Redis saw nothing.
+    expect(got).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect((await scriptCalls()) - before).toBe(0);
+    // The 9th release goes back to Redis (so the other processes' waiters get their turn): the
+    // release and one attempt by the waiter it woke.
+    await sem.release();
+    await until('a 9th waiter holds', () => got.length === 9);
+    await sleep(100);
+    expect((await scriptCalls()) - before).toBe(2);
+    await sem.release();
+    await Promise.all(waits);
+    await sem.release();
+    expect(await sem.availablePermits()).toBe(1);
+  });
+
+  test('a handoff gives a waiter no more than the released permits: a 2-permit waiter is passed over for a 1-permit release', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(1);
+    await sem.acquire();
+    const order: string[] = [];
+    // Another client's 3-permit waiter holds the reservation, so this client's 2-permit waiter
+    // cannot reserve and parks as a handoff candidate.
+    const other = redis.client();
+    void other.getSemaphore(name).tryAcquire({ permits: 3, waitTime: 20_000 }).catch(() => undefined);
+    await until('the other client reserved', async () => (await redis.admin.hget(`rlock__semaphore_reservation:{${name}}`, 'permits')) === '3');
+    const big = client.getSemaphore(name).tryAcquire({ permits: 2, waitTime: 20_000 }).then((ok) => order.push(`big ${ok}`));
+    await until('the big waiter parked', () => client.stats.waiters === 1);
+    const small = client.getSemaphore(name).acquire().then(() => order.push('small'));
+    await until('the small waiter parked', () => client.stats.waiters === 2);
+    await sem.release();
+    await small;
+    expect(order).toEqual(['small']);
+    await sem.release({ permits: 2 }); // the 1-permit holder's and one more: the big waiter fits now
+    await big;
+    expect(order).toEqual(['small', 'big true']);
+  });
 });

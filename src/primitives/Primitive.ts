@@ -52,7 +52,7 @@ export abstract class Primitive {
   /**
    * Waits through `waitFor`: `attempt` until it takes, sleeping between attempts until a message
    * on `channel` (or the bound the attempt gave). `park`, when given, replaces the plain wake-up
-   * sleep (the semaphore's reservation holder waits for its grant). Resolves with the send time
+   * sleep (the semaphore's waiters: a grant, or permits handed over in-process). Resolves with the send time
    * of the attempt that took, undefined when `waitTime` ran out.
    */
   protected async wait(
@@ -61,13 +61,15 @@ export abstract class Primitive {
     attempt: (listening: ChannelEntry | undefined) => Promise<Attempt>,
     waitTime: number,
     signal: AbortSignal | undefined,
-    extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[]) => Promise<void> | undefined; giveUp?: () => Promise<void> } = {},
+    extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[]) => Promise<Hold | undefined> | undefined; giveUp?: () => Promise<void> } = {},
   ): Promise<number | undefined> {
     const protocol: WaitProtocol = {
       channel,
       attempt,
       sleep: async (entry, ms, stops) => {
-        await (extra.park?.(entry, ms, stops) ?? entry.untilReleased(ms, stops));
+        const parked = extra.park?.(entry, ms, stops);
+        if (parked) return parked;
+        await entry.untilReleased(ms, stops);
         return undefined;
       },
       giveUp: extra.giveUp,

@@ -3,8 +3,7 @@ import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { diagnostics } from '../diagnostics';
 import { inspectLock, type LockInfo } from '../introspection';
 import { channelOf, UNLOCK_MESSAGE } from '../names';
-import { type Candidate, LocalHandoff, MAX_LOCAL_HANDOFFS } from '../services/LocalHandoff';
-import type { ChannelEntry } from '../services/LockPubSub';
+import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
@@ -59,41 +58,10 @@ export class RLock extends LockHandle {
       },
       // Each release message wakes one waiter of this client, which tries again; a release of
       // this client may instead hand it the lock directly.
-      sleep: (entry, ms, stops) => this.park(entry, owner, leaseTime, ms, stops),
+      sleep: (entry, ms, stops) => sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease: leaseTime ?? this.context.watchdogTimeout }, ms, stops),
       ...this.waitEvents(owner),
     };
     return waitFor(this.context, protocol, waitTime, signal);
-  }
-
-  /** Sleeps as a handoff candidate until a release message, a local handoff, or `ms`. */
-  private async park(entry: ChannelEntry, owner: LockOwner, leaseTime: number | undefined, ms: number, stops: AbortSignal[]): Promise<Hold | undefined> {
-    const local = (entry.local ??= new LocalHandoff(this.context.clientId, () => entry.wakeOne()));
-    let outcome: Promise<Hold | undefined> | undefined;
-    let interrupt: (() => void) | undefined;
-    const candidate: Candidate = {
-      field: this.field(owner),
-      lease: leaseTime ?? this.context.watchdogTimeout,
-      claim: () => {
-        if (!interrupt) return undefined; // not parked (any more)
-        let deliver!: (hold: Hold | undefined) => void;
-        outcome = new Promise((resolve) => (deliver = resolve));
-        interrupt();
-        return deliver;
-      },
-    };
-    local.park(candidate);
-    try {
-      await entry.untilReleased(ms, stops, (stop) => {
-        interrupt = stop;
-        return () => {
-          interrupt = undefined;
-          local.unpark(candidate);
-        };
-      });
-    } finally {
-      local.unpark(candidate);
-    }
-    return outcome;
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null> {

@@ -3,6 +3,7 @@ import { InvalidArgumentError, LockTimeoutError } from '../errors';
 import { subscriberCount, type SemaphoreInfo } from '../introspection';
 import { reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { LockContext } from '../services/LockContext';
+import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type PermitOptions, type TryPermitOptions } from './permitOptions';
@@ -68,12 +69,39 @@ export class Semaphore extends Primitive {
     return (await this.take(permits, waitTime ?? 0, signal)) !== undefined;
   }
 
-  /** Gives back `permits` permits (default 1). Unchecked, as in Redisson: the semaphore has no owners. */
+  /**
+   * Gives back `permits` permits (default 1). Unchecked, as in Redisson: the semaphore has no
+   * owners. Permits that a waiter of this client parked on this semaphore can use are handed to
+   * it in-process, no Redis call at all (at most MAX_LOCAL_HANDOFFS in a row; then the permits go
+   * back to Redis and wake the other processes' waiters too).
+   */
   async release(options?: Pick<PermitOptions, 'permits'>): Promise<void> {
     const { permits } = checkPermitOptions(options, ['permits']);
     this.context.assertOpen();
-    await this.add('release', permits);
+    await this.giveBack(permits);
     if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(''), permits, released: true });
+  }
+
+  private async giveBack(permits: number): Promise<void> {
+    const left = this.handOver(permits);
+    if (left > 0) await this.add('release', left);
+  }
+
+  /** Hands released permits to this client's parked waiters that they suffice for; returns the rest. */
+  private handOver(permits: number): number {
+    const local = this.context.pubsub.peek(this.channel)?.local;
+    if (!local) return permits;
+    let left = permits;
+    while (left > 0 && local.streak < MAX_LOCAL_HANDOFFS) {
+      const next = local.claimFirst((candidate) => (candidate.permits ?? Infinity) <= left);
+      if (!next) break;
+      left -= next.candidate.permits!;
+      local.streak++;
+      next.deliver({ sentAt: performance.now() });
+    }
+    // Permits going back to Redis: a new run of handoffs may start after them.
+    if (left > 0) local.streak = 0;
+    return left;
   }
 
   /** Free permits now (0 when never set; negative after a negative `addPermits`). */
@@ -123,7 +151,7 @@ export class Semaphore extends Primitive {
     try {
       return await fn(signal ?? new AbortController().signal);
     } finally {
-      await this.add('release', permits);
+      await this.giveBack(permits);
     }
   }
 
@@ -162,7 +190,10 @@ export class Semaphore extends Primitive {
     let sentAt: number | undefined;
     try {
       sentAt = await this.wait(callId, this.channel, attempt, waitTime, signal, {
-        park: (woken, ms, stops) => (reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : undefined),
+        // The reservation's holder waits for its grant; the others may be handed permits by a
+        // release of this client (see release()).
+        park: (woken, ms, stops) =>
+          reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops),
         giveUp: async () => {
           if (!reserved) return;
           const publish = await this.publishCommand();

@@ -1,10 +1,13 @@
 import type { Hold } from '../core/waitLoop';
+import type { ChannelEntry } from './LockPubSub';
 
 /** A parked waiter of this client that a release of the same client may hand the lock to. */
 export interface Candidate {
   /** The waiter's owner field `<clientId>:<ownerId>` and the lease it asked for. */
   readonly field: string;
   readonly lease: number;
+  /** A semaphore's waiter: the permits it waits for (handed over in-process, see Semaphore.release). */
+  readonly permits?: number;
   /**
    * Takes the waiter out of its sleep for a handoff; returns how to tell it the outcome (the
    * hold, or undefined to try again), or undefined when it stopped waiting meanwhile.
@@ -56,9 +59,18 @@ export class LocalHandoff {
     return this.candidates.length > 0;
   }
 
-  /** The first parked waiter that is still waiting, taken out of its sleep. */
-  claimFirst(): { candidate: Candidate; deliver: (hold: Hold | undefined) => void } | undefined {
-    for (let candidate = this.candidates.shift(); candidate; candidate = this.candidates.shift()) {
+  /**
+   * The first parked waiter that is still waiting (and that `fits`, if given: the others keep
+   * their place), taken out of its sleep.
+   */
+  claimFirst(fits?: (candidate: Candidate) => boolean): { candidate: Candidate; deliver: (hold: Hold | undefined) => void } | undefined {
+    for (let i = 0; i < this.candidates.length; ) {
+      const candidate = this.candidates[i]!;
+      if (fits && !fits(candidate)) {
+        i++;
+        continue;
+      }
+      this.candidates.splice(i, 1);
       const deliver = candidate.claim();
       if (deliver) return { candidate, deliver };
     }
@@ -88,4 +100,43 @@ export class LocalHandoff {
     if (this.yieldTimer !== undefined) clearTimeout(this.yieldTimer);
     this.yieldTimer = undefined;
   }
+}
+
+/**
+ * Sleeps on `entry` as a handoff candidate until a release message, a local handoff (resolves
+ * with the hold handed over), or `ms`; the entry's LocalHandoff is made on first need.
+ */
+export async function sleepAsCandidate(
+  entry: ChannelEntry,
+  clientId: string,
+  waiter: Pick<Candidate, 'field' | 'lease' | 'permits'>,
+  ms: number,
+  stops: AbortSignal[],
+): Promise<Hold | undefined> {
+  const local = (entry.local ??= new LocalHandoff(clientId, () => entry.wakeOne()));
+  let outcome: Promise<Hold | undefined> | undefined;
+  let interrupt: (() => void) | undefined;
+  const candidate: Candidate = {
+    ...waiter,
+    claim: () => {
+      if (!interrupt) return undefined; // not parked (any more)
+      let deliver!: (hold: Hold | undefined) => void;
+      outcome = new Promise((resolve) => (deliver = resolve));
+      interrupt();
+      return deliver;
+    },
+  };
+  local.park(candidate);
+  try {
+    await entry.untilReleased(ms, stops, (stop) => {
+      interrupt = stop;
+      return () => {
+        interrupt = undefined;
+        local.unpark(candidate);
+      };
+    });
+  } finally {
+    local.unpark(candidate);
+  }
+  return outcome;
 }
