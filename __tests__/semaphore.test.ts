@@ -204,11 +204,13 @@ describe('in-process handoff', () => {
     expect(got).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect((await scriptCalls()) - before).toBe(0);
     // The 9th release goes back to Redis (so the other processes' waiters get their turn): the
-    // release and one attempt by the waiter it woke.
+    // release, one attempt by the waiter it woke, and at most one more (its message and the
+    // reply saying no other client waits may each wake one).
     await sem.release();
     await until('a 9th waiter holds', () => got.length === 9);
     await sleep(100);
-    expect((await scriptCalls()) - before).toBe(2);
+    expect((await scriptCalls()) - before).toBeGreaterThanOrEqual(2);
+    expect((await scriptCalls()) - before).toBeLessThanOrEqual(3);
     await sem.release();
     await Promise.all(waits);
     await sem.release();

@@ -12,7 +12,7 @@ import { type Attempt, Primitive } from './Primitive';
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
   rlock_semaphore_acquire(key: string, reservationKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number): Promise<[0 | 1 | 2, number]>;
-  rlock_semaphore_add(key: string, reservationKey: string, channel: string, delta: number, publish: PublishCommand): Promise<number>;
+  rlock_semaphore_add(key: string, reservationKey: string, channel: string, delta: number, publish: PublishCommand): Promise<[number, number]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
   rlock_semaphore_drain(key: string): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
@@ -83,25 +83,38 @@ export class Semaphore extends Primitive {
   }
 
   private async giveBack(permits: number): Promise<void> {
-    const left = this.handOver(permits);
-    if (left > 0) await this.add('release', left);
+    const { left, yielded } = this.handOver(permits);
+    if (left === 0) return;
+    const [free, reached] = await this.add('release', left);
+    if (!yielded || reached > 1) return;
+    // No other client waits (the message reached ours alone, or no one): no turn to give; our
+    // waiters, which the message may have found still standing back, try again now.
+    const entry = this.context.pubsub.peek(this.channel);
+    entry?.local?.stopYielding();
+    entry?.wake(free);
   }
 
-  /** Hands released permits to this client's parked waiters that they suffice for; returns the rest. */
-  private handOver(permits: number): number {
+  /** Hands released permits to this client's parked waiters that they suffice for; returns the rest, and whether this client yields its turn. */
+  private handOver(permits: number): { left: number; yielded: boolean } {
     const local = this.context.pubsub.peek(this.channel)?.local;
-    if (!local) return permits;
+    if (!local) return { left: permits, yielded: false };
     let left = permits;
+    const fits = (candidate: { permits?: number }): boolean => (candidate.permits ?? Infinity) <= left;
     while (left > 0 && local.streak < MAX_LOCAL_HANDOFFS) {
-      const next = local.claimFirst((candidate) => (candidate.permits ?? Infinity) <= left);
+      const next = local.claimFirst(fits);
       if (!next) break;
       left -= next.candidate.permits!;
       local.streak++;
       next.deliver({ sentAt: performance.now() });
     }
-    // Permits going back to Redis: a new run of handoffs may start after them.
-    if (left > 0) local.streak = 0;
-    return left;
+    if (left === 0) return { left, yielded: false };
+    // A full run of handoffs while waiters here could use these permits: they go back to Redis
+    // and this client yields its turn (its waiters and new callers stand back for a moment), so
+    // that the other processes' waiters get them. Otherwise a new run may start after them.
+    const yielded = local.streak >= MAX_LOCAL_HANDOFFS;
+    if (yielded) local.yieldTurn();
+    else local.streak = 0;
+    return { left, yielded };
   }
 
   /** Free permits now (0 when never set; negative after a negative `addPermits`). */
@@ -155,7 +168,8 @@ export class Semaphore extends Primitive {
     }
   }
 
-  private async add(call: string, delta: number): Promise<number> {
+  /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
+  private async add(call: string, delta: number): Promise<[number, number]> {
     const publish = await this.publishCommand();
     return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, delta, publish));
   }
@@ -172,6 +186,9 @@ export class Semaphore extends Primitive {
     let reserving = false;
     let reserved = false;
     const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+      // A client that just passed permits on lets the other clients' waiters have them: a new
+      // caller that may wait joins its own client's parked waiters instead of barging in.
+      if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
       if (listening && mayReserve && !entry) {
         // Registered before the request that may reserve: the grant can beat its reply.
         entry = listening;

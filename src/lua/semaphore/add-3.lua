@@ -10,11 +10,12 @@
     ARGV[2] publish command: "spublish" on a Cluster with sharded pub/sub, else "publish"
 
   Output:
-    the free permits after the change.
+    {free permits after the change, clients the wake-up message reached (0: none sent)}
 ]]
 --@include semaphoreWake.lua
 local free = redis.call('incrby', KEYS[1], ARGV[1])
+local reached = 0
 if tonumber(ARGV[1]) > 0 then
-  wakeWaiters(KEYS[2], KEYS[3], free, ARGV[2])
+  reached = wakeWaiters(KEYS[2], KEYS[3], free, ARGV[2])
 end
-return free
+return {free, reached}
