@@ -31,7 +31,7 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
   const key = `bench:sem:${process.pid}:${++seq}`;
   try {
     const commandsBefore = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
-    const deadline = Date.now() + 2000 + ms; // 2 s for the processes to start
+    const deadline = Date.now() + 5000 + ms; // 5 s for the processes to start (a loaded machine is slow at it)
     const started = Date.now();
     const workers = await Promise.all(Array.from({ length: PROCESSES }, () => runWorker<{ counts: number[]; waits: number[]; maxHolders: number }>([contestant, url, key, String(deadline), String(TASKS), String(PERMITS)], 'semaphoreWorker.ts')));
     const elapsed = (Date.now() - Math.max(started, deadline - ms)) / 1000;

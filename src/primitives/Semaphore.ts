@@ -12,7 +12,7 @@ import { type Attempt, Primitive } from './Primitive';
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
   rlock_semaphore_acquire(key: string, reservationKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number): Promise<[0 | 1 | 2, number]>;
-  rlock_semaphore_add(key: string, reservationKey: string, channel: string, delta: number, publish: PublishCommand): Promise<[number, number]>;
+  rlock_semaphore_add(key: string, reservationKey: string, channel: string, delta: number, publish: PublishCommand, releaser: string): Promise<[number, number]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
   rlock_semaphore_drain(key: string): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
@@ -171,7 +171,7 @@ export class Semaphore extends Primitive {
   /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
   private async add(call: string, delta: number): Promise<[number, number]> {
     const publish = await this.publishCommand();
-    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, delta, publish));
+    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, delta, publish, this.context.clientId));
   }
 
   /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */

@@ -6,9 +6,10 @@ import type { PublishCommand } from './scripts';
 
 /**
  * A counted message, published by the semaphore and latch scripts: `wake:<count>` or `wake:all`,
- * optionally followed by `:<field>` (a grant for the waiter that expects that field).
+ * optionally followed by `:<releaser>` (the releasing client's id, possibly empty) and then by
+ * `:<field>` (a grant for the waiter that expects that field).
  */
-const COUNTED_MESSAGE = /^wake:(\d+|all)(?::(.+))?$/s;
+const COUNTED_MESSAGE = /^wake:(\d+|all)(?::([\w-]*))?(?::(.+))?$/s;
 
 /**
  * The waiters of one channel. Each release message adds one permit to the semaphore, so it
@@ -46,7 +47,10 @@ export class ChannelEntry {
   deliver(message: string): void {
     const counted = COUNTED_MESSAGE.exec(message);
     if (counted) {
-      if (counted[2] !== undefined) this.grant(counted[2]);
+      if (counted[3] !== undefined) this.grant(counted[3]);
+      // A release of this client while it yields its turn wakes none of its waiters; another
+      // client's release ends the yield (LocalHandoff.heard).
+      if (counted[2] && this.local && !this.local.heard(counted[2])) return;
       if (counted[1] === 'all') this.wakeAll();
       else this.wake(Number(counted[1]));
       return;

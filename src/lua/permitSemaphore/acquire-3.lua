@@ -21,7 +21,7 @@ if free and free >= 1 then
   redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
   -- Expired permits nobody announced: the others this call found free wake as many waiters.
   if expired > 0 and free > 1 then
-    redis.call(ARGV[3], KEYS[3], 'wake:' .. (free - 1))
+    redis.call(ARGV[3], KEYS[3], 'wake:' .. (free - 1) .. ':')
   end
   return nil
 end

@@ -16,6 +16,6 @@
 redis.call('incrby', KEYS[1], ARGV[1])
 local free = freePermits(KEYS[1], KEYS[2], nowMs())
 if tonumber(ARGV[1]) > 0 and free > 0 then
-  redis.call(ARGV[2], KEYS[3], 'wake:' .. free)
+  redis.call(ARGV[2], KEYS[3], 'wake:' .. free .. ':')
 end
 return free

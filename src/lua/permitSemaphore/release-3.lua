@@ -24,6 +24,6 @@ if tonumber(expiry) <= now then
 end
 local free = freePermits(KEYS[1], KEYS[2], now)
 if free and free > 0 then
-  redis.call(ARGV[2], KEYS[3], 'wake:' .. free)
+  redis.call(ARGV[2], KEYS[3], 'wake:' .. free .. ':')
 end
 return 1

@@ -16,6 +16,6 @@ if redis.call('exists', KEYS[1]) == 1 then
 end
 redis.call('set', KEYS[1], ARGV[1])
 if tonumber(ARGV[1]) > 0 then
-  redis.call(ARGV[2], KEYS[3], 'wake:' .. ARGV[1])
+  redis.call(ARGV[2], KEYS[3], 'wake:' .. ARGV[1] .. ':')
 end
 return 1

@@ -17,5 +17,5 @@ if redis.call('hget', KEYS[2], 'field') ~= ARGV[1] then
   return 0
 end
 redis.call('del', KEYS[2])
-wakeWaiters(KEYS[2], KEYS[3], tonumber(redis.call('get', KEYS[1]) or '0'), ARGV[2])
+wakeWaiters(KEYS[2], KEYS[3], tonumber(redis.call('get', KEYS[1]) or '0'), ARGV[2], '')
 return 1

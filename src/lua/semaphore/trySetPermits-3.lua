@@ -16,5 +16,5 @@ if redis.call('exists', KEYS[1]) == 1 then
   return 0
 end
 redis.call('set', KEYS[1], ARGV[1])
-wakeWaiters(KEYS[2], KEYS[3], tonumber(ARGV[1]), ARGV[2])
+wakeWaiters(KEYS[2], KEYS[3], tonumber(ARGV[1]), ARGV[2], '')
 return 1
