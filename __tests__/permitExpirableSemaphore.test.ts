@@ -166,3 +166,31 @@ test('2 processes × 6 tasks under the watchdog never hold more than the 3 permi
   expect(await redis.client().getPermitExpirableSemaphore(name).availablePermits()).toBe(3);
   expect(await redis.admin.get(`${name}:holders`)).toBe('0');
 }, 40_000);
+
+test('a release hands the permit to a parked waiter of its own client in one script call (no message, no attempt); an expired one is not handed over', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  const first = await sem.acquire({ leaseTime: 60_000 });
+  const ids: string[] = [];
+  const waits = [0, 1, 2].map(() => client.getPermitExpirableSemaphore(name).acquire({ leaseTime: 60_000 }).then((id) => ids.push(id)));
+  await until('3 waiters are parked', () => client.stats.waiters === 3);
+  await sleep(50); // their retries after subscribing are done
+  const before = await scriptCalls();
+  await sem.release(first);
+  await until('the first waiter holds', () => ids.length === 1);
+  expect((await scriptCalls()) - before).toBe(1);
+  expect(await redis.admin.zrange(`rlock__permits:{${name}}`, 0, -1)).toEqual([ids[0]]);
+  await sem.release(ids[0]!);
+  await until('the second waiter holds', () => ids.length === 2);
+  expect((await scriptCalls()) - before).toBe(2);
+  // A permit whose lease ran out was free already: not handed over, the waiter takes a permit as usual.
+  expect(await sem.updateLeaseTime(ids[1]!, 1)).toBe(true);
+  await sleep(20);
+  expect(await sem.tryRelease(ids[1]!)).toBe(false);
+  await Promise.all(waits);
+  expect(ids).toHaveLength(3);
+  await sem.release(ids[2]!);
+  expect(await sem.availablePermits()).toBe(1);
+});

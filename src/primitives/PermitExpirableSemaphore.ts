@@ -4,6 +4,8 @@ import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldErr
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { permitChannelOf, permitsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
+import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
+import type { ChannelEntry } from '../services/LockPubSub';
 import { LockOwner } from '../services/LockOwner';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
@@ -13,7 +15,8 @@ import { type Attempt, Primitive } from './Primitive';
 /** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
 interface PermitScripts {
   rlock_permitSemaphore_acquire(key: string, permitsKey: string, channel: string, id: string, leaseMs: number, publish: PublishCommand): Promise<number | null>;
-  rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, id: string, publish: PublishCommand): Promise<0 | 1>;
+  rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, id: string, publish: PublishCommand, releaser: string): Promise<[0 | 1, number]>;
+  rlock_permitSemaphore_handoff(permitsKey: string, id: string, newId: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
@@ -87,13 +90,57 @@ export class PermitExpirableSemaphore extends Primitive {
     this.context.assertOpen();
     // Stop renewing first, or a renewal racing the release would report the permit lost.
     this.context.renewal.remove(this.permitsKey, id);
-    const publish = await this.publishCommand();
     const epoch = this.context.connectionEpoch();
-    const result = await this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, id, publish));
+    const handed = await this.handOver(id);
+    let result = handed?.result;
+    if (result === undefined) {
+      const publish = await this.publishCommand();
+      const [released, reached] = await this.context.command('release', (redis) =>
+        scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, id, publish, this.context.clientId),
+      );
+      result = released;
+      if (handed?.yielded && reached <= 1) {
+        // No other client waits: no turn to give; our waiters, which the message may have found
+        // still standing back, try again now.
+        const entry = this.context.pubsub.peek(this.channel);
+        entry?.local?.stopYielding();
+        entry?.wakeOne();
+      }
+    }
     // 0 after a reconnect may be the answer to ioredis resending a release that had run.
     const released = result === 1 || this.context.connectionEpoch() !== epoch;
     if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
     return released;
+  }
+
+  /**
+   * A waiter of this client parked on this semaphore takes the permit over in one script call
+   * (no release message, no attempt), at most MAX_LOCAL_HANDOFFS in a row; then the permit goes
+   * back to Redis and this client yields its turn (see Semaphore.release). Undefined result: no
+   * handoff, release as usual.
+   */
+  private async handOver(id: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
+    const local = this.context.pubsub.peek(this.channel)?.local;
+    if (!local?.hasCandidates) {
+      if (local) local.streak = 0;
+      return undefined;
+    }
+    if (local.streak >= MAX_LOCAL_HANDOFFS) {
+      local.yieldTurn();
+      return { yielded: true };
+    }
+    const next = local.claimFirst();
+    if (!next) return undefined;
+    const sentAt = performance.now();
+    let result: 0 | 1 | undefined;
+    try {
+      result = await this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, id, next.candidate.field, next.candidate.lease));
+    } finally {
+      // The waiter holds the permit from the send of this call on; otherwise it tries again.
+      next.deliver(result === 1 ? { sentAt } : undefined);
+    }
+    if (result === 1) local.streak++;
+    return { result, yielded: false };
   }
 
   /**
@@ -178,12 +225,17 @@ export class PermitExpirableSemaphore extends Primitive {
     const id = owner.id;
     const lease = leaseTime ?? context.watchdogTimeout;
     const publish = await this.publishCommand();
-    const attempt = async (): Promise<Attempt> => {
+    const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+      // A client that just passed a permit on lets the other clients' waiters have it (see release).
+      if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
       const sentAt = performance.now();
       const ttl = await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, id, lease, publish));
       return ttl === null ? { held: true, sentAt } : { held: false, ttl };
     };
-    const sentAt = await this.wait(id, this.channel, attempt, waitTime, signal);
+    // Parked, the waiter may be handed a permit by a release of this client (see handOver).
+    const sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
+      park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease }, ms, stops),
+    });
     if (sentAt === undefined) return undefined;
     owner.holds = 1;
     if (leaseTime === undefined) {
