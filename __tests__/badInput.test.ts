@@ -131,6 +131,8 @@ test.each(cases)('%s with %s: InvalidArgumentError naming %s, nothing sent', asy
 test('a key (prefix + name) over 1 KiB is refused by getLock', async () => {
   const prefixed = new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1000) });
   try {
+    // Connected first: its start-up (CLIENT SETNAME) must not count as sent for the bad call.
+    await prefixed.getLock('ready').isLocked();
     const { error, commands } = await attempt(() => prefixed.getLock('n'.repeat(30)));
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect((error as InvalidArgumentError).argument).toBe('name');
