@@ -2,7 +2,7 @@ import { EventEmitter, setMaxListeners } from 'node:events';
 import { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
-import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError } from './errors';
+import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError, RedisUnreachableError } from './errors';
 import { diagnostics } from './diagnostics';
 import { ExpirationRenewal, type RenewalTarget } from './ExpirationRenewal';
 import type { LockContext } from './LockContext';
@@ -26,6 +26,11 @@ export interface LockClientEvents {
   lockLost: [LockLostEvent];
   /** A watchdog renewal call failed (network, Redis error); it is retried next tick. */
   renewalFailed: [unknown];
+}
+
+/** Limits on one call of `command()`: `deadline` in performance.now() ms (a waitTime's end). */
+interface CommandBound {
+  deadline?: number;
 }
 
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
@@ -103,6 +108,15 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly unname: () => void;
   private publishCommandAnswer: Promise<PublishCommand> | undefined;
   private readonly context: LockContext;
+  private readonly offlineTimeout: number;
+  /** Connected (ready) at least once: from then on an outage is waited out, not reported at once. */
+  private everReady = false;
+  /** The last connection error of a connection we own (we do not listen on one passed in). */
+  private lastError: Error | undefined;
+  /** Calls waiting for the connection to be ready: told on ready, and on a first attempt's failure. */
+  private readonly waitingForReady = new Set<(error?: Error) => void>();
+  private readonly onReady: () => void;
+  private readonly onError: (error: Error) => void;
 
   constructor(options: LockClientOptions) {
     super();
@@ -110,6 +124,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const checked = checkClientOptions(options);
     this.keyPrefix = checked.keyPrefix;
     this.watchdogTimeout = checked.watchdogTimeout;
+    this.offlineTimeout = checked.offlineTimeout;
     this.name = checked.name;
     const connName = connectionName(this.id, this.name);
     const given = checked.redis;
@@ -143,7 +158,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...given });
       }
       this.ownsRedis = true;
-      this.redis.on('error', () => undefined); // ioredis retries; calls report their own failures
     }
     const ioredisPrefix = this.redis.isCluster ? (this.redis as Cluster).options.keyPrefix : (this.redis as Redis).options?.keyPrefix;
     if (ioredisPrefix) {
@@ -184,6 +198,21 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       wasReady = true;
     };
     this.redis.on('ready', this.onReconnect);
+    this.everReady = this.redis.status === 'ready';
+    this.onReady = () => {
+      this.everReady = true;
+      this.lastError = undefined;
+      for (const wake of [...this.waitingForReady]) wake();
+    };
+    this.onError = (error) => {
+      this.lastError = error;
+      if (this.everReady) return; // ioredis reconnects; waiting calls keep waiting
+      for (const wake of [...this.waitingForReady]) wake(error);
+    };
+    this.redis.on('ready', this.onReady);
+    // Only on a connection we own: a listener on the user's would silence ioredis's own
+    // "Unhandled error event" report for them. ioredis retries; calls report their own failures.
+    if (this.ownsRedis) this.redis.on('error', this.onError);
     this.onDrop = () => this.epoch++;
     this.redis.on('close', this.onDrop);
     this.context = {
@@ -195,7 +224,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       pubsub: this.pubsub,
       renewal: this.renewal,
       assertOpen: () => this.assertOpen(),
-      command: (name, call) => this.command(name, call),
+      command: (name, call, bound?: CommandBound) => this.command(name, call, bound),
       connectionEpoch: () => this.epoch,
       publishCommand: () => this.publishCommand(),
       closedSignal: this.closing.signal,
@@ -270,6 +299,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.renewal.close();
     this.redis.off('ready', this.onReconnect);
     this.redis.off('close', this.onDrop);
+    this.redis.off('ready', this.onReady);
     this.unname();
     const error = new ClientClosedError();
     this.closing.abort(error);
@@ -292,25 +322,73 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * Runs one call. It settles with `ClientClosedError` as soon as `close()` runs, even when
    * Redis has not answered (paused, unreachable, a connection the user owns); a reply that
    * arrives later is dropped.
+   *
+   * While the connection is down the call is not handed to ioredis (whose offline queue would
+   * send it whenever the connection came back, even after we gave up on it): it waits for the
+   * connection up to `offlineTimeout` or `bound.deadline` (performance.now() ms), whichever
+   * comes first, and then rejects with `RedisUnreachableError`. A connection we own that has
+   * never been ready and whose attempt failed fails the call at once, naming the cause.
    */
-  private command<T>(name: string, call: (redis: Redis | Cluster) => Promise<T>): Promise<T> {
+  private command<T>(name: string, call: (redis: Redis | Cluster) => Promise<T>, bound?: CommandBound): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      let wake: ((error?: Error) => void) | undefined;
       const settle = (error: Error): void => {
+        clearTimeout(timer);
+        if (wake) this.waitingForReady.delete(wake);
         this.inFlight.delete(settle);
         reject(error);
       };
       this.inFlight.add(settle);
-      call(this.redis).then(
-        (value) => {
-          if (!this.inFlight.delete(settle)) return;
-          resolve(value);
-        },
-        (error: unknown) => {
-          if (!this.inFlight.delete(settle)) return;
-          reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, error));
-        },
-      );
+      const send = (): void => {
+        call(this.redis).then(
+          (value) => {
+            if (!this.inFlight.delete(settle)) return;
+            resolve(value);
+          },
+          (error: unknown) => {
+            if (!this.inFlight.delete(settle)) return;
+            reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, error));
+          },
+        );
+      };
+      const status = this.redis.status;
+      // 'wait': a lazyConnect connection connects on its first command.
+      if (status === 'ready' || status === 'wait') return send();
+      if (status === 'end') return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
+      if (this.ownsRedis && !this.everReady && this.lastError) return settle(this.unreachable(name, this.lastError));
+      const waitMs = Math.max(0, Math.min(this.offlineTimeout, (bound?.deadline ?? Infinity) - performance.now()));
+      wake = (error) => {
+        if (!this.inFlight.has(settle)) return;
+        if (error) return settle(this.unreachable(name, error));
+        clearTimeout(timer);
+        this.waitingForReady.delete(wake!);
+        send();
+      };
+      this.waitingForReady.add(wake);
+      timer = setTimeout(() => {
+        const cause = Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`})`), {
+          code: 'ETIMEDOUT',
+        });
+        settle(this.unreachable(name, cause));
+      }, waitMs);
     });
+  }
+
+  /** Where the connection points, for error messages: `host:port`, or the Cluster's startup nodes. */
+  private address(): string {
+    if (this.redis.isCluster) {
+      const nodes = (this.redis as unknown as { startupNodes?: unknown[] }).startupNodes ?? [];
+      const names = nodes.map((node: unknown) => (typeof node === 'object' && node ? `${(node as { host?: string }).host ?? '127.0.0.1'}:${(node as { port?: number }).port ?? 6379}` : String(node)));
+      return `Cluster ${names.join(',')}`;
+    }
+    const { host, port, path, sentinels, name } = (this.redis as Redis).options;
+    if (sentinels?.length) return `Sentinel master "${name}" (${sentinels.map((s) => `${s.host ?? '127.0.0.1'}:${s.port ?? 26379}`).join(',')})`;
+    return path ?? `${host}:${port}`;
+  }
+
+  private unreachable(name: string, cause: Error): RedisUnreachableError {
+    return new RedisUnreachableError(name, this.address(), cause);
   }
 
   private lost(target: RenewalTarget, error: LockLostError): void {

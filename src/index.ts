@@ -9,8 +9,9 @@ export {
   LockUsageError,
   NotLockOwnerError,
   RedisCommandError,
+  RedisUnreachableError,
 } from './errors';
-export { MAX_NAME_BYTES, MAX_TIME_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
+export { DEFAULT_OFFLINE_TIMEOUT_MS, MAX_NAME_BYTES, MAX_TIME_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
 export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';
 export { diagnostics, type DiagnosticsChannelName } from './diagnostics';
 export type { LockHolder, LockInfo } from './introspection';
