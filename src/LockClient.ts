@@ -331,11 +331,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    */
   private command<T>(name: string, call: (redis: Redis | Cluster) => Promise<T>, bound?: CommandBound): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      let wake: ((error?: Error) => void) | undefined;
+      let stopWaiting = (): void => undefined;
       const settle = (error: Error): void => {
-        clearTimeout(timer);
-        if (wake) this.waitingForReady.delete(wake);
+        stopWaiting();
         this.inFlight.delete(settle);
         reject(error);
       };
@@ -357,22 +355,31 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       if (status === 'ready' || status === 'wait') return send();
       if (status === 'end') return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
       if (this.ownsRedis && !this.everReady && this.lastError) return settle(this.unreachable(name, this.lastError));
-      const waitMs = Math.max(0, Math.min(this.offlineTimeout, (bound?.deadline ?? Infinity) - performance.now()));
-      wake = (error) => {
-        if (!this.inFlight.has(settle)) return;
-        if (error) return settle(this.unreachable(name, error));
-        clearTimeout(timer);
-        this.waitingForReady.delete(wake!);
-        send();
-      };
-      this.waitingForReady.add(wake);
-      timer = setTimeout(() => {
-        const cause = Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`})`), {
-          code: 'ETIMEDOUT',
-        });
-        settle(this.unreachable(name, cause));
-      }, waitMs);
+      stopWaiting = this.whenReady(name, bound, send, settle);
     });
+  }
+
+  /**
+   * Calls `send` once the connection is ready, or `fail` with `RedisUnreachableError` when the
+   * wait runs out (or a connection never ready reports an error); returns the undo.
+   */
+  private whenReady(name: string, bound: CommandBound | undefined, send: () => void, fail: (error: Error) => void): () => void {
+    const waitMs = Math.max(0, Math.min(this.offlineTimeout, (bound?.deadline ?? Infinity) - performance.now()));
+    const timer = setTimeout(() => {
+      const state = this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`;
+      fail(this.unreachable(name, Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${state})`), { code: 'ETIMEDOUT' })));
+    }, waitMs);
+    const stop = (): void => {
+      clearTimeout(timer);
+      this.waitingForReady.delete(wake);
+    };
+    const wake = (error?: Error): void => {
+      stop();
+      if (error) fail(this.unreachable(name, error));
+      else send();
+    };
+    this.waitingForReady.add(wake);
+    return stop;
   }
 
   /** Where the connection points, for error messages: `host:port`, or the Cluster's startup nodes. */
