@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // The `rlock` command for operators: inspect, list, force-unlock and watch locks.
-// Exit codes: 0 done; 1 nothing to force-unlock; 2 bad usage or input; 3 Redis unreachable or failing.
+// Exit codes (also in --help): 0 done; 1 nothing to force-unlock; 2 bad usage or input; 3 Redis unreachable or failing.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { Redis } from 'ioredis';
@@ -23,6 +25,33 @@ interface GlobalOptions {
   url: string;
   prefix: string;
   json: boolean;
+  timeout: string;
+}
+
+const DEFAULT_TIMEOUT_MS = 5000;
+
+const EXIT_CODES_HELP = `
+Exit codes:
+  0  done
+  ${EXIT_NOTHING}  nothing to do: no such lock to force-unlock, or not confirmed
+  ${EXIT_USAGE}  bad usage or input
+  ${EXIT_REDIS}  Redis unreachable (refused, unknown host, wrong password, no reply within --timeout) or failing`;
+
+/** The version in our package.json: dist/cli.js and src/cli.ts both sit one level below it. */
+function version(): string {
+  return (JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+function timeoutOf(options: GlobalOptions): number {
+  const ms = Number(options.timeout);
+  if (!/^\d+$/.test(options.timeout) || ms < 1 || ms > 3_600_000) throw new CliError(`--timeout: a whole number of ms from 1 to 3600000, got ${options.timeout}`, EXIT_USAGE);
+  return ms;
+}
+
+/** A call that got no reply within --timeout: the server accepts connections but does not answer. */
+function isTimeout(error: unknown): boolean {
+  const cause = error instanceof RedisCommandError ? error.cause : error;
+  return (cause as Error | undefined)?.message === 'Command timed out';
 }
 
 async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void> }> {
@@ -33,22 +62,40 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
     throw new CliError(`not a Redis URL: ${options.url}`, EXIT_USAGE);
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new CliError(`not a Redis URL (redis:// or rediss://): ${options.url}`, EXIT_USAGE);
-  // Fail fast: an operator wants one clear line, not a retry loop.
-  const redis = new Redis(options.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 5000, disconnectTimeout: 0 });
+  const timeout = timeoutOf(options);
+  // Fail fast: an operator wants one clear line, not a retry loop. commandTimeout: a server that
+  // accepts connections but never answers (paused, overloaded) must not hang the command.
+  const redis = new Redis(options.url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: timeout,
+    commandTimeout: timeout,
+    disconnectTimeout: 0,
+  });
   let lastError: Error | undefined;
   redis.on('error', (error: Error) => (lastError = error));
+  let timer: NodeJS.Timeout | undefined;
   try {
-    await redis.connect();
+    // connectTimeout ends with the TCP handshake; the ready check after it may never be answered.
+    await Promise.race([
+      redis.connect(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no reply within ${timeout} ms (--timeout)`)), timeout);
+      }),
+    ]);
   } catch (error) {
     redis.disconnect();
     throw new CliError(`cannot reach Redis at ${url.host}: ${(lastError ?? (error as Error)).message}`, EXIT_REDIS);
+  } finally {
+    clearTimeout(timer);
   }
   const client = new LockClient({ redis, keyPrefix: options.prefix, name: 'rlock-cli' });
   return {
     client,
     close: async () => {
       await client.close();
-      await redis.quit().catch(() => redis.disconnect());
+      redis.disconnect(); // no QUIT: a server that stopped answering would keep us waiting for its reply
     },
   };
 }
@@ -72,6 +119,9 @@ async function withClient<T>(program: Command, run: (client: LockClient, options
   const { client, close } = await connect(options);
   try {
     return await run(client, options);
+  } catch (error) {
+    if (isTimeout(error)) throw new CliError(`cannot reach Redis at ${new URL(options.url).host}: no reply within ${options.timeout} ms (--timeout)`, EXIT_REDIS);
+    throw error;
   } finally {
     await close();
   }
@@ -92,6 +142,9 @@ function buildProgram(): Command {
     .addOption(new Option('--url <url>', 'Redis URL').env('REDIS_URL').default('redis://127.0.0.1:6379'))
     .option('--prefix <prefix>', 'key prefix of the locks (the LockClient keyPrefix)', '')
     .option('--json', 'print JSON for scripts', false)
+    .option('--timeout <ms>', 'give up on Redis after this many ms without a reply (exit 3)', String(DEFAULT_TIMEOUT_MS))
+    .version(version(), '-V, --version')
+    .addHelpText('after', EXIT_CODES_HELP)
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
