@@ -309,6 +309,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     if (this.ownsRedis) await quitWithin(this.redis, QUIT_TIMEOUT_MS);
   }
 
+  /** `await using client = new LockClient(...)`: `close()` when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   /** Counters of the client's internal state, for tests and dashboards. */
   get stats(): { renewals: number; waitingChannels: number; waiters: number } {
     return { renewals: this.renewal.size, waitingChannels: this.pubsub.channelCount, waiters: this.waiterCount };
