@@ -149,6 +149,16 @@ console.log(JSON.stringify({ held, ttl: ttl > 0, holdersSeen }));
   });
 });
 
+test("the README's first program runs as written, beside ioredis 6, and exits by itself", () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const program = /A first program[^\n]*\n\n```js\n([\s\S]*?)```/.exec(readme)?.[1];
+  expect(program).toBeDefined();
+  const dir = consumer('readme', join(root, 'node_modules', 'ioredis6'));
+  writeFileSync(join(dir, 'first.mjs'), program!);
+  const out = execFileSync(process.execPath, ['first.mjs'], { cwd: dir, encoding: 'utf8', timeout: 20_000, env: { ...process.env, REDIS_URL: redis.server.url } });
+  expect(out).toBe('one process at a time runs this\n');
+});
+
 test('the tarball: built files, docs, no test code, source maps carry their sources', () => {
   const listing = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).split('\n').filter(Boolean);
   expect(listing).toEqual(expect.arrayContaining(['package/dist/index.js', 'package/dist/index.mjs', 'package/dist/index.d.mts', 'package/dist/cli.js', 'package/docs/design.md', 'package/README.md']));
