@@ -28,9 +28,14 @@ export interface LockClientEvents {
   renewalFailed: [unknown];
 }
 
-/** Limits on one call of `command()`: `deadline` in performance.now() ms (a waitTime's end). */
-interface CommandBound {
+/**
+ * Limits on how long one call of `command()` may wait for a connection that is down:
+ * `deadline` in performance.now() ms (a waitTime's end), `signals` that end the wait with their
+ * reason (the caller's signal, the client's close).
+ */
+export interface CommandBound {
   deadline?: number;
+  signals?: readonly AbortSignal[];
 }
 
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
@@ -369,14 +374,22 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * wait runs out (or a connection never ready reports an error); returns the undo.
    */
   private whenReady(name: string, bound: CommandBound | undefined, send: () => void, fail: (error: Error) => void): () => void {
+    const signals = bound?.signals ?? [];
+    const aborted = signals.find((signal) => signal.aborted);
+    if (aborted) {
+      fail(aborted.reason as Error);
+      return () => undefined;
+    }
     const waitMs = Math.max(0, Math.min(this.offlineTimeout, (bound?.deadline ?? Infinity) - performance.now()));
     const timer = setTimeout(() => {
       const state = this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`;
       fail(this.unreachable(name, Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${state})`), { code: 'ETIMEDOUT' })));
     }, waitMs);
+    const onAbort = (event: Event): void => fail((event.target as AbortSignal).reason as Error);
     const stop = (): void => {
       clearTimeout(timer);
       this.waitingForReady.delete(wake);
+      for (const signal of signals) signal.removeEventListener('abort', onAbort);
     };
     const wake = (error?: Error): void => {
       stop();
@@ -384,6 +397,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       else send();
     };
     this.waitingForReady.add(wake);
+    for (const signal of signals) signal.addEventListener('abort', onAbort, { once: true });
     return stop;
   }
 
