@@ -1,5 +1,7 @@
 // `npm run demo` as a newcomer runs it: four processes, then the parent's own verdict on the holds.
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Hold, overlaps, overtakes } from '../scripts/demo';
 
@@ -29,3 +31,24 @@ test('the demo runs against its own redis-server and reports exclusive holds', a
   expect(stdout).toMatch(/^(not first-come-first-served: \d+ of 12 holds|served in request order this time)/m);
   expect(stdout.match(/ holds demo:order:1001 /g)).toHaveLength(12);
 }, 60_000);
+
+test('without redis-server (and no apt-get to install it): one line naming the package, exit 1', async () => {
+  const bin = mkdtempSync(join(tmpdir(), 'rlock-path-'));
+  symlinkSync(process.execPath, join(bin, 'node'));
+  try {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '..', 'scripts', 'demo.ts')], {
+      cwd: join(__dirname, '..'),
+      env: { ...process.env, REDIS_URL: '', PATH: bin },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const code = await new Promise((resolve) => child.on('close', resolve));
+    expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
+    expect(stderr).toMatch(/^rlock: redis-server not found on the PATH; install the package redis-server \(`(sudo )?apt-get install -y redis-server` on Debian\/Ubuntu, or Redis 7 from redis\.io\) and run again\n$/);
+  } finally {
+    rmSync(bin, { recursive: true, force: true });
+  }
+}, 30_000);
