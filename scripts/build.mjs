@@ -15,16 +15,11 @@ execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '
 });
 cpSync(join(root, 'src/lua'), join(dist, 'lua'), { recursive: true });
 
-// Our Lua commands are internal: an augmentation of ioredis's types in our declarations would
-// add them to every ioredis client of a consumer, and clash with a different ioredis version
-// (TS2322 "missing rlock_acquire"). tsc's stripInternal drops the block once src/scripts.ts marks
-// it `/** @internal */`; until then it is cut here. Either way none may be left.
-const AUGMENTATION = /^declare module ['"]ioredis['"] \{\n[\s\S]*?^\}\n/m;
-for (const file of readdirSync(dist, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.d.ts'))) {
-  const path = join(dist, file);
-  const text = readFileSync(path, 'utf8');
-  if (AUGMENTATION.test(text)) writeFileSync(path, text.replace(AUGMENTATION, ''));
-  if (/declare module ['"]ioredis['"]/.test(readFileSync(path, 'utf8'))) throw new Error(`${file}: could not remove the ioredis augmentation`);
+// Our script commands are internal (src/services/scripts.ts types them without augmenting
+// ioredis): a `declare module 'ioredis'` in our declarations would add them to every ioredis
+// client of a consumer and clash with another ioredis version (TS2322 "missing rlock_acquire").
+for (const file of readdirSync(dist, { recursive: true, encoding: 'utf8' }).filter((name) => /\.d\.m?ts$/.test(name))) {
+  if (/declare module ['"]ioredis['"]/.test(readFileSync(join(dist, file), 'utf8'))) throw new Error(`${file} augments ioredis's types`);
 }
 
 const names = Object.keys(createRequire(import.meta.url)(join(dist, 'index.js'))).filter((name) => name !== '__esModule');
