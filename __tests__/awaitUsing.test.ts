@@ -1,5 +1,5 @@
-// `await using client = new LockClient(...)` as TypeScript compiles it: the client is closed at
-// the end of the scope, and the process then exits by itself.
+// `await using` as TypeScript compiles it: `held = await lock.hold()` is given back and
+// `client = new LockClient(...)` closed at the end of their scopes; the process then exits by itself.
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,7 +34,7 @@ beforeAll(() => {
 
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
-test('the scope closes the client; the process exits by itself', async () => {
+test('a hold is given back at the end of its scope (re-entering inside withLock, reporting a loss); the client closes at the end of its; the process exits by itself', async () => {
   const compiled = join(out, '__tests__', 'fixtures', 'awaitUsing.js');
   // Lowered, not native: the output calls TypeScript's disposal helper.
   expect(execFileSync('grep', ['-c', '__addDisposableResource', compiled], { encoding: 'utf8' }).trim()).not.toBe('0');
@@ -48,5 +48,14 @@ test('the scope closes the client; the process exits by itself', async () => {
   const code = await new Promise((resolve) => child.on('close', resolve));
   clearTimeout(timer);
   expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
-  expect(stdout).toBe('inside: locked true\nafter: closed\n');
+  expect(stdout.split('\n')).toEqual([
+    'hold: locked true, signal aborted false',
+    "after the hold's scope: locked false",
+    'nested: await-using holds 2',
+    'nested scope ended: holds 1',
+    'lost: lock "await-using" was lost: its lease of 100 ms ran out',
+    'fair: locked true',
+    'after: closed',
+    '',
+  ]);
 });

@@ -86,7 +86,7 @@ type Case = [call: string, value: string, argument: string, run: () => unknown];
 
 const cases: Case[] = [
   ...badNames.map(([label, name]): Case => ['getLock', label, 'name', () => client.getLock(name as string)]),
-  ...(['lock', 'tryLock', 'withLock'] as const).flatMap((method): Case[] => {
+  ...(['lock', 'tryLock', 'withLock', 'hold'] as const).flatMap((method): Case[] => {
     const call = (options: unknown): unknown =>
       method === 'withLock' ? lock.withLock(() => 1, options as never) : lock[method](options as never);
     return [
@@ -149,6 +149,7 @@ test('an already aborted signal: rejects with its reason, nothing sent', async (
     () => lock.lock({ signal: AbortSignal.abort(reason) }),
     () => lock.tryLock({ signal: AbortSignal.abort(reason), waitTime: 100 }),
     () => lock.withLock(() => 1, { signal: AbortSignal.abort(reason) }),
+    () => lock.hold({ signal: AbortSignal.abort(reason) }),
   ]) {
     const { error, commands } = await attempt(run);
     expect(error).toBe(reason);
@@ -166,6 +167,7 @@ test('a closed client: every call throws ClientClosedError, nothing sent', async
     () => handle.lock(),
     () => handle.tryLock(),
     () => handle.withLock(() => 1),
+    () => handle.hold(),
     () => handle.unlock(),
     () => handle.forceUnlock(),
     () => handle.getHoldCount(),

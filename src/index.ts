@@ -16,4 +16,5 @@ export { DEFAULT_OFFLINE_TIMEOUT_MS, MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIME
 export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';
 export { diagnostics, type DiagnosticsChannelName } from './diagnostics';
 export type { LockHolder, LockInfo, QueuedWaiter } from './introspection';
+export type { HeldLock } from './core/HeldLock';
 export type { ClusterConnectionOptions, ListLocksOptions } from './options';
