@@ -86,7 +86,7 @@ type Case = [call: string, value: string, argument: string, run: () => unknown];
 
 const cases: Case[] = [
   ...badNames.map(([label, name]): Case => ['getLock', label, 'name', () => client.getLock(name as string)]),
-  ...(['lock', 'tryLock', 'withLock'] as const).flatMap((method): Case[] => {
+  ...(['lock', 'tryLock', 'withLock', 'hold'] as const).flatMap((method): Case[] => {
     const call = (options: unknown): unknown =>
       method === 'withLock' ? lock.withLock(() => 1, options as never) : lock[method](options as never);
     return [
@@ -107,6 +107,7 @@ const cases: Case[] = [
   ['LockClient', 'redis an http URL', 'options.redis', () => new LockClient({ redis: 'http://127.0.0.1' })],
   ['LockClient', 'redis an ioredis keyPrefix', 'options.redis.keyPrefix', () => new LockClient({ redis: { keyPrefix: 'x:' } })],
   ...badTimes.map(([label, value]): Case => ['LockClient', `watchdogTimeout ${label}`, 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: value as number })]),
+  ...badTimes.map(([label, value]): Case => ['LockClient', `offlineTimeout ${label}`, 'options.offlineTimeout', () => new LockClient({ redis: server.url, offlineTimeout: value as number })]),
   ['LockClient', 'watchdogTimeout below 30 ms', 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: 10 })],
   ['LockClient', 'keyPrefix a number', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 5 as never })],
   ['LockClient', 'keyPrefix over 1 KiB', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1025) })],
@@ -131,6 +132,8 @@ test.each(cases)('%s with %s: InvalidArgumentError naming %s, nothing sent', asy
 test('a key (prefix + name) over 1 KiB is refused by getLock', async () => {
   const prefixed = new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1000) });
   try {
+    // Connected first: its start-up (CLIENT SETNAME) must not count as sent for the bad call.
+    await prefixed.getLock('ready').isLocked();
     const { error, commands } = await attempt(() => prefixed.getLock('n'.repeat(30)));
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect((error as InvalidArgumentError).argument).toBe('name');
@@ -146,6 +149,7 @@ test('an already aborted signal: rejects with its reason, nothing sent', async (
     () => lock.lock({ signal: AbortSignal.abort(reason) }),
     () => lock.tryLock({ signal: AbortSignal.abort(reason), waitTime: 100 }),
     () => lock.withLock(() => 1, { signal: AbortSignal.abort(reason) }),
+    () => lock.hold({ signal: AbortSignal.abort(reason) }),
   ]) {
     const { error, commands } = await attempt(run);
     expect(error).toBe(reason);
@@ -163,6 +167,7 @@ test('a closed client: every call throws ClientClosedError, nothing sent', async
     () => handle.lock(),
     () => handle.tryLock(),
     () => handle.withLock(() => 1),
+    () => handle.hold(),
     () => handle.unlock(),
     () => handle.forceUnlock(),
     () => handle.getHoldCount(),

@@ -133,3 +133,47 @@ describe('force-unlock --if-holder', () => {
     }
   });
 });
+
+test('--version prints the package version; --help lists the exit codes', async () => {
+  const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+  expect(await run(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+  const help = await run(['--help']);
+  expect(help.code).toBe(0);
+  expect(help.stdout).toMatch(/--timeout <ms>/);
+  expect(help.stdout).toMatch(/\nExit codes:\n {2}0 {2}done\n {2}1 {2}.+\n {2}2 {2}bad usage or input\n {2}3 {2}Redis unreachable .+\n$/);
+});
+
+test('a server that accepts but never answers: exit 3 after --timeout, one clear line', async () => {
+  redis.server.pause();
+  try {
+    const result = await run(['--url', redis.server.url, '--timeout', '300', 'inspect', 'x']);
+    expect(result).toEqual({ code: 3, stdout: '', stderr: `rlock: cannot reach Redis at 127.0.0.1:${redis.server.port}: no reply within 300 ms (--timeout)\n` });
+  } finally {
+    redis.server.resume();
+  }
+});
+
+test('a server that stops answering mid-watch: exit 3 after --timeout, one clear line', async () => {
+  const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--json', '--timeout', '300', 'watch', 'w', '--interval', '50'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const code = new Promise((resolve) => child.on('close', resolve));
+  try {
+    await until('watch printed a frame', () => stdout.includes('\n'));
+    redis.server.pause();
+    expect(await code).toBe(3);
+  } finally {
+    redis.server.resume();
+  }
+  expect(stderr).toBe(`rlock: cannot reach Redis at 127.0.0.1:${redis.server.port}: no reply within 300 ms (--timeout)\n`);
+});
+
+test('--timeout must be a whole number of ms', async () => {
+  expect(await run(['--url', redis.server.url, '--timeout', '1.5', 'inspect', 'x'])).toEqual({
+    code: 2,
+    stdout: '',
+    stderr: 'rlock: --timeout: a whole number of ms from 1 to 3600000, got 1.5\n',
+  });
+});

@@ -1,9 +1,9 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
 import { inspect } from 'node:util';
-import { Cluster, Redis, ReplyError } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
-import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError } from './errors';
+import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError, RedisUnreachableError } from './errors';
 import { diagnostics } from './diagnostics';
 import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
 import type { LockContext } from './services/LockContext';
@@ -30,6 +30,16 @@ export interface LockClientEvents {
   lockLost: [LockLostEvent];
   /** A watchdog renewal call failed (network, Redis error); it is retried next tick. */
   renewalFailed: [unknown];
+}
+
+/**
+ * Limits on how long one call of `command()` may wait for a connection that is down:
+ * `deadline` in performance.now() ms (a waitTime's end), `signals` that end the wait with their
+ * reason (the caller's signal, the client's close).
+ */
+export interface CommandBound {
+  deadline?: number;
+  signals?: readonly AbortSignal[];
 }
 
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
@@ -122,8 +132,16 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly unname: () => void;
   private publishCommandAnswer: Promise<PublishCommand> | undefined;
   /** Why the connection this client created last failed, until it is ready again. */
-  private connectionError: Error | undefined;
   private readonly context: LockContext;
+  private readonly offlineTimeout: number;
+  /** Connected (ready) at least once: from then on an outage is waited out, not reported at once. */
+  private everReady = false;
+  /** The last connection error of a connection we own (we do not listen on one passed in). */
+  private lastError: Error | undefined;
+  /** Calls waiting for the connection to be ready: told on ready, and on a first attempt's failure. */
+  private readonly waitingForReady = new Set<(error?: Error) => void>();
+  private readonly onReady: () => void;
+  private readonly onError: (error: Error) => void;
 
   constructor(options: LockClientOptions) {
     super();
@@ -131,6 +149,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const checked = checkClientOptions(options);
     this.keyPrefix = checked.keyPrefix;
     this.watchdogTimeout = checked.watchdogTimeout;
+    this.offlineTimeout = checked.offlineTimeout;
     this.name = checked.name;
     const connName = connectionName(this.id, this.name);
     const given = checked.redis;
@@ -167,8 +186,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given });
       }
       this.ownsRedis = true;
-      // ioredis retries; a call that fails for want of a connection names the last reason.
-      this.redis.on('error', (error: Error) => (this.connectionError = error));
     }
     const ioredisPrefix = this.redis.isCluster ? (this.redis as Cluster).options.keyPrefix : (this.redis as Redis).options?.keyPrefix;
     if (ioredisPrefix) {
@@ -206,11 +223,25 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
     let wasReady = this.redis.status === 'ready';
     this.onReconnect = () => {
-      this.connectionError = undefined;
       if (wasReady) void this.renewal.renewAll();
       wasReady = true;
     };
     this.redis.on('ready', this.onReconnect);
+    this.everReady = this.redis.status === 'ready';
+    this.onReady = () => {
+      this.everReady = true;
+      this.lastError = undefined;
+      for (const wake of [...this.waitingForReady]) wake();
+    };
+    this.onError = (error) => {
+      this.lastError = error;
+      if (this.everReady) return; // ioredis reconnects; waiting calls keep waiting
+      for (const wake of [...this.waitingForReady]) wake(error);
+    };
+    this.redis.on('ready', this.onReady);
+    // Only on a connection we own: a listener on the user's would silence ioredis's own
+    // "Unhandled error event" report for them. ioredis retries; calls report their own failures.
+    if (this.ownsRedis) this.redis.on('error', this.onError);
     this.onDrop = () => this.epoch++;
     this.redis.on('close', this.onDrop);
     this.context = {
@@ -225,7 +256,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       pubsub: this.pubsub,
       renewal: this.renewal,
       assertOpen: () => this.assertOpen(),
-      command: (name, call) => this.command(name, call),
+      command: (name, call, bound?: CommandBound) => this.command(name, call, bound),
       connectionEpoch: () => this.epoch,
       publishCommand: () => this.publishCommand(),
       closedSignal: this.closing.signal,
@@ -323,6 +354,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.heartbeat.close();
     this.redis.off('ready', this.onReconnect);
     this.redis.off('close', this.onDrop);
+    this.redis.off('ready', this.onReady);
     this.unname();
     const error = new ClientClosedError();
     this.closing.abort(error);
@@ -330,6 +362,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.inFlight.clear();
     await this.pubsub.close();
     if (this.ownsRedis) await quitWithin(this.redis, QUIT_TIMEOUT_MS);
+  }
+
+  /** `await using client = new LockClient(...)`: `close()` when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** Counters of the client's internal state, for tests and dashboards. */
@@ -345,27 +382,90 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * Runs one call. It settles with `ClientClosedError` as soon as `close()` runs, even when
    * Redis has not answered (paused, unreachable, a connection the user owns); a reply that
    * arrives later is dropped.
+   *
+   * While the connection is down the call is not handed to ioredis (whose offline queue would
+   * send it whenever the connection came back, even after we gave up on it): it waits for the
+   * connection up to `offlineTimeout` or `bound.deadline` (performance.now() ms), whichever
+   * comes first, and then rejects with `RedisUnreachableError`. A connection we own that has
+   * never been ready and whose attempt failed fails the call at once, naming the cause.
    */
-  private command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>): Promise<T> {
+  private command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>, bound?: CommandBound): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      let stopWaiting = (): void => undefined;
       const settle = (error: Error): void => {
+        stopWaiting();
         this.inFlight.delete(settle);
         reject(error);
       };
       this.inFlight.add(settle);
-      call(this.redis as ScriptedRedis).then(
-        (value) => {
-          if (!this.inFlight.delete(settle)) return;
-          resolve(value);
-        },
-        (error: unknown) => {
-          if (!this.inFlight.delete(settle)) return;
-          if (this.closed) reject(new ClientClosedError());
-          // A reply of Redis speaks for itself; anything else failed for want of a connection.
-          else reject(new RedisCommandError(name, redactError(error), error instanceof ReplyError ? undefined : this.connectionError));
-        },
-      );
+      const send = (): void => {
+        call(this.redis as ScriptedRedis).then(
+          (value) => {
+            if (!this.inFlight.delete(settle)) return;
+            resolve(value);
+          },
+          (error: unknown) => {
+            if (!this.inFlight.delete(settle)) return;
+            // A failed AUTH carries the password in its `command.args`.
+            reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, redactError(error)));
+          },
+        );
+      };
+      const status = this.redis.status;
+      // 'wait': a lazyConnect connection connects on its first command.
+      if (status === 'ready' || status === 'wait') return send();
+      if (status === 'end') return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
+      if (this.ownsRedis && !this.everReady && this.lastError) return settle(this.unreachable(name, this.lastError));
+      stopWaiting = this.whenReady(name, bound, send, settle);
     });
+  }
+
+  /**
+   * Calls `send` once the connection is ready, or `fail` with `RedisUnreachableError` when the
+   * wait runs out (or a connection never ready reports an error); returns the undo.
+   */
+  private whenReady(name: string, bound: CommandBound | undefined, send: () => void, fail: (error: Error) => void): () => void {
+    const signals = bound?.signals ?? [];
+    const aborted = signals.find((signal) => signal.aborted);
+    if (aborted) {
+      fail(aborted.reason as Error);
+      return () => undefined;
+    }
+    const waitMs = Math.max(0, Math.min(this.offlineTimeout, (bound?.deadline ?? Infinity) - performance.now()));
+    const timer = setTimeout(() => {
+      const state = this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`;
+      fail(this.unreachable(name, Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${state})`), { code: 'ETIMEDOUT' })));
+    }, waitMs);
+    const onAbort = (event: Event): void => fail((event.target as AbortSignal).reason as Error);
+    const stop = (): void => {
+      clearTimeout(timer);
+      this.waitingForReady.delete(wake);
+      for (const signal of signals) signal.removeEventListener('abort', onAbort);
+    };
+    const wake = (error?: Error): void => {
+      stop();
+      if (error) fail(this.unreachable(name, error));
+      else send();
+    };
+    this.waitingForReady.add(wake);
+    for (const signal of signals) signal.addEventListener('abort', onAbort, { once: true });
+    return stop;
+  }
+
+  /** Where the connection points, for error messages: `host:port`, or the Cluster's startup nodes. */
+  private address(): string {
+    if (this.redis.isCluster) {
+      const nodes = (this.redis as unknown as { startupNodes?: unknown[] }).startupNodes ?? [];
+      const names = nodes.map((node: unknown) => (typeof node === 'object' && node ? `${(node as { host?: string }).host ?? '127.0.0.1'}:${(node as { port?: number }).port ?? 6379}` : String(node)));
+      return `Cluster ${names.join(',')}`;
+    }
+    const { host, port, path, sentinels, name } = (this.redis as Redis).options;
+    if (sentinels?.length) return `Sentinel master "${name}" (${sentinels.map((s) => `${s.host ?? '127.0.0.1'}:${s.port ?? 26379}`).join(',')})`;
+    return path ?? `${host}:${port}`;
+  }
+
+  private unreachable(name: string, cause: Error): RedisUnreachableError {
+    return new RedisUnreachableError(name, this.address(), redactError(cause));
   }
 
   private lost(target: RenewalTarget, error: LockLostError): void {

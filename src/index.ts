@@ -10,9 +10,11 @@ export {
   LockUsageError,
   NotLockOwnerError,
   RedisCommandError,
+  RedisUnreachableError,
 } from './errors';
-export { MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
+export { DEFAULT_OFFLINE_TIMEOUT_MS, MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
 export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';
 export { diagnostics, type DiagnosticsChannelName } from './diagnostics';
 export type { LockHolder, LockInfo, QueuedWaiter } from './introspection';
+export type { HeldLock } from './core/HeldLock';
 export type { ClusterConnectionOptions, ListLocksOptions } from './options';

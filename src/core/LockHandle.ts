@@ -7,6 +7,7 @@ import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, typ
 import type { LockContext } from '../services/LockContext';
 import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
+import { HeldLock } from './HeldLock';
 import type { Hold, WaitProtocol } from './waitLoop';
 
 /**
@@ -125,6 +126,35 @@ export abstract class LockHandle {
     if (lost) throw lost;
     if (releaseError !== undefined) throw releaseError;
     return outcome.value;
+  }
+
+  /**
+   * Takes the lock as `withLock` does (a fresh owner, or the enclosing `withLock`'s, so it
+   * re-enters there; waits as long as it takes unless `waitTime`, then `LockTimeoutError`) and
+   * returns the hold: `await using held = await lock.hold()` gives it back at the end of the
+   * scope. `held.signal` aborts when the lock is lost or `options.signal` aborts.
+   */
+  async hold(options?: WithLockOptions): Promise<HeldLock> {
+    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
+    this.context.assertOpen();
+    const outer = scopedOwner(this.identity);
+    const owner = outer ?? new LockOwner();
+    const maxWait = waitTime ?? Infinity;
+    const sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
+    if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
+    const scope = new AbortController();
+    const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
+    return new HeldLock(this.name, scope.signal, async () => {
+      stopWatching();
+      const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
+      try {
+        await (outer ? this.release(owner) : this.releaseAll(owner));
+      } catch (error) {
+        // After a loss, "not the owner" is the expected answer, not news.
+        if (!(lost && error instanceof NotLockOwnerError)) throw error;
+      }
+      if (lost) throw lost;
+    });
   }
 
   /** Holds of the current owner (0 when none). */
