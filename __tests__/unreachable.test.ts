@@ -111,3 +111,22 @@ test('a bound passed to the client\'s command(): a deadline or an aborted signal
   expect(sent).not.toHaveBeenCalled();
   await redis.server.restart();
 });
+
+test('an outage after connecting: tryLock settles within its waitTime, and lock() when its signal aborts, before offlineTimeout', async () => {
+  const outage = client({ redis: url(), offlineTimeout: 60_000 });
+  const lock = outage.getLock('bounded');
+  await lock.isLocked();
+  await redis.server.kill();
+  await until('the client saw the connection drop', () => (outage as unknown as { redis: { status: string } }).redis.status !== 'ready');
+  const { error } = await failure(() => lock.tryLock({ waitTime: 300 }));
+  expect(error.code).toBe('ETIMEDOUT');
+  expect(error.message).toMatch(/^acquire: cannot reach Redis at 127\.0\.0\.1:\d+: no connection within \d+ ms \(last error: connect ECONNREFUSED/);
+  const reason = new Error('the caller gave up');
+  const controller = new AbortController();
+  const taking = outage.getLock('bounded').lock({ signal: controller.signal });
+  controller.abort(reason);
+  await expect(taking).rejects.toBe(reason);
+  const fair = outage.getFairLock('bounded:fair').tryLock({ waitTime: 300 });
+  await expect(fair).rejects.toBeInstanceOf(RedisUnreachableError);
+  await redis.server.restart();
+});

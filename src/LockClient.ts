@@ -6,7 +6,7 @@ import { nanoid } from 'nanoid';
 import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError, RedisUnreachableError } from './errors';
 import { diagnostics } from './diagnostics';
 import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
-import type { LockContext } from './services/LockContext';
+import type { CommandBound, LockContext } from './services/LockContext';
 import { LockPubSub } from './services/LockPubSub';
 import { QueueHeartbeat } from './services/QueueHeartbeat';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
@@ -32,15 +32,6 @@ export interface LockClientEvents {
   renewalFailed: [unknown];
 }
 
-/**
- * Limits on how long one call of `command()` may wait for a connection that is down:
- * `deadline` in performance.now() ms (a waitTime's end), `signals` that end the wait with their
- * reason (the caller's signal, the client's close).
- */
-export interface CommandBound {
-  deadline?: number;
-  signals?: readonly AbortSignal[];
-}
 
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
 const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;

@@ -5,7 +5,7 @@ import { inspectLock, type LockInfo } from '../introspection';
 import { channelOf, UNLOCK_MESSAGE } from '../names';
 import { type Candidate, LocalHandoff, MAX_LOCAL_HANDOFFS } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 
@@ -48,13 +48,13 @@ export class RLock extends LockHandle {
     const channel = channelOf(this.context.keyPrefix, this.key);
     const protocol: WaitProtocol = {
       channel,
-      attempt: async (listening) => {
+      attempt: async (listening, bound) => {
         // A client that just passed the lock on lets the other clients' waiters have it: a new
         // caller that may wait joins its own client's parked waiters instead of barging in.
         const yielding = this.context.pubsub.peek(channel)?.local?.yielding;
         if (listening && waitTime > 0 && yielding) return { held: false, ttl: -1 };
         const sentAt = performance.now();
-        const ttl = await this.attempt(owner, leaseTime);
+        const ttl = await this.attempt(owner, leaseTime, bound);
         return ttl === null ? { held: true, sentAt } : { held: false, ttl };
       },
       // Each release message wakes one waiter of this client, which tries again; a release of
@@ -126,12 +126,12 @@ export class RLock extends LockHandle {
     return result === 2 ? 1 : result;
   }
 
-  private async attempt(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
+  private async attempt(owner: LockOwner, leaseTime: number | undefined, bound: CommandBound): Promise<number | null> {
     const lease = leaseTime ?? this.context.watchdogTimeout;
     const field = this.field(owner);
     const sync = this.context.syncReplicas;
-    if (sync) return this.syncedAttempt(owner, lease, field, sync);
-    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field));
+    if (sync) return this.syncedAttempt(owner, lease, field, sync, bound);
+    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field), bound);
   }
 
   /**
@@ -143,7 +143,7 @@ export class RLock extends LockHandle {
    * counts as unconfirmed. Unconfirmed: give the hold back and report a failed attempt that may
    * be retried after the sync timeout.
    */
-  private async syncedAttempt(owner: LockOwner, lease: number, field: string, sync: { replicas: number; timeout: number }): Promise<number | null> {
+  private async syncedAttempt(owner: LockOwner, lease: number, field: string, sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<number | null> {
     const epoch = this.context.connectionEpoch();
     const [ttl, acked] = await this.context.command('acquire', async (redis) => {
       const replies = await (redis.pipeline() as unknown as ScriptedPipeline).rlock_acquire(this.key, lease, field).wait(sync.replicas, sync.timeout).exec();
@@ -151,7 +151,7 @@ export class RLock extends LockHandle {
       if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
       // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
       return [acquire[1] as number | null, wait && !wait[0] ? (wait[1] as number) : -1] as const;
-    });
+    }, bound);
     if (ttl !== null) return ttl;
     if (acked >= sync.replicas && epoch === this.context.connectionEpoch()) return null;
     owner.holds++;
