@@ -1,6 +1,7 @@
 export { LockClient, type LockClientEvents, type LockLostEvent } from './LockClient';
 export { RLock } from './primitives/RLock';
 export { FairLock } from './primitives/FairLock';
+export { FencedLock } from './primitives/FencedLock';
 export {
   ClientClosedError,
   InvalidArgumentError,

@@ -45,3 +45,12 @@ export function queueExpiryKeyOf(key: string): string {
 export function grantChannelPrefixOf(key: string): string {
   return `${tagged('rlock__grant', key)}:`;
 }
+
+/**
+ * A fenced lock's last minted token, a string of digits never expired or deleted (one key per
+ * lock name), so that tokens keep increasing across releases, expiries and force-unlocks:
+ * `rlock__fence:{<key>}`.
+ */
+export function fenceKeyOf(key: string): string {
+  return tagged('rlock__fence', key);
+}

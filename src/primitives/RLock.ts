@@ -46,8 +46,10 @@ export class RLock extends LockHandle {
       channel: channelOf(this.key),
       attempt: async () => {
         const sentAt = performance.now();
-        const ttl = await this.attempt(owner, leaseTime);
-        return ttl === null ? { held: true, sentAt } : { held: false, ttl };
+        const reply = await this.attempt(owner, leaseTime);
+        if (typeof reply === 'number') return { held: false, ttl: reply };
+        this.held(owner, reply);
+        return { held: true, sentAt };
       },
       // Each release message wakes one waiter of this client, which tries again.
       sleep: async (entry, ms, stops) => {
@@ -66,12 +68,26 @@ export class RLock extends LockHandle {
       .then((publish) => redis.rlock_release(key, channelOf(key), latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS, publish));
   }
 
-  private async attempt(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
+  /**
+   * The acquire script and the keys it takes before ARGV = (lease, field). It answers the PTTL (a
+   * number) when someone else holds the lock, anything else (nil; a fenced lock's token) when the
+   * owner got a hold: a variant (FencedLock) swaps in its own script and keeps the answer in `held`.
+   */
+  protected acquireScript(): { command: string; keys: string[] } {
+    return { command: 'rlock_acquire', keys: [this.key] };
+  }
+
+  /** The owner got a hold; `reply` is what the acquire script answered. */
+  protected held(_owner: LockOwner, _reply: unknown): void {}
+
+  /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
+  private async attempt(owner: LockOwner, leaseTime: number | undefined): Promise<unknown> {
     const lease = leaseTime ?? this.context.watchdogTimeout;
     const field = this.field(owner);
     const sync = this.context.syncReplicas;
     if (sync) return this.syncedAttempt(owner, lease, field, sync);
-    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field));
+    const { command, keys } = this.acquireScript();
+    return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...keys, lease, field));
   }
 
   /**
@@ -83,24 +99,29 @@ export class RLock extends LockHandle {
    * counts as unconfirmed. Unconfirmed: give the hold back and report a failed attempt that may
    * be retried after the sync timeout.
    */
-  private async syncedAttempt(owner: LockOwner, lease: number, field: string, sync: { replicas: number; timeout: number }): Promise<number | null> {
+  private async syncedAttempt(owner: LockOwner, lease: number, field: string, sync: { replicas: number; timeout: number }): Promise<unknown> {
     const epoch = this.context.connectionEpoch();
-    const [ttl, acked] = await this.context.command('acquire', async (redis) => {
-      const replies = await (redis.pipeline() as unknown as ScriptedPipeline).rlock_acquire(this.key, lease, field).wait(sync.replicas, sync.timeout).exec();
+    const { command, keys } = this.acquireScript();
+    const [reply, acked] = await this.context.command('acquire', async (redis) => {
+      const pipeline = redis.pipeline() as unknown as Record<string, (...args: (string | number)[]) => ScriptedPipeline>;
+      const replies = await pipeline[command]!(...keys, lease, field).wait(sync.replicas, sync.timeout).exec();
       const [acquire, wait] = replies ?? [];
       if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
       // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
-      return [acquire[1] as number | null, wait && !wait[0] ? (wait[1] as number) : -1] as const;
+      return [acquire[1], wait && !wait[0] ? (wait[1] as number) : -1] as const;
     });
-    if (ttl !== null) return ttl;
-    if (acked >= sync.replicas && epoch === this.context.connectionEpoch()) return null;
+    if (typeof reply === 'number') return reply;
+    if (acked >= sync.replicas && epoch === this.context.connectionEpoch()) return reply;
     owner.holds++;
     await this.release(owner).catch(() => undefined);
     return sync.timeout;
   }
 }
 
-/** A pipeline with the acquire script on it (ioredis adds script commands to pipelines too). */
+/** A pipeline after the acquire script was queued on it (ioredis adds script commands to pipelines too). */
 interface ScriptedPipeline {
-  rlock_acquire(key: string, leaseMs: number, field: string): { wait(replicas: number, timeout: number): { exec(): Promise<[Error | null, unknown][] | null> } };
+  wait(replicas: number, timeout: number): { exec(): Promise<[Error | null, unknown][] | null> };
 }
+
+/** An acquire script command: keys, then lease and field. */
+type AcquireCall = (...args: (string | number)[]) => Promise<unknown>;

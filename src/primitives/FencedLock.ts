@@ -1,0 +1,116 @@
+import { InvalidArgumentError } from '../errors';
+import type { LockInfo } from '../introspection';
+import { fenceKeyOf } from '../names';
+import { type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
+import type { LockContext } from '../services/LockContext';
+import type { LockOwner } from '../services/LockOwner';
+import { RLock } from './RLock';
+
+/** The script this primitive adds (lua/fencedLock/), beside the plain lock's. */
+interface FencedScripts {
+  rlock_fencedLock_token(key: string, tokenKey: string): Promise<string | null>;
+}
+
+/**
+ * The plain lock with a fencing token: the same hash, release, watchdog and wake-up as `RLock`,
+ * only its acquire script also mints the token on a first acquire and answers it on every one.
+ */
+class FencedHold extends RLock {
+  /** The token of each owner's current hold; an owner is gone with its handle or withLock call. */
+  private readonly tokens = new WeakMap<LockOwner, bigint>();
+
+  protected override acquireScript(): { command: string; keys: string[] } {
+    return { command: 'rlock_fencedLock_acquire', keys: [this.key, fenceKeyOf(this.key)] };
+  }
+
+  protected override held(owner: LockOwner, reply: unknown): void {
+    this.tokens.set(owner, BigInt(String(reply)));
+  }
+
+  /** The token of the current owner's hold (it just acquired). */
+  currentToken(): bigint {
+    const token = this.tokens.get(this.currentOwner());
+    if (token === undefined) throw new Error('no token was recorded for this hold');
+    return token;
+  }
+}
+
+/**
+ * A lock whose every first acquire returns a fencing token (a bigint) greater than every token
+ * minted before for this name, even after Redis lost its data (see lua/fencedLock/acquire-2.lua).
+ * Hand the token to the storage the lock protects, which must refuse a write carrying a token
+ * lower than one it has already seen: a holder that paused past its lease then cannot overwrite
+ * its successor's work (docs/topologies.md, "Fencing tokens"). A reentrant hold keeps its token.
+ */
+export class FencedLock {
+  private readonly hold: FencedHold;
+
+  /** @internal Use `client.getFencedLock(name)`. */
+  constructor(private readonly context: LockContext, name: unknown) {
+    this.hold = new FencedHold(context, name);
+  }
+
+  get name(): string {
+    return this.hold.name;
+  }
+
+  /** The Redis key of the lock hash: `<keyPrefix><name>`. */
+  get key(): string {
+    return this.hold.key;
+  }
+
+  /** Waits as long as it takes (or until `signal` aborts), takes the lock and resolves with its token. */
+  async lock(options?: LockOptions): Promise<bigint> {
+    await this.hold.lock(options);
+    return this.hold.currentToken();
+  }
+
+  /** Takes the lock if it can within `waitTime` (default: one attempt): its token, or null. */
+  async tryLock(options?: TryLockOptions): Promise<bigint | null> {
+    return (await this.hold.tryLock(options)) ? this.hold.currentToken() : null;
+  }
+
+  /** Gives back one hold; throws `NotLockOwnerError` when the current owner holds none. */
+  unlock(): Promise<void> {
+    return this.hold.unlock();
+  }
+
+  /** As `RLock.withLock`; `fn` also gets the hold's token. */
+  async withLock<T>(fn: (signal: AbortSignal, token: bigint) => T | Promise<T>, options?: WithLockOptions): Promise<T> {
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
+    return this.hold.withLock((signal) => fn(signal, this.hold.currentToken()), options);
+  }
+
+  /** The current holder's token (whoever holds it), or null when the lock is free. */
+  async getToken(): Promise<bigint | null> {
+    this.context.assertOpen();
+    const { key } = this;
+    const token = await this.context.command('getToken', (redis) => (redis as unknown as FencedScripts).rlock_fencedLock_token(key, fenceKeyOf(key)));
+    return token === null ? null : BigInt(token);
+  }
+
+  isLocked(): Promise<boolean> {
+    return this.hold.isLocked();
+  }
+
+  isHeldByCurrentOwner(): Promise<boolean> {
+    return this.hold.isHeldByCurrentOwner();
+  }
+
+  getHoldCount(): Promise<number> {
+    return this.hold.getHoldCount();
+  }
+
+  remainTimeToLive(): Promise<number> {
+    return this.hold.remainTimeToLive();
+  }
+
+  /** Deletes the lock whoever holds it; the token counter stays, so the next token is still larger. */
+  forceUnlock(): Promise<boolean> {
+    return this.hold.forceUnlock();
+  }
+
+  inspect(): Promise<LockInfo> {
+    return this.hold.inspect();
+  }
+}
