@@ -1,0 +1,112 @@
+// MultiLock over three private redis-servers (independent masters, one LockClient each): all or
+// nothing, overlapping MultiLocks in two processes finish, a member lost is the whole lost.
+import { runFixture } from './helpers/child';
+import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
+import { until } from './helpers/time';
+import { LockLostError, MultiLock } from '../src';
+
+const servers: PrivateRedis[] = [usePrivateRedis(), usePrivateRedis(), usePrivateRedis()];
+let counter = 0;
+const uniqueName = (): string => `multi:${process.pid}:${++counter}`;
+
+/** How many servers have the lock key `name`. */
+async function serversHolding(name: string): Promise<number> {
+  const found = await Promise.all(servers.map((s) => s.admin.exists(name)));
+  return found.reduce((sum, n) => sum + n, 0);
+}
+
+test('all or nothing: one member held elsewhere → the others are given back; with waitTime it gets all three once that member is free', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const other = servers[2]!.client().getLock(name);
+  await other.lock();
+  const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+  expect(await multi.tryLock()).toBe(false);
+  expect(await serversHolding(name)).toBe(1); // only the other holder's, on server 3
+  expect(await multi.isLocked()).toBe(false);
+
+  const waiting = multi.tryLock({ waitTime: 10_000 });
+  await until('the MultiLock waits on the member it was refused', () => clients[2]!.stats.waiters === 1);
+  await other.unlock();
+  expect(await waiting).toBe(true);
+  expect(await serversHolding(name)).toBe(3);
+  expect(await multi.isLocked()).toBe(true);
+  for (const s of servers) expect(Object.keys(await s.admin.hgetall(name))).toHaveLength(1);
+  await multi.unlock();
+  expect(await serversHolding(name)).toBe(0);
+  for (const client of clients) expect(client.stats.renewals).toBe(0);
+});
+
+test('leaseTime applies to each member; the whole is lost when the first lease ends', async () => {
+  const name = uniqueName();
+  const multi = new MultiLock(servers.map((s) => s.client().getLock(name)));
+  expect(await multi.tryLock({ leaseTime: 2_000 })).toBe(true);
+  for (const s of servers) {
+    const ttl = await s.admin.pttl(name);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(2_000);
+  }
+  await multi.unlock();
+  let aborted: unknown;
+  await expect(
+    multi.withLock(
+      (signal) =>
+        new Promise<void>((resolve) =>
+          signal.addEventListener('abort', () => {
+            aborted = signal.reason;
+            resolve();
+          }),
+        ),
+      { leaseTime: 200 },
+    ),
+  ).rejects.toThrow(LockLostError);
+  expect(aborted).toBeInstanceOf(LockLostError);
+});
+
+test('an abort while waiting leaves nothing behind', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const other = servers[1]!.client().getLock(name);
+  await other.lock();
+  const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+  const controller = new AbortController();
+  const waiting = multi.tryLock({ waitTime: 30_000, signal: controller.signal });
+  await until('the MultiLock waits', () => clients[1]!.stats.waiters === 1);
+  const reason = new Error('stop');
+  controller.abort(reason);
+  await expect(waiting).rejects.toBe(reason);
+  expect(await serversHolding(name)).toBe(1);
+  for (const client of clients) expect(client.stats.renewals).toBe(0);
+  await other.unlock();
+});
+
+test('overlapping MultiLocks listed in opposite orders, 2 processes × 2 tasks: all finish, no lost update', async () => {
+  const name = uniqueName();
+  const urls = servers.map((s) => s.server.url);
+  const rounds = 40;
+  const results = await Promise.all([
+    runFixture('compositeWorker.ts', ['multi', urls.join(','), urls[0]!, name, String(rounds)], 60_000),
+    runFixture('compositeWorker.ts', ['multi', [...urls].reverse().join(','), urls[0]!, name, String(rounds)], 60_000),
+  ]);
+  for (const result of results) expect(result).toMatchObject({ code: 0 });
+  expect(await servers[0]!.admin.get(`${name}:counter`)).toBe(String(2 * 2 * rounds));
+  expect(await serversHolding(name)).toBe(0);
+}, 90_000);
+
+test('a server killed while held: the loss is reported (lost event, withLock signal, LockLostError)', async () => {
+  const name = uniqueName();
+  const multi = new MultiLock(servers.map((s) => s.client({ watchdogTimeout: 600 }).getLock(name)));
+  const events: LockLostError[] = [];
+  multi.on('lost', (error) => events.push(error));
+  const outcome = multi.withLock(async (signal) => {
+    await servers[1]!.server.kill();
+    await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    // Back, empty: the release of the lost member answers "not held" instead of waiting for a server.
+    await servers[1]!.server.restart();
+    return signal.reason as unknown;
+  });
+  await expect(outcome).rejects.toThrow(LockLostError);
+  expect(events).toHaveLength(1);
+  expect(events[0]!.message).toMatch(/member ".*" was lost/);
+  expect(await serversHolding(name)).toBe(0);
+}, 20_000);
