@@ -110,3 +110,26 @@ test('a server killed while held: the loss is reported (lost event, withLock sig
   expect(events[0]!.message).toMatch(/member ".*" was lost/);
   expect(await serversHolding(name)).toBe(0);
 }, 20_000);
+
+test('aborted at random points of the acquire, 60 times: no member left held or renewed', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const otherClient = servers[2]!.client();
+  let aborts = 0;
+  for (let i = 0; i < 60; i++) {
+    // Every other time a member is busy for a moment, so that some aborts land while waiting.
+    if (i % 2 === 1) await otherClient.getLock(name).lock({ leaseTime: 5 });
+    const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('stop')), Math.random() * 4);
+    const held = await multi.tryLock({ waitTime: 1_000, signal: controller.signal }).catch(() => {
+      aborts++;
+      return false;
+    });
+    if (held) await multi.unlock();
+    await until('the busy member expired', async () => (await servers[2]!.admin.exists(name)) === 0);
+    expect(await serversHolding(name)).toBe(0);
+    for (const client of clients) expect(client.stats.renewals).toBe(0);
+  }
+  expect(aborts).toBeGreaterThan(0);
+}, 30_000);
