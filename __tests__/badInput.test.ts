@@ -103,6 +103,9 @@ const cases: Case[] = [
   ...badNames.map(([label, name]): Case => ['getFencedLock', label, 'name', () => client.getFencedLock(name as string)]),
   ...([undefined, null, 'fn', 42] as unknown[]).map((fn): Case => ['FencedLock.withLock', `fn ${String(fn)}`, 'fn', () => client.getFencedLock('f').withLock(fn as never)]),
   ...badTimes.map(([label, value]): Case => ['FencedLock.tryLock', `waitTime ${label}`, 'options.waitTime', () => client.getFencedLock('f').tryLock({ waitTime: value as number })]),
+  ['FencedLock.fencedSet', 'dataKey empty', 'dataKey', () => client.getFencedLock('f').fencedSet('', 'v', 1n)],
+  ['FencedLock.fencedSet', 'value a number', 'value', () => client.getFencedLock('f').fencedSet('k', 5 as never, 1n)],
+  ...([5, '5', 0n, -1n, undefined] as unknown[]).map((token): Case => ['FencedLock.fencedSet', `token ${String(token)}`, 'token', () => client.getFencedLock('f').fencedSet('k', 'v', token as bigint)]),
   ...([MultiLock, RedLock] as const).flatMap((Kind): Case[] => [
     ...([undefined, null, 'x', {}, []] as unknown[]).map((locks): Case => [Kind.name, `locks ${JSON.stringify(locks)}`, 'locks', () => new Kind(locks as never)]),
     [Kind.name, 'a member not a lock handle', 'locks[1]', () => new Kind([lock, {} as never])],

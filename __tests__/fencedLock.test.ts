@@ -133,3 +133,32 @@ describe('holds', () => {
     expect(client.stats.renewals).toBe(0);
   });
 });
+
+describe('fencedSet', () => {
+  test('a holder that paused past its lease cannot overwrite its successor: its older token is refused', async () => {
+    const name = uniqueName();
+    const dataKey = `${name}:data`;
+    const a = redis.client().getFencedLock(name);
+    const b = redis.client().getFencedLock(name);
+    const tokenA = await a.lock({ leaseTime: 100 });
+    expect(await a.fencedSet(dataKey, 'A1', tokenA)).toBe(true);
+    // A "pauses" (GC, page fault, a stopped VM) past its lease; B takes the lock and writes.
+    const tokenB = (await b.tryLock({ waitTime: 5_000 }))!;
+    expect(tokenB).toBeGreaterThan(tokenA);
+    expect(await b.fencedSet(dataKey, 'B1', tokenB)).toBe(true);
+    expect(await b.fencedSet(dataKey, 'B2', tokenB)).toBe(true); // the same holder writes again
+    // A resumes, still believing it holds the lock, and writes: refused.
+    expect(await a.fencedSet(dataKey, 'A2', tokenA)).toBe(false);
+    expect(await redis.admin.get(dataKey)).toBe('B2');
+    await b.unlock();
+  });
+
+  test('tokens of different lengths compare as numbers', async () => {
+    const lock = redis.client().getFencedLock(uniqueName());
+    const dataKey = `${uniqueName()}:data`;
+    expect(await lock.fencedSet(dataKey, 'new', 10n ** 16n)).toBe(true);
+    expect(await lock.fencedSet(dataKey, 'old', 9n * 10n ** 15n)).toBe(false);
+    expect(await lock.fencedSet(dataKey, 'newer', 10n ** 16n + 1n)).toBe(true);
+    expect(await redis.admin.get(dataKey)).toBe('newer');
+  });
+});

@@ -54,3 +54,8 @@ export function grantChannelPrefixOf(key: string): string {
 export function fenceKeyOf(key: string): string {
   return tagged('rlock__fence', key);
 }
+
+/** The newest fencing token a `fencedSet` of data key `dataKey` was accepted with: `rlock__fenced_by:{<dataKey>}`. */
+export function fencedByKeyOf(dataKey: string): string {
+  return tagged('rlock__fenced_by', dataKey);
+}

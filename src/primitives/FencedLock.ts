@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from '../errors';
+import { MAX_NAME_BYTES } from '../options';
 import type { LockInfo } from '../introspection';
-import { fenceKeyOf } from '../names';
+import { fencedByKeyOf, fenceKeyOf } from '../names';
 import { type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import type { LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
@@ -9,6 +10,7 @@ import { RLock } from './RLock';
 /** The script this primitive adds (lua/fencedLock/), beside the plain lock's. */
 interface FencedScripts {
   rlock_fencedLock_token(key: string, tokenKey: string): Promise<string | null>;
+  rlock_fencedLock_fencedSet(dataKey: string, fenceKey: string, token: string, value: string): Promise<0 | 1>;
 }
 
 /**
@@ -87,6 +89,26 @@ export class FencedLock {
     const { key } = this;
     const token = await this.context.command('getToken', (redis) => (redis as unknown as FencedScripts).rlock_fencedLock_token(key, fenceKeyOf(key)));
     return token === null ? null : BigInt(token);
+  }
+
+  /**
+   * What a storage must do with the token, for data kept in Redis: writes `value` to `dataKey`
+   * (your own key, no prefix added) only if `token` is not older than the newest token a write
+   * to it was accepted with; true when written. A holder that paused past its lease, whose
+   * successor has written since, gets false and must stop. Storage elsewhere must do the same
+   * check atomically with its write (see docs/topologies.md, "Fencing tokens").
+   */
+  async fencedSet(dataKey: string, value: string, token: bigint): Promise<boolean> {
+    if (typeof dataKey !== 'string' || dataKey.length === 0 || Buffer.byteLength(dataKey) > MAX_NAME_BYTES) {
+      throw new InvalidArgumentError('dataKey', `must be a non-empty string of at most ${MAX_NAME_BYTES} bytes`);
+    }
+    if (typeof value !== 'string') throw new InvalidArgumentError('value', `must be a string, got ${typeof value}`);
+    if (typeof token !== 'bigint' || token < 1n) throw new InvalidArgumentError('token', 'must be a token (a positive bigint) from lock(), tryLock() or withLock()');
+    this.context.assertOpen();
+    const written = await this.context.command('fencedSet', (redis) =>
+      (redis as unknown as FencedScripts).rlock_fencedLock_fencedSet(dataKey, fencedByKeyOf(dataKey), token.toString(), value),
+    );
+    return written === 1;
   }
 
   isLocked(): Promise<boolean> {
