@@ -132,6 +132,27 @@ test('with the watchdog: members lost on 2 of 5 servers are not a loss; on 3 the
   expect(await serversHolding(name)).toBe(0);
 });
 
+test('the documented caveat: a server of the majority restarting empty within the lease lets a second holder in', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  await Promise.all(clients.map((client) => client.getLock('warm').isLocked()));
+  await servers[3]!.server.kill();
+  await servers[4]!.server.kill();
+  const a = redLock(name, clients);
+  expect(await a.tryLock({ leaseTime: 30_000 })).toBe(true); // on servers 0, 1, 2
+  await servers[3]!.server.restart();
+  await servers[4]!.server.restart();
+  // Server 2 crashes and comes back without its data (no AOF, or AOF without fsync=always).
+  await servers[2]!.server.kill();
+  await servers[2]!.server.restart();
+  const b = redLock(name, clients);
+  // Servers 2, 3 and 4 are a majority too: both now "hold" the lock. Persistence with
+  // appendfsync always, or restarts delayed past the longest lease, is what prevents this.
+  expect(await b.tryLock({ waitTime: 5_000, leaseTime: 30_000 })).toBe(true);
+  expect(a.remainingValidity()).toBeGreaterThan(0);
+  await Promise.all([a.unlock(), b.unlock()]);
+}, 30_000);
+
 test('mutual exclusion: 3 processes × 2 tasks, GET + SET counter on a sixth server, no lost update', async () => {
   const name = uniqueName();
   const urls = servers.map((s) => s.server.url).join(',');
