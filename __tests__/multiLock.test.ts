@@ -37,6 +37,18 @@ test('all or nothing: one member held elsewhere → the others are given back; w
   for (const client of clients) expect(client.stats.renewals).toBe(0);
 });
 
+test('a server restarted empty while held: another MultiLock still cannot get in (it needs every member)', async () => {
+  const name = uniqueName();
+  const holder = new MultiLock(servers.map((s) => s.client().getLock(name)));
+  expect(await holder.tryLock({ leaseTime: 30_000 })).toBe(true);
+  await servers[0]!.server.kill();
+  await servers[0]!.server.restart();
+  const other = new MultiLock(servers.map((s) => s.client().getLock(name)));
+  expect(await other.tryLock({ waitTime: 300 })).toBe(false);
+  expect(await servers[0]!.admin.exists(name)).toBe(0); // given back
+  await holder.unlock();
+});
+
 test('leaseTime applies to each member; the whole is lost when the first lease ends', async () => {
   const name = uniqueName();
   const multi = new MultiLock(servers.map((s) => s.client().getLock(name)));
