@@ -2,7 +2,7 @@
 // nothing, overlapping MultiLocks in two processes finish, a member lost is the whole lost.
 import { runFixture } from './helpers/child';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
-import { until } from './helpers/time';
+import { aborted, until } from './helpers/time';
 import { LockLostError, MultiLock } from '../src';
 
 const servers: PrivateRedis[] = [usePrivateRedis(), usePrivateRedis(), usePrivateRedis()];
@@ -59,20 +59,16 @@ test('leaseTime applies to each member; the whole is lost when the first lease e
     expect(ttl).toBeLessThanOrEqual(2_000);
   }
   await multi.unlock();
-  let aborted: unknown;
+  let reason: unknown;
   await expect(
     multi.withLock(
-      (signal) =>
-        new Promise<void>((resolve) =>
-          signal.addEventListener('abort', () => {
-            aborted = signal.reason;
-            resolve();
-          }),
-        ),
+      async (signal) => {
+        reason = await aborted(signal);
+      },
       { leaseTime: 200 },
     ),
   ).rejects.toThrow(LockLostError);
-  expect(aborted).toBeInstanceOf(LockLostError);
+  expect(reason).toBeInstanceOf(LockLostError);
 });
 
 test('an abort while waiting leaves nothing behind', async () => {
@@ -112,7 +108,7 @@ test('a server killed while held: the loss is reported (lost event, withLock sig
   multi.on('lost', (error) => events.push(error));
   const outcome = multi.withLock(async (signal) => {
     await servers[1]!.server.kill();
-    await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    await aborted(signal);
     // Back, empty: the release of the lost member answers "not held" instead of waiting for a server.
     await servers[1]!.server.restart();
     return signal.reason as unknown;

@@ -3,7 +3,7 @@
 // timeout, mutual exclusion across processes, validity.
 import { runFixture } from './helpers/child';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
-import { until } from './helpers/time';
+import { aborted, until } from './helpers/time';
 import { type LockClient, LockLostError, RedLock } from '../src';
 
 const servers: PrivateRedis[] = Array.from({ length: 5 }, () => usePrivateRedis());
@@ -98,13 +98,9 @@ test('validity: what remains of the lease, never more than any member\'s PTTL; w
   let reason: unknown;
   await expect(
     red.withLock(
-      (signal) =>
-        new Promise<void>((resolve) =>
-          signal.addEventListener('abort', () => {
-            reason = signal.reason;
-            resolve();
-          }),
-        ),
+      async (signal) => {
+        reason = await aborted(signal);
+      },
       { leaseTime: 300 },
     ),
   ).rejects.toThrow(/validity ran out/);
@@ -125,7 +121,7 @@ test('with the watchdog: members lost on 2 of 5 servers are not a loss; on 3 the
       await until('the watchdogs of 2 servers found their member gone', () => memberLosses.length === 2);
       stillHeldAfterTwo = !signal.aborted;
       await servers[2]!.admin.del(name);
-      await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+      await aborted(signal);
     }),
   ).rejects.toThrow(/2 of 5 held, 3 needed/);
   expect(stillHeldAfterTwo).toBe(true);
