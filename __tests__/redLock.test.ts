@@ -4,7 +4,7 @@
 import { runFixture } from './helpers/child';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { aborted, until } from './helpers/time';
-import { type LockClient, LockLostError, RedLock } from '../src';
+import { ClientClosedError, type LockClient, LockLostError, RedLock } from '../src';
 
 const servers: PrivateRedis[] = Array.from({ length: 5 }, () => usePrivateRedis());
 const counterServer = usePrivateRedis();
@@ -148,6 +148,15 @@ test('the documented caveat: a server of the majority restarting empty within th
   expect(a.remainingValidity()).toBeGreaterThan(0);
   await Promise.all([a.unlock(), b.unlock()]);
 }, 30_000);
+
+test('a member whose client was closed: lock() rejects with ClientClosedError, nothing left on the others', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const red = redLock(name, clients);
+  await clients[1]!.close();
+  await expect(red.lock()).rejects.toThrow(ClientClosedError);
+  expect(await serversHolding(name)).toBe(0);
+});
 
 test('mutual exclusion: 3 processes × 2 tasks, GET + SET counter on a sixth server, no lost update', async () => {
   const name = uniqueName();

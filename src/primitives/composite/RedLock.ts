@@ -1,5 +1,5 @@
 import type { LockHandle } from '../../core/LockHandle';
-import { InvalidArgumentError } from '../../errors';
+import { ClientClosedError, InvalidArgumentError } from '../../errors';
 import { CompositeHold, pause, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
 
@@ -66,14 +66,17 @@ export class RedLock extends CompositeLock {
       signal?.throwIfAborted();
       const start = performance.now();
       const handles = this.members.map((member) => member.fork());
-      const sentAt = await Promise.all(handles.map((handle) => this.attempt(handle, leaseTime, signal)));
+      const closed: ClientClosedError[] = [];
+      const sentAt = await Promise.all(handles.map((handle) => this.attempt(handle, leaseTime, signal, closed)));
       const taken = handles.flatMap((handle, i) => (sentAt[i] === undefined ? [] : [{ handle, sentAt: sentAt[i] }]));
       const validUntil = start + lease - drift;
-      if (!signal?.aborted && taken.length >= this.quorum && performance.now() < validUntil) {
+      if (!signal?.aborted && closed.length === 0 && taken.length >= this.quorum && performance.now() < validUntil) {
         return new CompositeHold(this.name, taken, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost);
       }
       await this.giveBack(taken.map((member) => member.handle));
       signal?.throwIfAborted();
+      // A member's client was closed: that is the caller's doing, not a fault to ride out.
+      if (closed.length > 0) throw closed[0];
       const left = deadline - performance.now();
       if (left <= 0) return undefined;
       await pause(Math.min(left, this.retryDelay * (0.5 + Math.random())), signal);
@@ -89,7 +92,7 @@ export class RedLock extends CompositeLock {
    * One member's acquire, bounded: its send time, or undefined when refused, failed or too slow.
    * An attempt abandoned by the timeout may still take the member later; it is given back then.
    */
-  private async attempt(handle: LockHandle, leaseTime: number | undefined, signal: AbortSignal | undefined): Promise<number | undefined> {
+  private async attempt(handle: LockHandle, leaseTime: number | undefined, signal: AbortSignal | undefined, closed: ClientClosedError[]): Promise<number | undefined> {
     let abandoned = false;
     const acquiring = handle.acquireHold(leaseTime, 0, signal);
     acquiring.then(
@@ -106,7 +109,8 @@ export class RedLock extends CompositeLock {
       // From here on a success is too late to count: a call still pending is abandoned.
       abandoned = true;
       return sentAt;
-    } catch {
+    } catch (error) {
+      if (error instanceof ClientClosedError) closed.push(error);
       return undefined;
     }
   }
