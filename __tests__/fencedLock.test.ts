@@ -3,6 +3,8 @@
 // a reentrant hold keeps its token.
 import { runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
+import { RedisServer } from './helpers/testRedis';
+import { until } from './helpers/time';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -94,6 +96,31 @@ describe('tokens', () => {
     expect(BigInt((await redis.admin.get(`${name}:last-token`))!)).toBeGreaterThan(0n);
   }, 30_000);
 });
+
+test('with syncReplicas: the token comes through the WAIT pipeline; an acquire the replica cannot acknowledge is refused and given back', async () => {
+  await redis.admin.config('SET', 'repl-diskless-sync-delay', '0'); // else the first sync waits 5 s
+  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(redis.server.port)]);
+  const replicaConnection = replica.connect();
+  try {
+    await until('the replica is in sync', async () => /slave0:.*state=online/.test(await redis.admin.info('replication')));
+    const client = redis.client({ syncReplicas: { replicas: 1, timeout: 300 } });
+    const name = uniqueName();
+    const first = client.getFencedLock(name);
+    const token = await first.lock();
+    expect(await replicaConnection.get(`rlock__fence:{${name}}`)).toBe(String(token));
+    await first.unlock();
+    replica.pause();
+    expect(await client.getFencedLock(name).tryLock()).toBeNull();
+    expect(await redis.admin.exists(name)).toBe(0);
+    replica.resume();
+    const next = await client.getFencedLock(name).tryLock({ waitTime: 5_000 });
+    expect(next).not.toBeNull();
+    expect(next!).toBeGreaterThan(token);
+  } finally {
+    replicaConnection.disconnect();
+    await replica.stop();
+  }
+}, 20_000);
 
 describe('holds', () => {
   test('a reentrant hold keeps its token: nested withLock, and lock() of another handle inside withLock', async () => {
