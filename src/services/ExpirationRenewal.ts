@@ -22,11 +22,11 @@ interface RenewalEntry extends RenewalTarget {
   /** Aborted with a `LockLostError` on loss; made only when someone asks (withLock does). */
   lost?: AbortController;
   /**
-   * When Redis expires the lock at the earliest (performance.now() ms): the send time of the
-   * last call that confirmed the lease, plus the lease. Redis set the TTL after that send, so
-   * the key cannot expire before this instant.
+   * When the owner stops believing it holds the lock (performance.now() ms): the earliest
+   * instant Redis can expire it (the send time of the last call that confirmed the lease, plus
+   * the lease: Redis set the TTL after that send) minus a margin, see `lostAt`.
    */
-  expiresAt: number;
+  lostAt: number;
 }
 
 const DEFAULT_RENEW = 'rlock_renew';
@@ -73,14 +73,16 @@ export class ExpirationRenewal {
   add(target: RenewalTarget, sentAt: number, expiresAt = sentAt + this.leaseMs): void {
     const id = entryId(target.key, target.field);
     if (this.closed || this.entries.has(id)) return;
-    const entry: RenewalEntry = { ...target, expiresAt: Math.min(expiresAt, sentAt + this.leaseMs) };
+    const lease = Math.min(expiresAt, sentAt + this.leaseMs) - sentAt;
+    const entry: RenewalEntry = { ...target, lostAt: lostAt(sentAt, lease) };
     this.entries.set(id, entry);
     // Timers outlive the last entry until their next run: a lock taken and released over and
     // over then costs no timer churn.
     this.timer ??= setInterval(() => void this.renewAll(), Math.floor(this.leaseMs / 3)).unref();
-    this.armDeadline(entry.expiresAt);
+    this.armDeadline(entry.lostAt);
+    // A short first lease (shorter than the time to the next tick) is renewed halfway there.
     const now = performance.now();
-    if (entry.expiresAt < now + (this.leaseMs * 2) / 3) this.armEarly(now + (entry.expiresAt - this.margin - now) / 2);
+    if (lease < this.leaseMs) this.armEarly(now + (entry.lostAt - now) / 2);
   }
 
   private armEarly(at: number): void {
@@ -129,18 +131,8 @@ export class ExpirationRenewal {
     this.earlyAt = Infinity;
   }
 
-  /**
-   * The owner must stop believing before Redis can expire the lock, or a paused or unreachable
-   * Redis would let a second owner in while the first still works under its lock. A margin of
-   * a tenth of the lease (at most 1 s) absorbs timer and event-loop lag.
-   */
-  private get margin(): number {
-    return Math.min(this.leaseMs / 10, 1000);
-  }
-
-  /** Makes sure the deadline timer fires no later than `expiresAt - margin`. */
-  private armDeadline(expiresAt: number): void {
-    const at = expiresAt - this.margin;
+  /** Makes sure the deadline timer fires no later than `at`. */
+  private armDeadline(at: number): void {
     if (at >= this.deadlineAt) return;
     if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
     this.deadlineAt = at;
@@ -155,10 +147,10 @@ export class ExpirationRenewal {
     const now = performance.now();
     let next = Infinity;
     for (const entry of [...this.entries.values()]) {
-      if (entry.expiresAt - this.margin <= now) {
+      if (entry.lostAt <= now) {
         this.lose(entry, `no renewal was confirmed before its lease of ${this.leaseMs} ms ran out (Redis slow or unreachable)`);
       } else {
-        next = Math.min(next, entry.expiresAt);
+        next = Math.min(next, entry.lostAt);
       }
     }
     if (next < Infinity) this.armDeadline(next);
@@ -211,14 +203,14 @@ export class ExpirationRenewal {
       // re-added while the call was in flight belongs to a newer hold.
       if (this.entries.get(entryId(entry.key, entry.field)) !== entry) return;
       if (renewed[i] === 1) {
-        entry.expiresAt = sentAt + this.leaseMs;
-        earliest = Math.min(earliest, entry.expiresAt);
+        entry.lostAt = lostAt(sentAt, this.leaseMs);
+        earliest = Math.min(earliest, entry.lostAt);
       } else {
         this.lose(entry, 'the watchdog found it no longer held by its owner');
       }
     });
     // The deadline may now lie later: re-arm from scratch once per batch.
-    if (earliest < Infinity && this.deadlineTimer !== undefined && this.deadlineAt < earliest - this.margin) {
+    if (earliest < Infinity && this.deadlineTimer !== undefined && this.deadlineAt < earliest) {
       clearTimeout(this.deadlineTimer);
       this.deadlineTimer = undefined;
       this.deadlineAt = Infinity;
@@ -228,9 +220,18 @@ export class ExpirationRenewal {
 
   private earliestExpiry(): number {
     let earliest = Infinity;
-    for (const entry of this.entries.values()) earliest = Math.min(earliest, entry.expiresAt);
+    for (const entry of this.entries.values()) earliest = Math.min(earliest, entry.lostAt);
     return earliest;
   }
+}
+
+/**
+ * The owner must stop believing before Redis can expire the lock, or a paused or unreachable
+ * Redis would let a second owner in while the first still works under its lock. A margin of a
+ * tenth of the lease (at most 1 s) absorbs timer and event-loop lag.
+ */
+function lostAt(sentAt: number, lease: number): number {
+  return sentAt + lease - Math.min(lease / 10, 1000);
 }
 
 function entryId(key: string, field: string): string {
