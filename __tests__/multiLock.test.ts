@@ -49,6 +49,21 @@ test('a server restarted empty while held: another MultiLock still cannot get in
   await holder.unlock();
 });
 
+test('fair locks as members: the MultiLock queues on the member it was refused and is handed it', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const holder = servers[0]!.client().getFairLock(name);
+  await holder.lock();
+  const multi = new MultiLock(clients.map((client) => client.getFairLock(name)));
+  const waiting = multi.tryLock({ waitTime: 10_000 });
+  await until('the MultiLock is queued on the held member', async () => (await holder.inspect()).queue?.length === 1);
+  await holder.unlock();
+  expect(await waiting).toBe(true);
+  expect(await serversHolding(name)).toBe(3);
+  await multi.unlock();
+  expect(await serversHolding(name)).toBe(0);
+});
+
 test('leaseTime applies to each member; the whole is lost when the first lease ends', async () => {
   const name = uniqueName();
   const multi = new MultiLock(servers.map((s) => s.client().getLock(name)));

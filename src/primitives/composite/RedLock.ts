@@ -67,7 +67,17 @@ export class RedLock extends CompositeLock {
       const start = performance.now();
       const handles = this.members.map((member) => member.fork());
       const closed: ClientClosedError[] = [];
-      const sentAt = await Promise.all(handles.map((handle) => this.attempt(handle, leaseTime, signal, closed)));
+      // One timer bounds the whole round: every attempt was sent at its start.
+      let timer: NodeJS.Timeout | undefined;
+      const expired = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), this.attemptTimeout);
+      });
+      let sentAt: (number | undefined)[];
+      try {
+        sentAt = await Promise.all(handles.map((handle) => this.attempt(handle, leaseTime, signal, closed, expired)));
+      } finally {
+        clearTimeout(timer);
+      }
       const taken = handles.flatMap((handle, i) => (sentAt[i] === undefined ? [] : [{ handle, sentAt: sentAt[i] }]));
       const validUntil = start + lease - drift;
       if (!signal?.aborted && closed.length === 0 && taken.length >= this.quorum && performance.now() < validUntil) {
@@ -92,7 +102,13 @@ export class RedLock extends CompositeLock {
    * One member's acquire, bounded: its send time, or undefined when refused, failed or too slow.
    * An attempt abandoned by the timeout may still take the member later; it is given back then.
    */
-  private async attempt(handle: LockHandle, leaseTime: number | undefined, signal: AbortSignal | undefined, closed: ClientClosedError[]): Promise<number | undefined> {
+  private async attempt(
+    handle: LockHandle,
+    leaseTime: number | undefined,
+    signal: AbortSignal | undefined,
+    closed: ClientClosedError[],
+    expired: Promise<undefined>,
+  ): Promise<number | undefined> {
     let abandoned = false;
     const acquiring = handle.acquireHold(leaseTime, 0, signal);
     acquiring.then(
@@ -105,7 +121,7 @@ export class RedLock extends CompositeLock {
       },
     );
     try {
-      const sentAt = await within(acquiring, this.attemptTimeout);
+      const sentAt = await Promise.race([acquiring, expired]);
       // From here on a success is too late to count: a call still pending is abandoned.
       abandoned = true;
       return sentAt;
