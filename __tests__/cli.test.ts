@@ -34,6 +34,14 @@ test('inspect prints holders and client names, in text and JSON', async () => {
   expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, holders: [{ clientId: client.id, holdCount: 1, clientName: 'billing' }] });
 });
 
+test('inspect shows a fenced lock\'s token', async () => {
+  const token = await redis.client({ name: 'ledger' }).getFencedLock('ledger:1').lock();
+  const text = await run(['--url', redis.server.url, 'inspect', 'ledger:1']);
+  expect(text.stdout).toMatch(new RegExp(`client "ledger"\\n {2}fencing token ${token}\\n$`));
+  const json = await run(['--url', redis.server.url, '--json', 'inspect', 'ledger:1']);
+  expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, fencingToken: String(token) });
+});
+
 test('list uses the prefix and --match', async () => {
   const client = redis.client({ keyPrefix: 'app:' });
   await client.getLock('x:1').lock({ leaseTime: 30_000 });
