@@ -1,7 +1,7 @@
 // Bad input, everywhere: every public call gets wrong types and values and must answer with a
 // typed error that names the argument, before a single command reaches Redis.
 import type { Redis } from 'ioredis';
-import { ClientClosedError, InvalidArgumentError, LockClient, LockError, type RLock } from '../src';
+import { ClientClosedError, InvalidArgumentError, LockClient, LockError, MultiLock, RedLock, type RLock } from '../src';
 import { commandCounts, RedisServer } from './helpers/testRedis';
 
 let server: RedisServer;
@@ -100,6 +100,27 @@ const cases: Case[] = [
     ];
   }),
   ...([undefined, null, 'fn', 42, {}] as unknown[]).map((fn): Case => ['withLock', `fn ${String(fn)}`, 'fn', () => lock.withLock(fn as never)]),
+  ...badNames.map(([label, name]): Case => ['getFencedLock', label, 'name', () => client.getFencedLock(name as string)]),
+  ...([undefined, null, 'fn', 42] as unknown[]).map((fn): Case => ['FencedLock.withLock', `fn ${String(fn)}`, 'fn', () => client.getFencedLock('f').withLock(fn as never)]),
+  ...badTimes.map(([label, value]): Case => ['FencedLock.tryLock', `waitTime ${label}`, 'options.waitTime', () => client.getFencedLock('f').tryLock({ waitTime: value as number })]),
+  ['FencedLock.fencedSet', 'dataKey empty', 'dataKey', () => client.getFencedLock('f').fencedSet('', 'v', 1n)],
+  ['FencedLock.fencedSet', 'value a number', 'value', () => client.getFencedLock('f').fencedSet('k', 5 as never, 1n)],
+  ...([5, '5', 0n, -1n, undefined] as unknown[]).map((token): Case => ['FencedLock.fencedSet', `token ${String(token)}`, 'token', () => client.getFencedLock('f').fencedSet('k', 'v', token as bigint)]),
+  ...([MultiLock, RedLock] as const).flatMap((Kind): Case[] => [
+    ...([undefined, null, 'x', {}, []] as unknown[]).map((locks): Case => [Kind.name, `locks ${JSON.stringify(locks)}`, 'locks', () => new Kind(locks as never)]),
+    [Kind.name, 'a member not a lock handle', 'locks[1]', () => new Kind([lock, {} as never])],
+    [Kind.name, 'a fenced lock as member', 'locks[0]', () => new Kind([client.getFencedLock('f') as never])],
+    [Kind.name, 'the same lock of one client twice', 'locks[1]', () => new Kind([lock, client.getLock('bad-input')])],
+    ...badTimes.map(([label, value]): Case => [`${Kind.name}.tryLock`, `waitTime ${label}`, 'options.waitTime', () => new Kind([lock]).tryLock({ waitTime: value as number })]),
+    ...badTimes.map(([label, value]): Case => [`${Kind.name}.lock`, `leaseTime ${label}`, 'options.leaseTime', () => new Kind([lock]).lock({ leaseTime: value as number })]),
+    ...([undefined, 'fn'] as unknown[]).map((fn): Case => [`${Kind.name}.withLock`, `fn ${String(fn)}`, 'fn', () => new Kind([lock]).withLock(fn as never)]),
+  ]),
+  ['RedLock', 'options a number', 'options', () => new RedLock([lock], 5 as never)],
+  ['RedLock', 'a misspelt option', 'options.attemptTimout', () => new RedLock([lock], { attemptTimout: 5 } as never)],
+  ...badTimes.map(([label, value]): Case => ['RedLock', `attemptTimeout ${label}`, 'options.attemptTimeout', () => new RedLock([lock], { attemptTimeout: value as number })]),
+  ['RedLock', 'attemptTimeout 0', 'options.attemptTimeout', () => new RedLock([lock], { attemptTimeout: 0 })],
+  ['RedLock', 'retryDelay negative', 'options.retryDelay', () => new RedLock([lock], { retryDelay: -1 })],
+  ...([NaN, -0.1, 0.5, '0.01'] as unknown[]).map((value): Case => ['RedLock', `driftFactor ${String(value)}`, 'options.driftFactor', () => new RedLock([lock], { driftFactor: value as number })]),
   ['LockClient', 'no options', 'options', () => new LockClient(undefined as never)],
   ['LockClient', 'null options', 'options', () => new LockClient(null as never)],
   ['LockClient', 'no redis', 'options.redis', () => new LockClient({} as never)],

@@ -37,6 +37,17 @@ test('inspect prints holders and client names, in text and JSON', async () => {
   expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, holders: [{ clientId: client.id, holdCount: 1, clientName: 'billing' }] });
 });
 
+test('inspect shows a fenced lock\'s token; list finds fenced locks', async () => {
+  const token = await redis.client({ name: 'ledger' }).getFencedLock('ledger:1').lock();
+  const text = await run(['--url', redis.server.url, 'inspect', 'ledger:1']);
+  expect(text.stdout).toMatch(new RegExp(`client "ledger"\\n {2}fencing token ${token}\\n$`));
+  const json = await run(['--url', redis.server.url, '--json', 'inspect', 'ledger:1']);
+  expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, fencingToken: String(token) });
+  // A plain lock hash: list finds it (and not its token key).
+  const listed = await run(['--url', redis.server.url, '--json', 'list', '--match', 'ledger:*']);
+  expect(JSON.parse(listed.stdout)).toEqual(['ledger:1']);
+});
+
 test('list uses the prefix and --match', async () => {
   const client = redis.client({ keyPrefix: 'app:' });
   await client.getLock('x:1').lock({ leaseTime: 30_000 });
@@ -65,7 +76,7 @@ test('watch refreshes until interrupted', async () => {
   const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--json', 'watch', 'w', '--interval', '100'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   child.stdout.on('data', (chunk) => (stdout += chunk));
-  await new Promise((resolve) => setTimeout(resolve, 1200));
+  await until('watch printed three frames', () => stdout.split('\n').filter(Boolean).length >= 3, 20_000);
   child.kill('SIGINT');
   const code = await new Promise((resolve) => child.on('close', resolve));
   expect(code).toBe(0);

@@ -12,6 +12,7 @@ import { QueueHeartbeat } from './services/QueueHeartbeat';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
 import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
 import { FairLock } from './primitives/FairLock';
+import { FencedLock } from './primitives/FencedLock';
 import { RLock } from './primitives/RLock';
 import { redactError } from './redact';
 import { defineScripts, type PublishCommand, type ScriptedRedis } from './services/scripts';
@@ -288,6 +289,15 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   getFairLock(name: string): FairLock {
     this.assertOpen();
     return new FairLock(this.context, name);
+  }
+
+  /**
+   * A handle on the fenced lock `name`: every first acquire answers a fencing token (bigint)
+   * larger than every token minted before for `name`, even after Redis lost its data.
+   */
+  getFencedLock(name: string): FencedLock {
+    this.assertOpen();
+    return new FencedLock(this.context, name);
   }
 
   /**

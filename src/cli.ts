@@ -229,7 +229,10 @@ function buildProgram(): Command {
     .action(async (name: string) => {
       await withClient(program, async (client, options) => {
         const info = await client.inspect(name);
-        console.log(options.json ? JSON.stringify(info) : formatInfo(info));
+        // A fenced lock's holder also has a token (the plain lock's answer is null).
+        const token = await client.getFencedLock(name).getToken();
+        if (options.json) console.log(JSON.stringify(token === null ? info : { ...info, fencingToken: token.toString() }));
+        else console.log(formatInfo(info) + (token === null ? '' : `\n  fencing token ${token}`));
       });
     });
 

@@ -1,6 +1,11 @@
 export { LockClient, type LockClientEvents, type LockLostEvent } from './LockClient';
 export { RLock } from './primitives/RLock';
 export { FairLock } from './primitives/FairLock';
+export { FencedLock } from './primitives/FencedLock';
+export { MultiLock } from './primitives/composite/MultiLock';
+export { RedLock, type RedLockOptions } from './primitives/composite/RedLock';
+export type { CompositeLock, CompositeLockEvents } from './primitives/composite/CompositeLock';
+export type { LockHandle } from './core/LockHandle';
 export {
   ClientClosedError,
   InvalidArgumentError,

@@ -157,6 +157,34 @@ export abstract class LockHandle {
     });
   }
 
+  /**
+   * @internal A new handle on the same lock with an owner of its own: MultiLock and RedLock take
+   * one per member and acquisition, so that a late reply to an abandoned attempt can be given
+   * back without touching a newer hold.
+   */
+  fork(): this {
+    return new (this.constructor as new (context: LockContext, name: string) => this)(this.context, this.name);
+  }
+
+  /**
+   * @internal `tryLock` that resolves with the send time (performance.now()) of the acquire that
+   * took the lock, or undefined when `waitTime` ran out: a composite lock times its validity from it.
+   */
+  async acquireHold(leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<number | undefined> {
+    this.context.assertOpen();
+    return this.acquire(this.ownerToAcquire(), leaseTime, waitTime, signal);
+  }
+
+  /** @internal Aborts when the watchdog finds the current owner's hold lost; undefined when the watchdog does not keep it. */
+  lostSignal(): AbortSignal | undefined {
+    return this.context.renewal.lostSignal(this.key, this.field(this.currentOwner()));
+  }
+
+  /** @internal The lease the watchdog keeps a hold taken without `leaseTime` alive with, in ms. */
+  get watchdogTimeout(): number {
+    return this.context.watchdogTimeout;
+  }
+
   /** Holds of the current owner (0 when none). */
   async getHoldCount(): Promise<number> {
     this.context.assertOpen();
@@ -183,8 +211,8 @@ export abstract class LockHandle {
     return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.key));
   }
 
-  /** One lock of one client, for the owner scopes: `<clientId>\n<key>`. */
-  private get identity(): string {
+  /** @internal One lock of one client, for the owner scopes (and MultiLock's duplicate check): `<clientId>\n<key>`. */
+  get identity(): string {
     return `${this.context.clientId}\n${this.key}`;
   }
 
@@ -213,7 +241,7 @@ export abstract class LockHandle {
     return `${this.context.clientId}:${owner.id}`;
   }
 
-  private currentOwner(): LockOwner {
+  protected currentOwner(): LockOwner {
     return scopedOwner(this.identity) ?? this.handleOwner;
   }
 

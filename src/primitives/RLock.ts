@@ -54,8 +54,10 @@ export class RLock extends LockHandle {
         const yielding = this.context.pubsub.peek(channel)?.local?.yielding;
         if (listening && waitTime > 0 && yielding) return { held: false, ttl: -1 };
         const sentAt = performance.now();
-        const ttl = await this.attempt(owner, leaseTime, bound);
-        return ttl === null ? { held: true, sentAt } : { held: false, ttl };
+        const reply = await this.attempt(owner, leaseTime, bound);
+        if (typeof reply === 'number') return { held: false, ttl: reply };
+        this.held(owner, reply);
+        return { held: true, sentAt };
       },
       // Each release message wakes one waiter of this client, which tries again; a release of
       // this client may instead hand it the lock directly.
@@ -100,7 +102,7 @@ export class RLock extends LockHandle {
     const { key } = this;
     const channel = channelOf(this.context.keyPrefix, key);
     const publish = await this.context.publishCommand();
-    const local = last ? this.context.pubsub.peek(channel)?.local : undefined;
+    const local = last && this.handsOverLocally ? this.context.pubsub.peek(channel)?.local : undefined;
     const message = this.context.clientId;
     if (local && local.hasCandidates) {
       const next = local.streak < MAX_LOCAL_HANDOFFS ? local.claimFirst() : undefined;
@@ -126,12 +128,34 @@ export class RLock extends LockHandle {
     return result === 2 ? 1 : result;
   }
 
-  private async attempt(owner: LockOwner, leaseTime: number | undefined, bound: CommandBound): Promise<number | null> {
+  /**
+   * Whether a release may hand the lock to a parked waiter of this client without a new acquire;
+   * a variant whose acquire script does more than take the hash (FencedLock mints a token) says no.
+   */
+  protected get handsOverLocally(): boolean {
+    return true;
+  }
+
+  /**
+   * The acquire script and the keys it takes before ARGV = (lease, field). It answers the PTTL (a
+   * number) when someone else holds the lock, anything else (nil; a fenced lock's token) when the
+   * owner got a hold: a variant (FencedLock) swaps in its own script and keeps the answer in `held`.
+   */
+  protected acquireScript(): { command: string; keys: string[] } {
+    return { command: 'rlock_acquire', keys: [this.key] };
+  }
+
+  /** The owner got a hold; `reply` is what the acquire script answered. */
+  protected held(_owner: LockOwner, _reply: unknown): void {}
+
+  /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
+  private async attempt(owner: LockOwner, leaseTime: number | undefined, bound: CommandBound): Promise<unknown> {
     const lease = leaseTime ?? this.context.watchdogTimeout;
     const field = this.field(owner);
     const sync = this.context.syncReplicas;
     if (sync) return this.syncedAttempt(owner, lease, field, sync, bound);
-    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field), bound);
+    const { command, keys } = this.acquireScript();
+    return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...keys, lease, field), bound);
   }
 
   /**
@@ -143,24 +167,29 @@ export class RLock extends LockHandle {
    * counts as unconfirmed. Unconfirmed: give the hold back and report a failed attempt that may
    * be retried after the sync timeout.
    */
-  private async syncedAttempt(owner: LockOwner, lease: number, field: string, sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<number | null> {
+  private async syncedAttempt(owner: LockOwner, lease: number, field: string, sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
     const epoch = this.context.connectionEpoch();
-    const [ttl, acked] = await this.context.command('acquire', async (redis) => {
-      const replies = await (redis.pipeline() as unknown as ScriptedPipeline).rlock_acquire(this.key, lease, field).wait(sync.replicas, sync.timeout).exec();
+    const { command, keys } = this.acquireScript();
+    const [reply, acked] = await this.context.command('acquire', async (redis) => {
+      const pipeline = redis.pipeline() as unknown as Record<string, (...args: (string | number)[]) => ScriptedPipeline>;
+      const replies = await pipeline[command]!(...keys, lease, field).wait(sync.replicas, sync.timeout).exec();
       const [acquire, wait] = replies ?? [];
       if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
       // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
-      return [acquire[1] as number | null, wait && !wait[0] ? (wait[1] as number) : -1] as const;
+      return [acquire[1], wait && !wait[0] ? (wait[1] as number) : -1] as const;
     }, bound);
-    if (ttl !== null) return ttl;
-    if (acked >= sync.replicas && epoch === this.context.connectionEpoch()) return null;
+    if (typeof reply === 'number') return reply;
+    if (acked >= sync.replicas && epoch === this.context.connectionEpoch()) return reply;
     owner.holds++;
     await this.release(owner).catch(() => undefined);
     return sync.timeout;
   }
 }
 
-/** A pipeline with the acquire script on it (ioredis adds script commands to pipelines too). */
+/** A pipeline after the acquire script was queued on it (ioredis adds script commands to pipelines too). */
 interface ScriptedPipeline {
-  rlock_acquire(key: string, leaseMs: number, field: string): { wait(replicas: number, timeout: number): { exec(): Promise<[Error | null, unknown][] | null> } };
+  wait(replicas: number, timeout: number): { exec(): Promise<[Error | null, unknown][] | null> };
 }
+
+/** An acquire script command: keys, then lease and field. */
+type AcquireCall = (...args: (string | number)[]) => Promise<unknown>;
