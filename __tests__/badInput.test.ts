@@ -100,6 +100,10 @@ const cases: Case[] = [
     ];
   }),
   ...([undefined, null, 'fn', 42, {}] as unknown[]).map((fn): Case => ['withLock', `fn ${String(fn)}`, 'fn', () => lock.withLock(fn as never)]),
+  ...badNames.map(([label, name]): Case => ['getFairLock', label, 'name', () => client.getFairLock(name as string)]),
+  ...badTimes.map(([label, value]): Case => ['FairLock.tryLock', `waitTime ${label}`, 'options.waitTime', () => client.getFairLock('fair').tryLock({ waitTime: value as number })]),
+  ...badTimes.map(([label, value]): Case => ['FairLock.lock', `leaseTime ${label}`, 'options.leaseTime', () => client.getFairLock('fair').lock({ leaseTime: value as number })]),
+  ...badSignals.map(([label, value]): Case => ['FairLock.lock', `signal ${label}`, 'options.signal', () => client.getFairLock('fair').lock({ signal: value as never })]),
   ...badNames.map(([label, name]): Case => ['getFencedLock', label, 'name', () => client.getFencedLock(name as string)]),
   ...([undefined, null, 'fn', 42] as unknown[]).map((fn): Case => ['FencedLock.withLock', `fn ${String(fn)}`, 'fn', () => client.getFencedLock('f').withLock(fn as never)]),
   ...badTimes.map(([label, value]): Case => ['FencedLock.tryLock', `waitTime ${label}`, 'options.waitTime', () => client.getFencedLock('f').tryLock({ waitTime: value as number })]),
@@ -129,6 +133,8 @@ const cases: Case[] = [
   ['LockClient', 'redis an ioredis keyPrefix', 'options.redis.keyPrefix', () => new LockClient({ redis: { keyPrefix: 'x:' } })],
   ...badTimes.map(([label, value]): Case => ['LockClient', `watchdogTimeout ${label}`, 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: value as number })]),
   ...badTimes.map(([label, value]): Case => ['LockClient', `offlineTimeout ${label}`, 'options.offlineTimeout', () => new LockClient({ redis: server.url, offlineTimeout: value as number })]),
+  ...badTimes.map(([label, value]): Case => ['LockClient', `queueTimeout ${label}`, 'options.queueTimeout', () => new LockClient({ redis: server.url, queueTimeout: value as number })]),
+  ['LockClient', 'queueTimeout below 300 ms', 'options.queueTimeout', () => new LockClient({ redis: server.url, queueTimeout: 100 })],
   ['LockClient', 'watchdogTimeout below 30 ms', 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: 10 })],
   ['LockClient', 'keyPrefix a number', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 5 as never })],
   ['LockClient', 'keyPrefix over 1 KiB', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1025) })],
@@ -182,9 +188,15 @@ test('a closed client: every call throws ClientClosedError, nothing sent', async
   const closing = new LockClient({ redis: server.url });
   const handle = closing.getLock('closed');
   await handle.isLocked();
+  const fair = closing.getFairLock('closed');
   await closing.close();
   const calls: (() => unknown)[] = [
     () => closing.getLock('closed'),
+    () => closing.getFairLock('closed'),
+    () => fair.lock(),
+    () => fair.tryLock({ waitTime: 100 }),
+    () => fair.forceUnlock(),
+    () => fair.inspect(),
     () => handle.lock(),
     () => handle.tryLock(),
     () => handle.withLock(() => 1),
