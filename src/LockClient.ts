@@ -90,6 +90,17 @@ function hideFromLogs(object: object, label: string): void {
   Object.defineProperty(object, 'toJSON', { value: () => undefined });
 }
 
+/**
+ * An error of a connection attempt that retrying will not fix soon: a system error with a code
+ * (ECONNREFUSED, ENOTFOUND, a TLS certificate error) or Redis refusing the login. Not ioredis's
+ * "Connection is closed." while a Sentinel resolves its master, or a timeout.
+ */
+function isDefinitive(error: Error): boolean {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') return code !== 'ETIMEDOUT' && code !== 'ECONNRESET';
+  return /^(WRONGPASS|NOAUTH|NOPERM)\b/.test(error.message);
+}
+
 function isConnection(value: unknown): value is Redis | Cluster {
   return value instanceof Redis || value instanceof Cluster ||
     (typeof value === 'object' && value !== null &&
@@ -227,7 +238,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     };
     this.onError = (error) => {
       this.lastError = error;
-      if (this.everReady) return; // ioredis reconnects; waiting calls keep waiting
+      // ioredis reconnects; waiting calls keep waiting, unless a connection that was never ready
+      // met an error that says it will not be (refused, no such host, bad password, certificate).
+      if (this.everReady || !isDefinitive(error)) return;
       for (const wake of [...this.waitingForReady]) wake(error);
     };
     this.redis.on('ready', this.onReady);
@@ -416,7 +429,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       // 'wait': a lazyConnect connection connects on its first command.
       if (status === 'ready' || status === 'wait') return send();
       if (status === 'end') return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
-      if (this.ownsRedis && !this.everReady && this.lastError) return settle(this.unreachable(name, this.lastError));
+      if (this.ownsRedis && !this.everReady && this.lastError && isDefinitive(this.lastError)) return settle(this.unreachable(name, this.lastError));
       stopWaiting = this.whenReady(name, bound, send, settle);
     });
   }
@@ -432,7 +445,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       fail(aborted.reason as Error);
       return () => undefined;
     }
-    const waitMs = Math.max(0, Math.min(this.offlineTimeout, (bound?.deadline ?? Infinity) - performance.now()));
+    // A first connection still being made (no error yet) is waited for up to offlineTimeout even
+    // past a call's deadline: it normally takes a round trip, and a tryLock({ waitTime: 25 })
+    // made right after new LockClient() should try, not fail. Once the connection was lost or
+    // failed, the call's own deadline counts.
+    const deadline = this.everReady || this.lastError ? bound?.deadline : undefined;
+    const waitMs = Math.max(0, Math.min(this.offlineTimeout, (deadline ?? Infinity) - performance.now()));
     const timer = setTimeout(() => {
       const state = this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`;
       fail(this.unreachable(name, Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${state})`), { code: 'ETIMEDOUT' })));
