@@ -1,4 +1,3 @@
-import { nanoid } from 'nanoid';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../errors';
 import { diagnostics } from '../diagnostics';
 import type { LockInfo } from '../introspection';
@@ -294,7 +293,8 @@ export abstract class LockHandle {
   protected async release(owner: LockOwner): Promise<boolean> {
     const { key } = this;
     const field = this.field(owner);
-    const latch = latchPrefixOf(this.context.keyPrefix, key) + nanoid();
+    // Unique per release request without a random id: the owner's id and its count of releases.
+    const latch = `${latchPrefixOf(this.context.keyPrefix, key)}${owner.id}.${++owner.releases}`;
     const epoch = this.context.connectionEpoch();
     const holdsBefore = owner.holds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal

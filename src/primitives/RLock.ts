@@ -22,11 +22,18 @@ export class RLock extends LockHandle {
   }
 
   /** Deletes the lock whoever holds it and wakes waiters at once; true when there was one. */
+  /** The release channel, made once per handle (a lock and its unlock both need it). */
+  private get channel(): string {
+    return (this.channelName ??= channelOf(this.context.keyPrefix, this.key));
+  }
+
+  private channelName: string | undefined;
+
   async forceUnlock(): Promise<boolean> {
     this.context.assertOpen();
     const { key } = this;
     const publish = await this.context.publishCommand();
-    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(this.context.keyPrefix, key), UNLOCK_MESSAGE, publish));
+    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, this.channel, UNLOCK_MESSAGE, publish));
     if (diagnostics.forceUnlocked.hasSubscribers) {
       diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
     }
@@ -41,11 +48,11 @@ export class RLock extends LockHandle {
   async inspect(): Promise<LockInfo> {
     this.context.assertOpen();
     const sharded = (await this.context.publishCommand()) === 'spublish';
-    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, channelOf(this.context.keyPrefix, this.key), sharded));
+    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, this.channel, sharded));
   }
 
   protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
-    const channel = channelOf(this.context.keyPrefix, this.key);
+    const { channel } = this;
     const protocol: WaitProtocol = {
       channel,
       attempt: async (listening, bound) => {
@@ -100,7 +107,7 @@ export class RLock extends LockHandle {
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null> {
     const { key } = this;
-    const channel = channelOf(this.context.keyPrefix, key);
+    const { channel } = this;
     const publish = await this.context.publishCommand();
     const local = last && this.handsOverLocally ? this.context.pubsub.peek(channel)?.local : undefined;
     const message = this.context.clientId;
