@@ -102,7 +102,7 @@ async function main(): Promise<void> {
     console.log(
       `not first-come-first-served: ${overtaken.length} of ${holds.length} holds went to a worker that asked after another was already waiting ` +
         `(e.g. ${label(late)} asked ${ms(BigInt(late.asked) - BigInt(early.asked))} ms after ${label(early)} and got the lock first). ` +
-        'RLock wakes every waiter and the quickest wins, as Redisson\'s RLock does; for request order use the fair lock, client.getFairLock(name).',
+        'RLock is not fair: whoever asks while it is free takes it, so a worker that releases and asks again at once often wins again (as with Redisson\'s RLock); for request order use the fair lock, client.getFairLock(name).',
     );
   } else {
     console.log(`served in request order this time (RLock does not promise it; the fair lock, client.getFairLock(name), does)`);
