@@ -63,6 +63,17 @@ test('inspect --kind shows a semaphore (free permits, reservation), a permit-exp
   expect(await waiting).toBe(true);
 });
 
+test('inspect shows a fenced lock\'s token; list finds fenced locks', async () => {
+  const token = await redis.client({ name: 'ledger' }).getFencedLock('ledger:1').lock();
+  const text = await run(['--url', redis.server.url, 'inspect', 'ledger:1']);
+  expect(text.stdout).toMatch(new RegExp(`client "ledger"\\n {2}fencing token ${token}\\n$`));
+  const json = await run(['--url', redis.server.url, '--json', 'inspect', 'ledger:1']);
+  expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, fencingToken: String(token) });
+  // A plain lock hash: list finds it (and not its token key).
+  const listed = await run(['--url', redis.server.url, '--json', 'list', '--match', 'ledger:*']);
+  expect(JSON.parse(listed.stdout)).toEqual(['ledger:1']);
+});
+
 test('list uses the prefix and --match', async () => {
   const client = redis.client({ keyPrefix: 'app:' });
   await client.getLock('x:1').lock({ leaseTime: 30_000 });
@@ -91,7 +102,7 @@ test('watch refreshes until interrupted', async () => {
   const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--json', 'watch', 'w', '--interval', '100'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   child.stdout.on('data', (chunk) => (stdout += chunk));
-  await new Promise((resolve) => setTimeout(resolve, 1200));
+  await until('watch printed three frames', () => stdout.split('\n').filter(Boolean).length >= 3, 20_000);
   child.kill('SIGINT');
   const code = await new Promise((resolve) => child.on('close', resolve));
   expect(code).toBe(0);
@@ -157,5 +168,49 @@ describe('force-unlock --if-holder', () => {
     } finally {
       listener.disconnect();
     }
+  });
+});
+
+test('--version prints the package version; --help lists the exit codes', async () => {
+  const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+  expect(await run(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+  const help = await run(['--help']);
+  expect(help.code).toBe(0);
+  expect(help.stdout).toMatch(/--timeout <ms>/);
+  expect(help.stdout).toMatch(/\nExit codes:\n {2}0 {2}done\n {2}1 {2}.+\n {2}2 {2}bad usage or input\n {2}3 {2}Redis unreachable .+\n$/);
+});
+
+test('a server that accepts but never answers: exit 3 after --timeout, one clear line', async () => {
+  redis.server.pause();
+  try {
+    const result = await run(['--url', redis.server.url, '--timeout', '300', 'inspect', 'x']);
+    expect(result).toEqual({ code: 3, stdout: '', stderr: `rlock: cannot reach Redis at 127.0.0.1:${redis.server.port}: no reply within 300 ms (--timeout)\n` });
+  } finally {
+    redis.server.resume();
+  }
+});
+
+test('a server that stops answering mid-watch: exit 3 after --timeout, one clear line', async () => {
+  const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--json', '--timeout', '300', 'watch', 'w', '--interval', '50'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const code = new Promise((resolve) => child.on('close', resolve));
+  try {
+    await until('watch printed a frame', () => stdout.includes('\n'));
+    redis.server.pause();
+    expect(await code).toBe(3);
+  } finally {
+    redis.server.resume();
+  }
+  expect(stderr).toBe(`rlock: cannot reach Redis at 127.0.0.1:${redis.server.port}: no reply within 300 ms (--timeout)\n`);
+});
+
+test('--timeout must be a whole number of ms', async () => {
+  expect(await run(['--url', redis.server.url, '--timeout', '1.5', 'inspect', 'x'])).toEqual({
+    code: 2,
+    stdout: '',
+    stderr: 'rlock: --timeout: a whole number of ms from 1 to 3600000, got 1.5\n',
   });
 });

@@ -275,3 +275,21 @@ describe('the RLock interface', () => {
     expect(await first).toBe(true);
   });
 });
+
+describe('Redis restarted empty', () => {
+  test('queued waiters queue again after the restart and are all served; the holder is told it lost the lock', async () => {
+    const name = uniqueName();
+    const holderClient = redis.client();
+    const lost: string[] = [];
+    holderClient.on('lockLost', (event) => lost.push(event.name));
+    await holderClient.getFairLock(name).lock();
+    const waiters = [redis.client(), redis.client()].map((c) => c.getFairLock(name).withLock(async () => undefined, { waitTime: 20_000 }));
+    await until('both waiters are queued', async () => (await queueLength(name)) === 2);
+    await redis.server.kill();
+    await redis.server.restart();
+    await Promise.all(waiters);
+    await until('the holder was told', () => lost.length === 1);
+    expect(lost).toEqual([name]);
+    expect(await redis.admin.exists(name)).toBe(0);
+  }, 30_000);
+});

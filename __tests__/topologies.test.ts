@@ -2,7 +2,7 @@
 // pub/sub, per-slot renewal batches), the same Cluster without sharded pub/sub, and a Sentinel
 // group, from one parametrised suite.
 import { Cluster, Redis } from 'ioredis';
-import { LockClient, type LockClientOptions } from '../src';
+import { LockClient, type LockClientOptions, MultiLock } from '../src';
 import { RedisCluster, RedisSentinelGroup } from '../scripts/redisTopologies';
 import { RedisServer } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
@@ -78,6 +78,34 @@ describe.each(topologies)('%s', (_label, start) => {
   afterAll(async () => {
     topology.admin.disconnect();
     await topology.stop();
+  });
+
+  test('fenced lock: increasing tokens, a reentrant hold keeps its token (lock and token key share a slot)', async () => {
+    const c = client();
+    const name = uniqueName();
+    const first = await c.getFencedLock(name).withLock(async (_signal, token) => {
+      expect(await c.getFencedLock(name).lock()).toBe(token);
+      expect(await c.getFencedLock(name).getToken()).toBe(token);
+      return token;
+    });
+    const second = await client().getFencedLock(name).withLock((_signal, token) => token);
+    expect(second).toBeGreaterThan(first);
+    expect(await topology.admin.exists(name)).toBe(0);
+  });
+
+  test('a MultiLock over locks in different slots of one client: all or nothing', async () => {
+    const c = client();
+    const names = [uniqueName(), uniqueName(), uniqueName()];
+    const other = client().getLock(names[2]!);
+    await other.lock();
+    const multi = new MultiLock(names.map((name) => c.getLock(name)));
+    expect(await multi.tryLock()).toBe(false);
+    expect(await topology.admin.exists(names[0]!)).toBe(0);
+    await other.unlock();
+    expect(await multi.tryLock({ waitTime: 5_000 })).toBe(true);
+    for (const name of names) expect(await topology.admin.exists(name)).toBe(1);
+    await multi.unlock();
+    for (const name of names) expect(await topology.admin.exists(name)).toBe(0);
   });
 
   test('lock, reentrant withLock, hold counts, TTL, unlock', async () => {

@@ -1,6 +1,8 @@
 // The libraries the bench compares, behind one small interface, each driven through its public
 // API with its default retry settings.
 import { ExecutionError, Redlock } from '@sesamecare-oss/redlock';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import { LockClient } from './shippedLibrary';
@@ -106,6 +108,38 @@ export const raw: Contestant = {
         const token = `${process.pid}:${++seq}`;
         if ((await redis.set(key, token, 'PX', LEASE_MS, 'NX')) !== 'OK') throw new Error(`raw: ${key} is taken (the floor does not wait)`);
         return async () => void (await (redis as unknown as { benchCompareAndDelete(k: string, t: string): Promise<number> }).benchCompareAndDelete(key, token));
+      },
+      close: async () => void (await redis.quit()),
+    };
+  },
+};
+
+/**
+ * The hash-lock floor: RLock's own acquire and release scripts (as shipped in dist/lua) sent as two
+ * bare EVALSHAs, with no client logic (owner ids, renewal, wrappers, events): what RLock's
+ * protocol costs by itself, so that its client-side overhead shows as a ratio.
+ */
+export const hashFloor: Contestant = {
+  name: 'hash-lock floor',
+  async open(url) {
+    const redis = new Redis(url);
+    const lua = (file: string): string =>
+      readFileSync(join(__dirname, '..', 'dist', 'lua', file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) =>
+        readFileSync(join(__dirname, '..', 'dist', 'lua', 'includes', name), 'utf8'),
+      );
+    redis.defineCommand('floorAcquire', { numberOfKeys: 1, lua: lua('lock/acquire-1.lua') });
+    redis.defineCommand('floorRelease', { numberOfKeys: 3, lua: lua('lock/release-3.lua') });
+    const scripted = redis as unknown as {
+      floorAcquire(key: string, lease: number, field: string): Promise<number | null>;
+      floorRelease(key: string, channel: string, latch: string, field: string, message: string, latchTtl: number, publish: string): Promise<number | null>;
+    };
+    const clientId = `floor${process.pid}`.padEnd(21, 'x');
+    let seq = 0;
+    return {
+      async acquire(key) {
+        const field = `${clientId}:${String(++seq).padStart(21, '0')}`;
+        if ((await scripted.floorAcquire(key, LEASE_MS, field)) !== null) throw new Error(`floor: ${key} is taken (the floor does not wait)`);
+        return async () => void (await scripted.floorRelease(key, `rlock__channel:{${key}}`, `rlock__unlock_latch:{${key}}:x`, field, clientId, 60_000, 'publish'));
       },
       close: async () => void (await redis.quit()),
     };

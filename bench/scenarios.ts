@@ -65,7 +65,10 @@ export async function handoff(contestant: Contestant, url: string, rounds: numbe
         heldAt = performance.now();
         return release;
       });
-      await sleep(30); // B is parked (subscribed, or between polls)
+      // B is parked (subscribed, or between polls). The pause is drawn over two of redis-semaphore's
+      // 10 ms retry intervals so that no poller is phase-locked with the release (a fixed 30 ms,
+      // a multiple of 10, let its polls line up with it and showed 1.5 ms instead of ~5 ms).
+      await sleep(30 + Math.random() * 20);
       const unlockAt = performance.now();
       await releaseA();
       const releaseB = await waiting;
@@ -81,7 +84,7 @@ export async function handoff(contestant: Contestant, url: string, rounds: numbe
 
 /**
  * 3's floor: PUBLISH on one connection until the message arrives on another, plus one round
- * trip. Each sample starts after the same 30 ms pause as a handoff does: on this machine a round
+ * trip. Each sample starts after the same 30–50 ms pause as a handoff does: on this machine a round
  * trip after an idle pause costs ~0.5 ms against ~0.14 ms back to back (CPU wake-up), so a floor
  * measured back to back would not be one.
  */
@@ -100,7 +103,7 @@ export async function pubsubFloor(url: string, rounds: number): Promise<{ p50: n
     }
     const rtt = quantile(rtts, 0.5);
     for (let i = 0; i < rounds; i++) {
-      await sleep(30);
+      await sleep(30 + Math.random() * 20);
       const arrived = new Promise<number>((resolve) => subscriber.once('message', () => resolve(performance.now())));
       const sent = performance.now();
       await publisher.publish('bench:floor', '0');

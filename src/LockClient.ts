@@ -1,18 +1,19 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
 import { inspect } from 'node:util';
-import { Cluster, Redis, ReplyError } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
-import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError } from './errors';
+import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError, RedisUnreachableError } from './errors';
 import { diagnostics } from './diagnostics';
 import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
-import type { LockContext } from './services/LockContext';
+import type { CommandBound, LockContext } from './services/LockContext';
 import { LockPubSub } from './services/LockPubSub';
 import { QueueHeartbeat } from './services/QueueHeartbeat';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
 import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
 import { CountDownLatch } from './primitives/CountDownLatch';
 import { FairLock } from './primitives/FairLock';
+import { FencedLock } from './primitives/FencedLock';
 import { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore';
 import { RLock } from './primitives/RLock';
 import { Semaphore } from './primitives/Semaphore';
@@ -34,6 +35,7 @@ export interface LockClientEvents {
   /** A watchdog renewal call failed (network, Redis error); it is retried next tick. */
   renewalFailed: [unknown];
 }
+
 
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
 const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
@@ -91,6 +93,17 @@ function hideFromLogs(object: object, label: string): void {
   Object.defineProperty(object, 'toJSON', { value: () => undefined });
 }
 
+/**
+ * An error of a connection attempt that retrying will not fix soon: a system error with a code
+ * (ECONNREFUSED, ENOTFOUND, a TLS certificate error) or Redis refusing the login. Not ioredis's
+ * "Connection is closed." while a Sentinel resolves its master, or a timeout.
+ */
+function isDefinitive(error: Error): boolean {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') return code !== 'ETIMEDOUT' && code !== 'ECONNRESET';
+  return /^(WRONGPASS|NOAUTH|NOPERM)\b/.test(error.message);
+}
+
 function isConnection(value: unknown): value is Redis | Cluster {
   return value instanceof Redis || value instanceof Cluster ||
     (typeof value === 'object' && value !== null &&
@@ -125,8 +138,16 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly unname: () => void;
   private publishCommandAnswer: Promise<PublishCommand> | undefined;
   /** Why the connection this client created last failed, until it is ready again. */
-  private connectionError: Error | undefined;
   private readonly context: LockContext;
+  private readonly offlineTimeout: number;
+  /** Connected (ready) at least once: from then on an outage is waited out, not reported at once. */
+  private everReady = false;
+  /** The last connection error of a connection we own (we do not listen on one passed in). */
+  private lastError: Error | undefined;
+  /** Calls waiting for the connection to be ready: told on ready, and on a first attempt's failure. */
+  private readonly waitingForReady = new Set<(error?: Error) => void>();
+  private readonly onReady: () => void;
+  private readonly onError: (error: Error) => void;
 
   constructor(options: LockClientOptions) {
     super();
@@ -134,6 +155,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const checked = checkClientOptions(options);
     this.keyPrefix = checked.keyPrefix;
     this.watchdogTimeout = checked.watchdogTimeout;
+    this.offlineTimeout = checked.offlineTimeout;
     this.name = checked.name;
     const connName = connectionName(this.id, this.name);
     const given = checked.redis;
@@ -170,8 +192,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given });
       }
       this.ownsRedis = true;
-      // ioredis retries; a call that fails for want of a connection names the last reason.
-      this.redis.on('error', (error: Error) => (this.connectionError = error));
     }
     const ioredisPrefix = this.redis.isCluster ? (this.redis as Cluster).options.keyPrefix : (this.redis as Redis).options?.keyPrefix;
     if (ioredisPrefix) {
@@ -209,11 +229,27 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
     let wasReady = this.redis.status === 'ready';
     this.onReconnect = () => {
-      this.connectionError = undefined;
       if (wasReady) void this.renewal.renewAll();
       wasReady = true;
     };
     this.redis.on('ready', this.onReconnect);
+    this.everReady = this.redis.status === 'ready';
+    this.onReady = () => {
+      this.everReady = true;
+      this.lastError = undefined;
+      for (const wake of [...this.waitingForReady]) wake();
+    };
+    this.onError = (error) => {
+      this.lastError = error;
+      // ioredis reconnects; waiting calls keep waiting, unless a connection that was never ready
+      // met an error that says it will not be (refused, no such host, bad password, certificate).
+      if (this.everReady || !isDefinitive(error)) return;
+      for (const wake of [...this.waitingForReady]) wake(error);
+    };
+    this.redis.on('ready', this.onReady);
+    // Only on a connection we own: a listener on the user's would silence ioredis's own
+    // "Unhandled error event" report for them. ioredis retries; calls report their own failures.
+    if (this.ownsRedis) this.redis.on('error', this.onError);
     this.onDrop = () => this.epoch++;
     this.redis.on('close', this.onDrop);
     this.context = {
@@ -228,7 +264,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       pubsub: this.pubsub,
       renewal: this.renewal,
       assertOpen: () => this.assertOpen(),
-      command: (name, call) => this.command(name, call),
+      command: (name, call, bound?: CommandBound) => this.command(name, call, bound),
       connectionEpoch: () => this.epoch,
       publishCommand: () => this.publishCommand(),
       closedSignal: this.closing.signal,
@@ -290,6 +326,15 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 
   /**
+   * A handle on the fenced lock `name`: every first acquire answers a fencing token (bigint)
+   * larger than every token minted before for `name`, even after Redis lost its data.
+   */
+  getFencedLock(name: string): FencedLock {
+    this.assertOpen();
+    return new FencedLock(this.context, name);
+  }
+
+  /**
    * How releases are published: sharded (`SPUBLISH`, to the lock's shard only) on a Cluster
    * whose servers know it (Redis >= 7), classic `PUBLISH` elsewhere. Asked once.
    */
@@ -344,6 +389,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.heartbeat.close();
     this.redis.off('ready', this.onReconnect);
     this.redis.off('close', this.onDrop);
+    this.redis.off('ready', this.onReady);
     this.unname();
     const error = new ClientClosedError();
     this.closing.abort(error);
@@ -351,6 +397,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.inFlight.clear();
     await this.pubsub.close();
     if (this.ownsRedis) await quitWithin(this.redis, QUIT_TIMEOUT_MS);
+  }
+
+  /** `await using client = new LockClient(...)`: `close()` when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** Counters of the client's internal state, for tests and dashboards. */
@@ -366,27 +417,95 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * Runs one call. It settles with `ClientClosedError` as soon as `close()` runs, even when
    * Redis has not answered (paused, unreachable, a connection the user owns); a reply that
    * arrives later is dropped.
+   *
+   * While the connection is down the call is not handed to ioredis (whose offline queue would
+   * send it whenever the connection came back, even after we gave up on it): it waits for the
+   * connection up to `offlineTimeout` or `bound.deadline` (performance.now() ms), whichever
+   * comes first, and then rejects with `RedisUnreachableError`. A connection we own that has
+   * never been ready and whose attempt failed fails the call at once, naming the cause.
    */
-  private command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>): Promise<T> {
+  private command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>, bound?: CommandBound): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      let stopWaiting = (): void => undefined;
       const settle = (error: Error): void => {
+        stopWaiting();
         this.inFlight.delete(settle);
         reject(error);
       };
       this.inFlight.add(settle);
-      call(this.redis as ScriptedRedis).then(
-        (value) => {
-          if (!this.inFlight.delete(settle)) return;
-          resolve(value);
-        },
-        (error: unknown) => {
-          if (!this.inFlight.delete(settle)) return;
-          if (this.closed) reject(new ClientClosedError());
-          // A reply of Redis speaks for itself; anything else failed for want of a connection.
-          else reject(new RedisCommandError(name, redactError(error), error instanceof ReplyError ? undefined : this.connectionError));
-        },
-      );
+      const send = (): void => {
+        call(this.redis as ScriptedRedis).then(
+          (value) => {
+            if (!this.inFlight.delete(settle)) return;
+            resolve(value);
+          },
+          (error: unknown) => {
+            if (!this.inFlight.delete(settle)) return;
+            // A failed AUTH carries the password in its `command.args`.
+            reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, redactError(error)));
+          },
+        );
+      };
+      const status = this.redis.status;
+      // 'wait': a lazyConnect connection connects on its first command.
+      if (status === 'ready' || status === 'wait') return send();
+      if (status === 'end') return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
+      if (this.ownsRedis && !this.everReady && this.lastError && isDefinitive(this.lastError)) return settle(this.unreachable(name, this.lastError));
+      stopWaiting = this.whenReady(name, bound, send, settle);
     });
+  }
+
+  /**
+   * Calls `send` once the connection is ready, or `fail` with `RedisUnreachableError` when the
+   * wait runs out (or a connection never ready reports an error); returns the undo.
+   */
+  private whenReady(name: string, bound: CommandBound | undefined, send: () => void, fail: (error: Error) => void): () => void {
+    const signals = bound?.signals ?? [];
+    const aborted = signals.find((signal) => signal.aborted);
+    if (aborted) {
+      fail(aborted.reason as Error);
+      return () => undefined;
+    }
+    // A first connection still being made (no error yet) is waited for up to offlineTimeout even
+    // past a call's deadline: it normally takes a round trip, and a tryLock({ waitTime: 25 })
+    // made right after new LockClient() should try, not fail. Once the connection was lost or
+    // failed, the call's own deadline counts.
+    const deadline = this.everReady || this.lastError ? bound?.deadline : undefined;
+    const waitMs = Math.max(0, Math.min(this.offlineTimeout, (deadline ?? Infinity) - performance.now()));
+    const timer = setTimeout(() => {
+      const state = this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`;
+      fail(this.unreachable(name, Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${state})`), { code: 'ETIMEDOUT' })));
+    }, waitMs);
+    const onAbort = (event: Event): void => fail((event.target as AbortSignal).reason as Error);
+    const stop = (): void => {
+      clearTimeout(timer);
+      this.waitingForReady.delete(wake);
+      for (const signal of signals) signal.removeEventListener('abort', onAbort);
+    };
+    const wake = (error?: Error): void => {
+      stop();
+      if (error) fail(this.unreachable(name, error));
+      else send();
+    };
+    this.waitingForReady.add(wake);
+    for (const signal of signals) signal.addEventListener('abort', onAbort, { once: true });
+    return stop;
+  }
+
+  /** Where the connection points, for error messages: `host:port`, or the Cluster's startup nodes. */
+  private address(): string {
+    if (this.redis.isCluster) {
+      const nodes = (this.redis as unknown as { startupNodes?: unknown[] }).startupNodes ?? [];
+      const names = nodes.map((node: unknown) => (typeof node === 'object' && node ? `${(node as { host?: string }).host ?? '127.0.0.1'}:${(node as { port?: number }).port ?? 6379}` : String(node)));
+      return `Cluster ${names.join(',')}`;
+    }
+    const { host, port, path, sentinels, name } = (this.redis as Redis).options;
+    if (sentinels?.length) return `Sentinel master "${name}" (${sentinels.map((s) => `${s.host ?? '127.0.0.1'}:${s.port ?? 26379}`).join(',')})`;
+    return path ?? `${host}:${port}`;
+  }
+
+  private unreachable(name: string, cause: Error): RedisUnreachableError {
+    return new RedisUnreachableError(name, this.address(), redactError(cause));
   }
 
   private lost(target: RenewalTarget, error: LockLostError): void {

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // The `rlock` command for operators: inspect, list, force-unlock and watch locks.
-// Exit codes: 0 done; 1 nothing to force-unlock; 2 bad usage or input; 3 Redis unreachable or failing.
-import { createInterface } from 'node:readline/promises';
-import { Command, CommanderError, Option } from 'commander';
+// Exit codes (also in --help): 0 done; 1 nothing to force-unlock; 2 bad usage or input; 3 Redis unreachable or failing.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline/promises';
+import { Command, CommanderError, Option } from 'commander';
 import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
 import type { LatchInfo, LockInfo, PermitSemaphoreInfo, SemaphoreInfo } from './introspection';
@@ -31,6 +31,33 @@ interface GlobalOptions {
   tlsCa?: string;
   tlsCert?: string;
   tlsKey?: string;
+  timeout: string;
+}
+
+const DEFAULT_TIMEOUT_MS = 5000;
+
+const EXIT_CODES_HELP = `
+Exit codes:
+  0  done
+  ${EXIT_NOTHING}  nothing to do: no such lock to force-unlock, or not confirmed
+  ${EXIT_USAGE}  bad usage or input
+  ${EXIT_REDIS}  Redis unreachable (refused, unknown host, wrong password, no reply within --timeout) or failing`;
+
+/** The version in our package.json: dist/cli.js and src/cli.ts both sit one level below it. */
+function version(): string {
+  return (JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+function timeoutOf(options: GlobalOptions): number {
+  const ms = Number(options.timeout);
+  if (!/^\d+$/.test(options.timeout) || ms < 1 || ms > 3_600_000) throw new CliError(`--timeout: a whole number of ms from 1 to 3600000, got ${options.timeout}`, EXIT_USAGE);
+  return ms;
+}
+
+/** A call that got no reply within --timeout: the server accepts connections but does not answer. */
+function isTimeout(error: unknown): boolean {
+  const cause = error instanceof RedisCommandError ? error.cause : error;
+  return (cause as Error | undefined)?.message === 'Command timed out';
 }
 
 function readSecretFile(option: string, path: string): string {
@@ -69,6 +96,7 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
     throw new CliError(`not a Redis URL: ${shown}`, EXIT_USAGE);
   }
   if ((url.protocol !== 'redis:' && url.protocol !== 'rediss:') || !url.host) throw new CliError(`not a Redis URL (redis:// or rediss://): ${shown}`, EXIT_USAGE);
+  const timeout = timeoutOf(options);
   const extra = connectionOptions(options);
   if (extra.tls && url.protocol !== 'rediss:') throw new CliError('--tls-* options need a rediss:// URL', EXIT_USAGE);
   // A password from the environment or a file wins over one in the URL: ioredis would keep the
@@ -80,22 +108,34 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
   }
   // Fail fast: an operator wants one clear line, not a retry loop. No ready check: its INFO is
   // refused under a least-privilege ACL, and ioredis would print a warning into our output.
+  // commandTimeout: a server that accepts connections but never answers (paused, overloaded)
+  // must not hang the command.
   const redis = new Redis(url.href, {
     lazyConnect: true,
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
-    connectTimeout: 5000,
+    connectTimeout: timeout,
+    commandTimeout: timeout,
     disconnectTimeout: 0,
     enableReadyCheck: false,
     ...extra,
   });
   let lastError: Error | undefined;
   redis.on('error', (error: Error) => (lastError = error));
+  let timer: NodeJS.Timeout | undefined;
   try {
-    await redis.connect();
+    // connectTimeout ends with the TCP handshake; the ready check after it may never be answered.
+    await Promise.race([
+      redis.connect(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no reply within ${timeout} ms (--timeout)`)), timeout);
+      }),
+    ]);
   } catch (error) {
     redis.disconnect();
     throw new CliError(`cannot reach Redis at ${url.host}: ${redactUrls((lastError ?? (error as Error)).message)}`, EXIT_REDIS);
+  } finally {
+    clearTimeout(timer);
   }
   const client = new LockClient({ redis, keyPrefix: options.prefix, name: 'rlock-cli' });
   return {
@@ -104,7 +144,7 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
     connectionError: () => lastError,
     close: async () => {
       await client.close();
-      await redis.quit().catch(() => redis.disconnect());
+      redis.disconnect(); // no QUIT: a server that stopped answering would keep us waiting for its reply
     },
   };
 }
@@ -167,6 +207,7 @@ async function withClient<T>(program: Command, run: (client: LockClient, options
   try {
     return await run(client, options, redis);
   } catch (error) {
+    if (isTimeout(error)) throw new CliError(`cannot reach Redis at ${new URL(options.url).host}: no reply within ${options.timeout} ms (--timeout)`, EXIT_REDIS);
     // Without the ready check, connect() resolves before Redis answers AUTH: a refused password
     // then shows as "Connection is closed", and only the connection's error event says why.
     const why = connectionError();
@@ -198,6 +239,9 @@ function buildProgram(): Command {
     .addOption(new Option('--tls-key <file>', 'PEM key of the client certificate').env('REDIS_TLS_KEY'))
     .option('--prefix <prefix>', 'key prefix of the locks (the LockClient keyPrefix)', '')
     .option('--json', 'print JSON for scripts', false)
+    .option('--timeout <ms>', 'give up on Redis after this many ms without a reply (exit 3)', String(DEFAULT_TIMEOUT_MS))
+    .version(version(), '-V, --version')
+    .addHelpText('after', EXIT_CODES_HELP)
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
@@ -207,8 +251,16 @@ function buildProgram(): Command {
     .addOption(new Option('--kind <kind>', 'what <name> is').choices(['lock', 'semaphore', 'permits', 'latch']).default('lock'))
     .action(async (name: string, opts: { kind: string }) => {
       await withClient(program, async (client, options) => {
-        const info = opts.kind === 'lock' ? await client.inspect(name) : await inspectOther(client, name, opts.kind);
-        console.log(options.json ? JSON.stringify(info) : 'holders' in info ? formatInfo(info) : formatOther(info));
+        if (opts.kind !== 'lock') {
+          const other = await inspectOther(client, name, opts.kind);
+          console.log(options.json ? JSON.stringify(other) : formatOther(other));
+          return;
+        }
+        const info = await client.inspect(name);
+        // A fenced lock's holder also has a token (the plain lock's answer is null).
+        const token = await client.getFencedLock(name).getToken();
+        if (options.json) console.log(JSON.stringify(token === null ? info : { ...info, fencingToken: token.toString() }));
+        else console.log(formatInfo(info) + (token === null ? '' : `\n  fencing token ${token}`));
       });
     });
 

@@ -6,6 +6,11 @@ export { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore'
 export { CountDownLatch } from './primitives/CountDownLatch';
 export { MAX_PERMITS } from './primitives/permitOptions';
 export type { AwaitOptions, ExpirablePermitOptions, PermitOptions, TryExpirablePermitOptions, TryPermitOptions } from './primitives/permitOptions';
+export { FencedLock } from './primitives/FencedLock';
+export { MultiLock } from './primitives/composite/MultiLock';
+export { RedLock, type RedLockOptions } from './primitives/composite/RedLock';
+export type { CompositeLock, CompositeLockEvents } from './primitives/composite/CompositeLock';
+export type { LockHandle } from './core/LockHandle';
 export {
   ClientClosedError,
   InvalidArgumentError,
@@ -16,9 +21,11 @@ export {
   NotLockOwnerError,
   PermitNotHeldError,
   RedisCommandError,
+  RedisUnreachableError,
 } from './errors';
-export { MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
+export { DEFAULT_OFFLINE_TIMEOUT_MS, MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
 export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';
 export { diagnostics, type DiagnosticsChannelName } from './diagnostics';
 export type { LatchInfo, LockHolder, LockInfo, PermitSemaphoreInfo, QueuedWaiter, SemaphoreInfo } from './introspection';
+export type { HeldLock } from './core/HeldLock';
 export type { ClusterConnectionOptions, ListLocksOptions } from './options';

@@ -115,3 +115,17 @@ export function permitChannelOf(keyPrefix: string, key: string): string {
 export function latchChannelOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'latch', key);
 }
+
+/**
+ * A fenced lock's last minted token, a string of digits never expired or deleted (one key per
+ * lock name), so that tokens keep increasing across releases, expiries and force-unlocks:
+ * `<keyPrefix>rlock__fence:{<key>}`.
+ */
+export function fenceKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'fence', key);
+}
+
+/** The newest fencing token a `fencedSet` of data key `dataKey` was accepted with: `<keyPrefix>rlock__fenced_by:{<dataKey>}`. */
+export function fencedByKeyOf(keyPrefix: string, dataKey: string): string {
+  return derivedName(keyPrefix, 'fenced_by', dataKey);
+}

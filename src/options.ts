@@ -10,6 +10,8 @@ export const MAX_TIME_MS = 2_147_483_647;
 export const MAX_NAME_BYTES = 1024;
 /** The shortest watchdog timeout: renewals every third of it must still fit between round trips. */
 export const MIN_WATCHDOG_TIMEOUT_MS = 30;
+/** Default `offlineTimeout`: rides out a Redis restart or a failover, not an outage. */
+export const DEFAULT_OFFLINE_TIMEOUT_MS = 10_000;
 
 export interface LockClientOptions {
   /**
@@ -34,6 +36,13 @@ export interface LockClientOptions {
    * at the cost of the replication delay; WAIT holds the command connection meanwhile.
    */
   syncReplicas?: { replicas: number; timeout: number };
+  /**
+   * How long a call made while the connection is down waits for it to come back, in ms, before
+   * it rejects with `RedisUnreachableError` (nothing is sent). Default 10 000; 0 fails at once.
+   * A client that has never connected fails at once when its connection attempt fails
+   * (refused, unknown host, wrong password): a wrong address is reported, not waited out.
+   */
+  offlineTimeout?: number;
   /**
    * Fair locks: how long a queued waiter's entry lives unless its client refreshes it (every
    * third of it, one call per client). It bounds what a stopped or unreachable waiting process
@@ -77,13 +86,14 @@ export interface ResolvedClientOptions {
   keyPrefix: string;
   name: string;
   syncReplicas: { replicas: number; timeout: number } | undefined;
+  offlineTimeout: number;
   queueTimeout: number;
 }
 
 /** The smallest fair-lock queue timeout: it is refreshed every third of it. */
 export const MIN_QUEUE_TIMEOUT_MS = 300;
 
-const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix', 'name', 'syncReplicas', 'queueTimeout'];
+const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix', 'name', 'syncReplicas', 'offlineTimeout', 'queueTimeout'];
 const SYNC_OPTION_KEYS = ['replicas', 'timeout'];
 const LIST_OPTION_KEYS = ['match', 'count'];
 const MAX_CLIENT_NAME_LENGTH = 128;
@@ -219,6 +229,7 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
     name: name.replace(/\s/g, '_'),
     redis: redis as LockClientOptions['redis'],
     watchdogTimeout: checkTime('options.watchdogTimeout', raw.watchdogTimeout, MIN_WATCHDOG_TIMEOUT_MS) ?? 30_000,
+    offlineTimeout: checkTime('options.offlineTimeout', raw.offlineTimeout, 0) ?? DEFAULT_OFFLINE_TIMEOUT_MS,
     queueTimeout: checkTime('options.queueTimeout', raw.queueTimeout, MIN_QUEUE_TIMEOUT_MS) ?? 5_000,
     keyPrefix,
   };

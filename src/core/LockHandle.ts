@@ -1,4 +1,3 @@
-import { nanoid } from 'nanoid';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../errors';
 import { diagnostics } from '../diagnostics';
 import type { LockInfo } from '../introspection';
@@ -7,6 +6,7 @@ import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, typ
 import type { LockContext } from '../services/LockContext';
 import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
+import { HeldLock } from './HeldLock';
 import { watchHold } from './holdScope';
 import type { Hold, WaitProtocol } from './waitLoop';
 
@@ -128,6 +128,63 @@ export abstract class LockHandle {
     return outcome.value;
   }
 
+  /**
+   * Takes the lock as `withLock` does (a fresh owner, or the enclosing `withLock`'s, so it
+   * re-enters there; waits as long as it takes unless `waitTime`, then `LockTimeoutError`) and
+   * returns the hold: `await using held = await lock.hold()` gives it back at the end of the
+   * scope. `held.signal` aborts when the lock is lost or `options.signal` aborts.
+   */
+  async hold(options?: WithLockOptions): Promise<HeldLock> {
+    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
+    this.context.assertOpen();
+    const outer = scopedOwner(this.identity);
+    const owner = outer ?? new LockOwner();
+    const maxWait = waitTime ?? Infinity;
+    const sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
+    if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
+    const scope = new AbortController();
+    const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
+    return new HeldLock(this.name, scope.signal, async () => {
+      stopWatching();
+      const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
+      try {
+        await (outer ? this.release(owner) : this.releaseAll(owner));
+      } catch (error) {
+        // After a loss, "not the owner" is the expected answer, not news.
+        if (!(lost && error instanceof NotLockOwnerError)) throw error;
+      }
+      if (lost) throw lost;
+    });
+  }
+
+  /**
+   * @internal A new handle on the same lock with an owner of its own: MultiLock and RedLock take
+   * one per member and acquisition, so that a late reply to an abandoned attempt can be given
+   * back without touching a newer hold.
+   */
+  fork(): this {
+    return new (this.constructor as new (context: LockContext, name: string) => this)(this.context, this.name);
+  }
+
+  /**
+   * @internal `tryLock` that resolves with the send time (performance.now()) of the acquire that
+   * took the lock, or undefined when `waitTime` ran out: a composite lock times its validity from it.
+   */
+  async acquireHold(leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<number | undefined> {
+    this.context.assertOpen();
+    return this.acquire(this.ownerToAcquire(), leaseTime, waitTime, signal);
+  }
+
+  /** @internal Aborts when the watchdog finds the current owner's hold lost; undefined when the watchdog does not keep it. */
+  lostSignal(): AbortSignal | undefined {
+    return this.context.renewal.lostSignal(this.key, this.field(this.currentOwner()));
+  }
+
+  /** @internal The lease the watchdog keeps a hold taken without `leaseTime` alive with, in ms. */
+  get watchdogTimeout(): number {
+    return this.context.watchdogTimeout;
+  }
+
   /** Holds of the current owner (0 when none). */
   async getHoldCount(): Promise<number> {
     this.context.assertOpen();
@@ -154,8 +211,8 @@ export abstract class LockHandle {
     return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.key));
   }
 
-  /** One lock of one client, for the owner scopes: `<clientId>\n<key>`. */
-  private get identity(): string {
+  /** @internal One lock of one client, for the owner scopes (and MultiLock's duplicate check): `<clientId>\n<key>`. */
+  get identity(): string {
     return `${this.context.clientId}\n${this.key}`;
   }
 
@@ -184,7 +241,7 @@ export abstract class LockHandle {
     return `${this.context.clientId}:${owner.id}`;
   }
 
-  private currentOwner(): LockOwner {
+  protected currentOwner(): LockOwner {
     return scopedOwner(this.identity) ?? this.handleOwner;
   }
 
@@ -237,7 +294,8 @@ export abstract class LockHandle {
   protected async release(owner: LockOwner): Promise<boolean> {
     const { key } = this;
     const field = this.field(owner);
-    const latch = latchPrefixOf(this.context.keyPrefix, key) + nanoid();
+    // Unique per release request without a random id: the owner's id and its count of releases.
+    const latch = `${latchPrefixOf(this.context.keyPrefix, key)}${owner.id}.${++owner.releases}`;
     const epoch = this.context.connectionEpoch();
     const holdsBefore = owner.holds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal

@@ -1,5 +1,5 @@
 import { RedisCommandError } from '../errors';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
 
 /** How long a waiter pauses after Redis refused an attempt during a failover. */
@@ -31,7 +31,7 @@ export interface WaitProtocol {
    * its wake-ups reach it, so it may queue itself. Undefined for the first attempt of a caller
    * whose client was not subscribed yet.
    */
-  attempt(listening: ChannelEntry | undefined): Promise<AttemptResult>;
+  attempt(listening: ChannelEntry | undefined, bound: CommandBound): Promise<AttemptResult>;
   /**
    * Sleeps until a wake-up or `ms`; resolves with a hold when the wake-up itself handed the lock
    * over (no attempt needed), undefined to attempt again.
@@ -55,6 +55,9 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
   // Already subscribed by other waiters of this client: every release from now on reaches us, so
   // the waiter joins them before its first attempt, which may then already queue (the fair
   // lock), and needs no second attempt after joining.
+  // A wait for a connection that is down ends with the waitTime (a single attempt: with the
+  // client's offlineTimeout), the caller's signal or close().
+  const callBound: CommandBound = { deadline: waitTime > 0 ? deadline : undefined, signals: signal ? [signal, context.closedSignal] : [context.closedSignal] };
   const subscribed = waitTime > 0 && context.pubsub.peek(protocol.channel)?.confirmed === true;
   let entry = subscribed ? context.pubsub.join(protocol.channel) : undefined;
   let got = false;
@@ -62,7 +65,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
   let untrack: (() => void) | undefined;
   try {
     // A call that may wait rides out a failover; one that may not, reports it.
-    const first = waitTime > 0 ? await attemptWhileWaiting(protocol, entry) : await protocol.attempt(undefined);
+    const first = waitTime > 0 ? await attemptWhileWaiting(protocol, entry, callBound) : await protocol.attempt(undefined, callBound);
     if (first.held) {
       got = true;
       return first;
@@ -90,7 +93,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
         got = true;
         return woken;
       }
-      const result = await attemptWhileWaiting(protocol, entry);
+      const result = await attemptWhileWaiting(protocol, entry, callBound);
       if (result.held) {
         got = true;
         return result;
@@ -112,9 +115,9 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
  * A refusal Redis will not repeat for long (`RedisCommandError.transient`: failover, loading, a
  * slot in flux; refused, not run) does not end a wait: it is retried after a short pause.
  */
-async function attemptWhileWaiting(protocol: WaitProtocol, listening: ChannelEntry | undefined): Promise<AttemptResult> {
+async function attemptWhileWaiting(protocol: WaitProtocol, listening: ChannelEntry | undefined, bound: CommandBound): Promise<AttemptResult> {
   try {
-    return await protocol.attempt(listening);
+    return await protocol.attempt(listening, bound);
   } catch (error) {
     if (error instanceof RedisCommandError && error.transient) return { held: false, ttl: TRANSIENT_RETRY_MS };
     throw error;

@@ -94,7 +94,7 @@ export class FairLock extends LockHandle {
         context,
         {
           channel,
-          attempt: async (listening) => {
+          attempt: async (listening, bound) => {
             if (listening && listening !== entry) {
               // Registered before the request to queue: the grant can beat its reply.
               entry?.forgetGrant(field);
@@ -104,6 +104,7 @@ export class FairLock extends LockHandle {
             const sentAt = performance.now();
             const ttl = await context.command('acquire', (redis) =>
               redis.rlock_fairLock_acquire(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), member, listening ? 1 : 0, reentrant, queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
+              bound,
             );
             if (ttl === null) return { held: true, sentAt };
             if (listening) {

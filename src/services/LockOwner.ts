@@ -15,6 +15,8 @@ export class LockOwner {
   holds = 0;
   /** Acquire calls under way. */
   pending = 0;
+  /** Release calls made, to name each one's latch. */
+  releases = 0;
 }
 
 /** One lock of one client: `<clientId>\n<lock key>`. */
