@@ -1,7 +1,7 @@
 // Bad input, everywhere: every public call gets wrong types and values and must answer with a
 // typed error that names the argument, before a single command reaches Redis.
 import type { Redis } from 'ioredis';
-import { ClientClosedError, InvalidArgumentError, LockClient, LockError, type RLock } from '../src';
+import { ClientClosedError, InvalidArgumentError, LockClient, LockError, MultiLock, RedLock, type RLock } from '../src';
 import { commandCounts, RedisServer } from './helpers/testRedis';
 
 let server: RedisServer;
@@ -86,7 +86,7 @@ type Case = [call: string, value: string, argument: string, run: () => unknown];
 
 const cases: Case[] = [
   ...badNames.map(([label, name]): Case => ['getLock', label, 'name', () => client.getLock(name as string)]),
-  ...(['lock', 'tryLock', 'withLock'] as const).flatMap((method): Case[] => {
+  ...(['lock', 'tryLock', 'withLock', 'hold'] as const).flatMap((method): Case[] => {
     const call = (options: unknown): unknown =>
       method === 'withLock' ? lock.withLock(() => 1, options as never) : lock[method](options as never);
     return [
@@ -100,6 +100,37 @@ const cases: Case[] = [
     ];
   }),
   ...([undefined, null, 'fn', 42, {}] as unknown[]).map((fn): Case => ['withLock', `fn ${String(fn)}`, 'fn', () => lock.withLock(fn as never)]),
+  ...badNames.flatMap(([label, name]): Case[] => [
+    ['getSemaphore', label, 'name', () => client.getSemaphore(name as string)],
+    ['getPermitExpirableSemaphore', label, 'name', () => client.getPermitExpirableSemaphore(name as string)],
+    ['getCountDownLatch', label, 'name', () => client.getCountDownLatch(name as string)],
+  ]),
+  ...semaphoreCases(),
+  ...badNames.map(([label, name]): Case => ['getFairLock', label, 'name', () => client.getFairLock(name as string)]),
+  ...badTimes.map(([label, value]): Case => ['FairLock.tryLock', `waitTime ${label}`, 'options.waitTime', () => client.getFairLock('fair').tryLock({ waitTime: value as number })]),
+  ...badTimes.map(([label, value]): Case => ['FairLock.lock', `leaseTime ${label}`, 'options.leaseTime', () => client.getFairLock('fair').lock({ leaseTime: value as number })]),
+  ...badSignals.map(([label, value]): Case => ['FairLock.lock', `signal ${label}`, 'options.signal', () => client.getFairLock('fair').lock({ signal: value as never })]),
+  ...badNames.map(([label, name]): Case => ['getFencedLock', label, 'name', () => client.getFencedLock(name as string)]),
+  ...([undefined, null, 'fn', 42] as unknown[]).map((fn): Case => ['FencedLock.withLock', `fn ${String(fn)}`, 'fn', () => client.getFencedLock('f').withLock(fn as never)]),
+  ...badTimes.map(([label, value]): Case => ['FencedLock.tryLock', `waitTime ${label}`, 'options.waitTime', () => client.getFencedLock('f').tryLock({ waitTime: value as number })]),
+  ['FencedLock.fencedSet', 'dataKey empty', 'dataKey', () => client.getFencedLock('f').fencedSet('', 'v', 1n)],
+  ['FencedLock.fencedSet', 'value a number', 'value', () => client.getFencedLock('f').fencedSet('k', 5 as never, 1n)],
+  ...([5, '5', 0n, -1n, undefined] as unknown[]).map((token): Case => ['FencedLock.fencedSet', `token ${String(token)}`, 'token', () => client.getFencedLock('f').fencedSet('k', 'v', token as bigint)]),
+  ...([MultiLock, RedLock] as const).flatMap((Kind): Case[] => [
+    ...([undefined, null, 'x', {}, []] as unknown[]).map((locks): Case => [Kind.name, `locks ${JSON.stringify(locks)}`, 'locks', () => new Kind(locks as never)]),
+    [Kind.name, 'a member not a lock handle', 'locks[1]', () => new Kind([lock, {} as never])],
+    [Kind.name, 'a fenced lock as member', 'locks[0]', () => new Kind([client.getFencedLock('f') as never])],
+    [Kind.name, 'the same lock of one client twice', 'locks[1]', () => new Kind([lock, client.getLock('bad-input')])],
+    ...badTimes.map(([label, value]): Case => [`${Kind.name}.tryLock`, `waitTime ${label}`, 'options.waitTime', () => new Kind([lock]).tryLock({ waitTime: value as number })]),
+    ...badTimes.map(([label, value]): Case => [`${Kind.name}.lock`, `leaseTime ${label}`, 'options.leaseTime', () => new Kind([lock]).lock({ leaseTime: value as number })]),
+    ...([undefined, 'fn'] as unknown[]).map((fn): Case => [`${Kind.name}.withLock`, `fn ${String(fn)}`, 'fn', () => new Kind([lock]).withLock(fn as never)]),
+  ]),
+  ['RedLock', 'options a number', 'options', () => new RedLock([lock], 5 as never)],
+  ['RedLock', 'a misspelt option', 'options.attemptTimout', () => new RedLock([lock], { attemptTimout: 5 } as never)],
+  ...badTimes.map(([label, value]): Case => ['RedLock', `attemptTimeout ${label}`, 'options.attemptTimeout', () => new RedLock([lock], { attemptTimeout: value as number })]),
+  ['RedLock', 'attemptTimeout 0', 'options.attemptTimeout', () => new RedLock([lock], { attemptTimeout: 0 })],
+  ['RedLock', 'retryDelay negative', 'options.retryDelay', () => new RedLock([lock], { retryDelay: -1 })],
+  ...([NaN, -0.1, 0.5, '0.01'] as unknown[]).map((value): Case => ['RedLock', `driftFactor ${String(value)}`, 'options.driftFactor', () => new RedLock([lock], { driftFactor: value as number })]),
   // The read-write lock's handles share the checks: a sample of each kind on both.
   ...badNames.map(([label, name]): Case => ['getReadWriteLock', label, 'name', () => client.getReadWriteLock(name as string)]),
   ...(['readLock', 'writeLock'] as const).flatMap((half): Case[] => {
@@ -119,6 +150,9 @@ const cases: Case[] = [
   ['LockClient', 'redis an http URL', 'options.redis', () => new LockClient({ redis: 'http://127.0.0.1' })],
   ['LockClient', 'redis an ioredis keyPrefix', 'options.redis.keyPrefix', () => new LockClient({ redis: { keyPrefix: 'x:' } })],
   ...badTimes.map(([label, value]): Case => ['LockClient', `watchdogTimeout ${label}`, 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: value as number })]),
+  ...badTimes.map(([label, value]): Case => ['LockClient', `offlineTimeout ${label}`, 'options.offlineTimeout', () => new LockClient({ redis: server.url, offlineTimeout: value as number })]),
+  ...badTimes.map(([label, value]): Case => ['LockClient', `queueTimeout ${label}`, 'options.queueTimeout', () => new LockClient({ redis: server.url, queueTimeout: value as number })]),
+  ['LockClient', 'queueTimeout below 300 ms', 'options.queueTimeout', () => new LockClient({ redis: server.url, queueTimeout: 100 })],
   ['LockClient', 'watchdogTimeout below 30 ms', 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: 10 })],
   ['LockClient', 'keyPrefix a number', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 5 as never })],
   ['LockClient', 'keyPrefix over 1 KiB', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1025) })],
@@ -130,6 +164,57 @@ const cases: Case[] = [
   ['LockClient', 'syncReplicas without timeout', 'options.syncReplicas.timeout', () => new LockClient({ redis: server.url, syncReplicas: { replicas: 1 } as never })],
   ['LockClient', 'a misspelt option', 'options.watchdogTimout', () => new LockClient({ redis: server.url, watchdogTimout: 5000 } as never)],
 ];
+
+/** Bad permit counts, lease and wait times, signals and option bags for the semaphores and the latch. */
+function semaphoreCases(): Case[] {
+  const sem = (): ReturnType<LockClient['getSemaphore']> => client.getSemaphore('bad-input-sem');
+  const pes = (): ReturnType<LockClient['getPermitExpirableSemaphore']> => client.getPermitExpirableSemaphore('bad-input-pes');
+  const latch = (): ReturnType<LockClient['getCountDownLatch']> => client.getCountDownLatch('bad-input-latch');
+  const badCounts: [string, unknown][] = [['undefined', undefined], ['NaN', NaN], ['fractional', 1.5], ['a string', '3'], ['huge', 2 ** 40], ['Infinity', Infinity]];
+  const semaphoreCalls: [string, (options: unknown) => unknown][] = [
+    ['Semaphore.acquire', (o) => sem().acquire(o as never)],
+    ['Semaphore.tryAcquire', (o) => sem().tryAcquire(o as never)],
+    ['Semaphore.withPermits', (o) => sem().withPermits(() => 1, o as never)],
+  ];
+  return [
+    ...badCounts.map(([label, value]): Case => ['Semaphore.trySetPermits', label, 'permits', () => sem().trySetPermits(value as number)]),
+    ['Semaphore.trySetPermits', 'negative', 'permits', () => sem().trySetPermits(-1)],
+    ...badCounts.map(([label, value]): Case => ['Semaphore.addPermits', label, 'delta', () => sem().addPermits(value as number)]),
+    ...badCounts.map(([label, value]): Case => ['PermitExpirableSemaphore.trySetPermits', label, 'permits', () => pes().trySetPermits(value as number)]),
+    ...badCounts.map(([label, value]): Case => ['CountDownLatch.trySetCount', label, 'count', () => latch().trySetCount(value as number)]),
+    ['CountDownLatch.trySetCount', '0', 'count', () => latch().trySetCount(0)],
+    ...semaphoreCalls.flatMap(([call, run]): Case[] => [
+      ...badOptionBags.map(([label, options]): Case => [call, `options ${label}`, label === 'a misspelt key' ? 'options.leaseTme' : 'options', () => run(options)]),
+      ...badCounts.filter(([label]) => label !== 'undefined').map(([label, value]): Case => [call, `permits ${label}`, 'options.permits', () => run({ permits: value })]),
+      [call, 'permits 0', 'options.permits', () => run({ permits: 0 })],
+      ...badSignals.map(([label, value]): Case => [call, `signal ${label}`, 'options.signal', () => run({ signal: value })]),
+    ]),
+    ['Semaphore.acquire', 'a waitTime', 'options.waitTime', () => sem().acquire({ waitTime: 5 } as never)],
+    ['Semaphore.release', 'permits -1', 'options.permits', () => sem().release({ permits: -1 })],
+    ['Semaphore.release', 'a signal', 'options.signal', () => sem().release({ signal: new AbortController().signal } as never)],
+    ...badTimes.map(([label, value]): Case => ['Semaphore.tryAcquire', `waitTime ${label}`, 'options.waitTime', () => sem().tryAcquire({ waitTime: value as number })]),
+    ...badTimes.map(([label, value]): Case => ['PermitExpirableSemaphore.tryAcquire', `leaseTime ${label}`, 'options.leaseTime', () => pes().tryAcquire({ leaseTime: value as number })]),
+    ['PermitExpirableSemaphore.acquire', 'leaseTime 0', 'options.leaseTime', () => pes().acquire({ leaseTime: 0 })],
+    ['PermitExpirableSemaphore.acquire', 'permits', 'options.permits', () => pes().acquire({ permits: 2 } as never)],
+    ...badTimes.map(([label, value]): Case => ['PermitExpirableSemaphore.withPermit', `waitTime ${label}`, 'options.waitTime', () => pes().withPermit(() => 1, { waitTime: value as number })]),
+    ...([undefined, null, 42, '', 'x'.repeat(65)] as unknown[]).flatMap((id): Case[] => [
+      ['PermitExpirableSemaphore.release', `id ${describeId(id)}`, 'permitId', () => pes().release(id as string)],
+      ['PermitExpirableSemaphore.tryRelease', `id ${describeId(id)}`, 'permitId', () => pes().tryRelease(id as string)],
+      ['PermitExpirableSemaphore.updateLeaseTime', `id ${describeId(id)}`, 'permitId', () => pes().updateLeaseTime(id as string, 1000)],
+    ]),
+    ...badTimes.map(([label, value]): Case => ['PermitExpirableSemaphore.updateLeaseTime', `leaseTime ${label}`, 'leaseTime', () => pes().updateLeaseTime('id', value as number)]),
+    ...badTimes.map(([label, value]): Case => ['CountDownLatch.await', `waitTime ${label}`, 'options.waitTime', () => latch().await({ waitTime: value as number })]),
+    ...badSignals.map(([label, value]): Case => ['CountDownLatch.await', `signal ${label}`, 'options.signal', () => latch().await({ signal: value as never })]),
+    ...([undefined, null, 'fn', {}] as unknown[]).flatMap((fn): Case[] => [
+      ['Semaphore.withPermits', `fn ${String(fn)}`, 'fn', () => sem().withPermits(fn as never)],
+      ['PermitExpirableSemaphore.withPermit', `fn ${String(fn)}`, 'fn', () => pes().withPermit(fn as never)],
+    ]),
+  ];
+}
+
+function describeId(id: unknown): string {
+  return typeof id === 'string' ? `${id.length} chars` : String(id);
+}
 
 test.each(cases)('%s with %s: InvalidArgumentError naming %s, nothing sent', async (_call, _value, argument, run) => {
   const { error, commands } = await attempt(run);
@@ -143,6 +228,8 @@ test.each(cases)('%s with %s: InvalidArgumentError naming %s, nothing sent', asy
 test('a key (prefix + name) over 1 KiB is refused by getLock', async () => {
   const prefixed = new LockClient({ redis: server.url, keyPrefix: 'p'.repeat(1000) });
   try {
+    // Connected first: its start-up (CLIENT SETNAME) must not count as sent for the bad call.
+    await prefixed.getLock('ready').isLocked();
     const { error, commands } = await attempt(() => prefixed.getLock('n'.repeat(30)));
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect((error as InvalidArgumentError).argument).toBe('name');
@@ -158,6 +245,7 @@ test('an already aborted signal: rejects with its reason, nothing sent', async (
     () => lock.lock({ signal: AbortSignal.abort(reason) }),
     () => lock.tryLock({ signal: AbortSignal.abort(reason), waitTime: 100 }),
     () => lock.withLock(() => 1, { signal: AbortSignal.abort(reason) }),
+    () => lock.hold({ signal: AbortSignal.abort(reason) }),
   ]) {
     const { error, commands } = await attempt(run);
     expect(error).toBe(reason);
@@ -168,14 +256,37 @@ test('an already aborted signal: rejects with its reason, nothing sent', async (
 test('a closed client: every call throws ClientClosedError, nothing sent', async () => {
   const closing = new LockClient({ redis: server.url });
   const handle = closing.getLock('closed');
+  const sem = closing.getSemaphore('closed-sem');
+  const pes = closing.getPermitExpirableSemaphore('closed-pes');
+  const latch = closing.getCountDownLatch('closed-latch');
   const readWrite = closing.getReadWriteLock('closed-rw');
   await handle.isLocked();
+  const fair = closing.getFairLock('closed');
   await closing.close();
   const calls: (() => unknown)[] = [
     () => closing.getLock('closed'),
+    () => closing.getSemaphore('closed-sem'),
+    () => closing.getPermitExpirableSemaphore('closed-pes'),
+    () => closing.getCountDownLatch('closed-latch'),
+    () => sem.acquire(),
+    () => sem.tryAcquire(),
+    () => sem.release(),
+    () => sem.withPermits(() => 1),
+    () => sem.availablePermits(),
+    () => pes.acquire(),
+    () => pes.release('some-id'),
+    () => pes.availablePermits(),
+    () => latch.await(),
+    () => latch.countDown(),
+    () => closing.getFairLock('closed'),
+    () => fair.lock(),
+    () => fair.tryLock({ waitTime: 100 }),
+    () => fair.forceUnlock(),
+    () => fair.inspect(),
     () => handle.lock(),
     () => handle.tryLock(),
     () => handle.withLock(() => 1),
+    () => handle.hold(),
     () => handle.unlock(),
     () => handle.forceUnlock(),
     () => handle.getHoldCount(),

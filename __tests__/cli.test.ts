@@ -1,7 +1,10 @@
 // The built `rlock` CLI, driven as a child process against a private redis-server.
 import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { channelOf } from '../src/names';
 import { usePrivateRedis } from './helpers/privateRedis';
+import { until } from './helpers/time';
 
 const redis = usePrivateRedis();
 const root = join(__dirname, '..');
@@ -34,6 +37,43 @@ test('inspect prints holders and client names, in text and JSON', async () => {
   expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, holders: [{ clientId: client.id, holdCount: 1, clientName: 'billing' }] });
 });
 
+test('inspect --kind shows a semaphore (free permits, reservation), a permit-expirable one (permits and leases) and a latch', async () => {
+  const client = redis.client();
+  const url = ['--url', redis.server.url];
+  const sem = client.getSemaphore('cli:sem');
+  await sem.trySetPermits(3);
+  await sem.acquire({ permits: 2 });
+  const waiting = client.getSemaphore('cli:sem').tryAcquire({ permits: 3, waitTime: 20_000 }); // reserves
+  waiting.catch(() => undefined); // settled by close() if an expectation below fails first
+  const pes = client.getPermitExpirableSemaphore('cli:pes');
+  await pes.trySetPermits(2);
+  const id = await pes.acquire({ leaseTime: 60_000 });
+  const latch = client.getCountDownLatch('cli:latch');
+  await latch.trySetCount(2);
+  let reserved = await run([...url, '--json', 'inspect', '--kind', 'semaphore', 'cli:sem']);
+  while (JSON.parse(reserved.stdout).reservation === null) reserved = await run([...url, '--json', 'inspect', '--kind', 'semaphore', 'cli:sem']);
+  expect(JSON.parse(reserved.stdout)).toMatchObject({ availablePermits: 1, reservation: { clientId: client.id, permits: 3 }, waitingClients: 1 });
+  const text = await run([...url, 'inspect', '--kind', 'semaphore', 'cli:sem']);
+  expect(text.stdout).toMatch(/^cli:sem \(key cli:sem\): semaphore, 1 permit\(s\) free, 1 client\(s\) waiting\n {2}reserved for \S+: 3 permits, ttl \d+\.\d s\n$/);
+  const permits = await run([...url, 'inspect', '--kind', 'permits', 'cli:pes']);
+  expect(permits.stdout).toMatch(new RegExp(`^cli:pes \\(key cli:pes\\): permit-expirable semaphore, 1 of 2 permit\\(s\\) free, 0 client\\(s\\) waiting\n {2}permit ${id}, lease left \\d+\\.\\d s\n$`));
+  const latchText = await run([...url, 'inspect', '--kind', 'latch', 'cli:latch']);
+  expect(latchText.stdout).toBe('cli:latch (key cli:latch): latch count 2, 0 client(s) waiting\n');
+  await sem.release({ permits: 2 });
+  expect(await waiting).toBe(true);
+});
+
+test('inspect shows a fenced lock\'s token; list finds fenced locks', async () => {
+  const token = await redis.client({ name: 'ledger' }).getFencedLock('ledger:1').lock();
+  const text = await run(['--url', redis.server.url, 'inspect', 'ledger:1']);
+  expect(text.stdout).toMatch(new RegExp(`client "ledger"\\n {2}fencing token ${token}\\n$`));
+  const json = await run(['--url', redis.server.url, '--json', 'inspect', 'ledger:1']);
+  expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, fencingToken: String(token) });
+  // A plain lock hash: list finds it (and not its token key).
+  const listed = await run(['--url', redis.server.url, '--json', 'list', '--match', 'ledger:*']);
+  expect(JSON.parse(listed.stdout)).toEqual(['ledger:1']);
+});
+
 test('list uses the prefix and --match', async () => {
   const client = redis.client({ keyPrefix: 'app:' });
   await client.getLock('x:1').lock({ leaseTime: 30_000 });
@@ -62,7 +102,7 @@ test('watch refreshes until interrupted', async () => {
   const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--json', 'watch', 'w', '--interval', '100'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   child.stdout.on('data', (chunk) => (stdout += chunk));
-  await new Promise((resolve) => setTimeout(resolve, 1200));
+  await until('watch printed three frames', () => stdout.split('\n').filter(Boolean).length >= 3, 20_000);
   child.kill('SIGINT');
   const code = await new Promise((resolve) => child.on('close', resolve));
   expect(code).toBe(0);
@@ -82,4 +122,95 @@ test.each([
   const needsServer = !args.includes('--url');
   const result = await run(needsServer ? ['--url', redis.server.url, ...args] : args);
   expect(result).toEqual({ code, stdout: '', stderr });
+});
+
+describe('force-unlock --if-holder', () => {
+  test('removes the lock only while the holder it names still holds it', async () => {
+    const stuck = redis.client({ name: 'stuck', keyPrefix: 'app:' });
+    const other = redis.client({ keyPrefix: 'app:' });
+    await stuck.getLock('job').lock();
+    const args = ['--url', redis.server.url, '--prefix', 'app:', 'force-unlock', 'job', '--yes'];
+
+    const wrong = await run([...args, '--if-holder', other.id]);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(new RegExp(`^rlock: job is held by ${stuck.id}:\\S+, not ${other.id}: nothing removed\\n$`));
+    expect(await redis.admin.exists('app:job')).toBe(1);
+
+    const [field] = Object.keys(await redis.admin.hgetall('app:job'));
+    const removed = await run([...args, '--if-holder', field!]); // the full owner field works too
+    expect(removed.code).toBe(0);
+    expect(removed.stdout).toMatch(/^removed job \(key app:job\): locked/);
+    expect(await redis.admin.exists('app:job')).toBe(0);
+
+    const nothing = await run([...args, '--if-holder', stuck.id]);
+    expect(nothing).toMatchObject({ code: 1, stderr: 'rlock: no lock job (key app:job): nothing removed\n' });
+    expect(await run([...args, '--if-holder', 'not an id'])).toMatchObject({ code: 2, stdout: '' });
+  });
+
+  test('the check is in the script: a lock that changed hands is left alone, the holder it names is removed and waiters hear it', async () => {
+    const script = readFileSync(join(root, 'src', 'lua', 'lock', 'forceUnlockIfHolder-2.lua'), 'utf8');
+    const channel = channelOf('', 'handover');
+    const listener = redis.admin.duplicate();
+    const messages: string[] = [];
+    listener.on('message', (_, message: string) => messages.push(message));
+    await listener.subscribe(channel);
+    try {
+      const stale = 'AAAAAAAAAAAAAAAAAAAAA';
+      const fresh = 'BBBBBBBBBBBBBBBBBBBBB:CCCCCCCCCCCCCCCCCCCCC';
+      await redis.admin.hset('handover', fresh, 1);
+      expect(await redis.admin.eval(script, 2, 'handover', channel, stale, '0', 'publish')).toEqual([0, fresh]);
+      expect(await redis.admin.hgetall('handover')).toEqual({ [fresh]: '1' });
+      expect(await redis.admin.eval(script, 2, 'handover', channel, 'BBBBBBBBBBBBBBBBBBBBB', '0', 'publish')).toEqual([1, fresh]);
+      expect(await redis.admin.exists('handover')).toBe(0);
+      expect(await redis.admin.eval(script, 2, 'handover', channel, stale, '0', 'publish')).toEqual([0]);
+      await until('the release message arrived', () => messages.length === 1);
+      expect(messages).toEqual(['0']);
+    } finally {
+      listener.disconnect();
+    }
+  });
+});
+
+test('--version prints the package version; --help lists the exit codes', async () => {
+  const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+  expect(await run(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+  const help = await run(['--help']);
+  expect(help.code).toBe(0);
+  expect(help.stdout).toMatch(/--timeout <ms>/);
+  expect(help.stdout).toMatch(/\nExit codes:\n {2}0 {2}done\n {2}1 {2}.+\n {2}2 {2}bad usage or input\n {2}3 {2}Redis unreachable .+\n$/);
+});
+
+test('a server that accepts but never answers: exit 3 after --timeout, one clear line', async () => {
+  redis.server.pause();
+  try {
+    const result = await run(['--url', redis.server.url, '--timeout', '300', 'inspect', 'x']);
+    expect(result).toEqual({ code: 3, stdout: '', stderr: `rlock: cannot reach Redis at 127.0.0.1:${redis.server.port}: no reply within 300 ms (--timeout)\n` });
+  } finally {
+    redis.server.resume();
+  }
+});
+
+test('a server that stops answering mid-watch: exit 3 after --timeout, one clear line', async () => {
+  const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--json', '--timeout', '300', 'watch', 'w', '--interval', '50'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const code = new Promise((resolve) => child.on('close', resolve));
+  try {
+    await until('watch printed a frame', () => stdout.includes('\n'));
+    redis.server.pause();
+    expect(await code).toBe(3);
+  } finally {
+    redis.server.resume();
+  }
+  expect(stderr).toBe(`rlock: cannot reach Redis at 127.0.0.1:${redis.server.port}: no reply within 300 ms (--timeout)\n`);
+});
+
+test('--timeout must be a whole number of ms', async () => {
+  expect(await run(['--url', redis.server.url, '--timeout', '1.5', 'inspect', 'x'])).toEqual({
+    code: 2,
+    stdout: '',
+    stderr: 'rlock: --timeout: a whole number of ms from 1 to 3600000, got 1.5\n',
+  });
 });

@@ -184,9 +184,10 @@ describe('giving up leaves nothing behind', () => {
     const next = redis.client().getFairLock(name).tryLock({ waitTime: 10_000 });
     await until('the next waiter is queued', async () => (await queueLength(name)) === 2);
     // Abort and release in the same tick: the grant may or may not have reached the first waiter.
+    const gaveUp = expect(giving).rejects.toMatchObject({ name: 'AbortError' });
     controller.abort();
     await holder.unlock();
-    await expect(giving).rejects.toMatchObject({ name: 'AbortError' });
+    await gaveUp;
     expect(await next).toBe(true);
   });
 
@@ -273,4 +274,22 @@ describe('the RLock interface', () => {
     await holder.unlock();
     expect(await first).toBe(true);
   });
+});
+
+describe('Redis restarted empty', () => {
+  test('queued waiters queue again after the restart and are all served; the holder is told it lost the lock', async () => {
+    const name = uniqueName();
+    const holderClient = redis.client();
+    const lost: string[] = [];
+    holderClient.on('lockLost', (event) => lost.push(event.name));
+    await holderClient.getFairLock(name).lock();
+    const waiters = [redis.client(), redis.client()].map((c) => c.getFairLock(name).withLock(async () => undefined, { waitTime: 20_000 }));
+    await until('both waiters are queued', async () => (await queueLength(name)) === 2);
+    await redis.server.kill();
+    await redis.server.restart();
+    await Promise.all(waiters);
+    await until('the holder was told', () => lost.length === 1);
+    expect(lost).toEqual([name]);
+    expect(await redis.admin.exists(name)).toBe(0);
+  }, 30_000);
 });

@@ -17,7 +17,8 @@ test('inspect() shows holders with their client names, the TTL and the waiting c
   await lock.withLock(async () => {
     await holder.getLock('orders:1').lock(); // a second hold of the same owner
     parked = waiterLock.tryLock({ waitTime: 10_000, leaseTime: 1000 });
-    await until('the waiter parked', () => waiting.stats.waiters === 1);
+    // Parked comes before subscribed (the subscriber connects first): wait for both.
+    await until('the waiter parked and subscribed', async () => waiting.stats.waiters === 1 && (await waiting.inspect('orders:1')).waitingClients === 1);
     const info = await waiting.inspect('orders:1');
     expect(info).toMatchObject({ name: 'orders:1', key: 'orders:1', locked: true, waitingClients: 1 });
     expect(info.ttl).toBeGreaterThan(25_000);

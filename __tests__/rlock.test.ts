@@ -7,6 +7,7 @@ import {
   NotLockOwnerError,
 } from '../src';
 import { runFixture } from './helpers/child';
+import { until } from './helpers/time';
 import { commandCounts, RedisServer } from './helpers/testRedis';
 import type { ScriptedRedis } from '../src/services/scripts';
 
@@ -142,7 +143,7 @@ describe('the Redis protocol', () => {
     await conn.quit();
   });
 
-  test('full release publishes on rlock__channel:{<key>} and leaves no latch key', async () => {
+  test('full release publishes the releasing clientId on rlock__channel:{<key>} and leaves no latch key', async () => {
     const client = newClient();
     const name = uniqueName();
     const listener = server.connect();
@@ -153,8 +154,8 @@ describe('the Redis protocol', () => {
     await lock.withLock(async () => {
       await lock.withLock(async () => undefined);
     });
-    await sleep(50);
-    expect(messages).toEqual([`rlock__channel:{${name}} 0`]);
+    await until('the release message came', () => messages.length > 0);
+    expect(messages).toEqual([`rlock__channel:{${name}} ${client.id}`]);
     expect(await redis.keys(`rlock__unlock_latch:{${name}}*`)).toEqual([]);
     await listener.quit();
   });
@@ -333,6 +334,45 @@ describe('waking waiters', () => {
     expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
     expect(await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)).toEqual([`rlock__channel:{${name}}`, 0]);
   });
+});
+
+describe('contention: local handoff and turns between clients', () => {
+  test('a release hands the lock to a parked waiter of the same client in the release call itself', async () => {
+    const name = uniqueName();
+    const client = newClient();
+    const holder = client.getLock(name);
+    await holder.lock();
+    const order: number[] = [];
+    const waiters = [0, 1, 2].map((i) => client.getLock(name).withLock(() => void order.push(i)));
+    await until('the three waiters parked', () => client.stats.waiters === 3);
+    const before = await scriptCalls();
+    await holder.unlock();
+    await Promise.all(waiters);
+    // Three handoffs and one last release: no waiter had to come back and ask.
+    expect((await scriptCalls()) - before).toBe(4);
+    expect(order).toEqual([0, 1, 2]);
+    expect(await holder.isLocked()).toBe(false);
+  });
+
+  test('after a run of local handoffs the other client gets its turn: no client starves another', async () => {
+    const name = uniqueName();
+    const a = newClient();
+    const b = newClient();
+    const counts = new Map<LockClient, number>([[a, 0], [b, 0]]);
+    const deadline = performance.now() + 1500;
+    const loop = async (client: LockClient): Promise<void> => {
+      while (performance.now() < deadline) {
+        await client.getLock(name).withLock(async () => {
+          counts.set(client, counts.get(client)! + 1);
+          await sleep(1);
+        });
+      }
+    };
+    await Promise.all([a, a, a, a, b, b, b, b].map(loop));
+    const [countA, countB] = [counts.get(a)!, counts.get(b)!];
+    // Local handoffs run at most 8 in a row, then the lock goes to the other client's waiters.
+    expect(Math.min(countA, countB)).toBeGreaterThan(0.25 * (countA + countB));
+  }, 20_000);
 });
 
 describe('leases and the watchdog', () => {

@@ -2,7 +2,7 @@
 // pub/sub, per-slot renewal batches), the same Cluster without sharded pub/sub, and a Sentinel
 // group, from one parametrised suite.
 import { Cluster, Redis } from 'ioredis';
-import { LockClient, type LockClientOptions } from '../src';
+import { LockClient, type LockClientOptions, MultiLock } from '../src';
 import { RedisCluster, RedisSentinelGroup } from '../scripts/redisTopologies';
 import { RedisServer } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
@@ -78,6 +78,34 @@ describe.each(topologies)('%s', (_label, start) => {
   afterAll(async () => {
     topology.admin.disconnect();
     await topology.stop();
+  });
+
+  test('fenced lock: increasing tokens, a reentrant hold keeps its token (lock and token key share a slot)', async () => {
+    const c = client();
+    const name = uniqueName();
+    const first = await c.getFencedLock(name).withLock(async (_signal, token) => {
+      expect(await c.getFencedLock(name).lock()).toBe(token);
+      expect(await c.getFencedLock(name).getToken()).toBe(token);
+      return token;
+    });
+    const second = await client().getFencedLock(name).withLock((_signal, token) => token);
+    expect(second).toBeGreaterThan(first);
+    expect(await topology.admin.exists(name)).toBe(0);
+  });
+
+  test('a MultiLock over locks in different slots of one client: all or nothing', async () => {
+    const c = client();
+    const names = [uniqueName(), uniqueName(), uniqueName()];
+    const other = client().getLock(names[2]!);
+    await other.lock();
+    const multi = new MultiLock(names.map((name) => c.getLock(name)));
+    expect(await multi.tryLock()).toBe(false);
+    expect(await topology.admin.exists(names[0]!)).toBe(0);
+    await other.unlock();
+    expect(await multi.tryLock({ waitTime: 5_000 })).toBe(true);
+    for (const name of names) expect(await topology.admin.exists(name)).toBe(1);
+    await multi.unlock();
+    for (const name of names) expect(await topology.admin.exists(name)).toBe(0);
   });
 
   test('lock, reentrant withLock, hold counts, TTL, unlock', async () => {
@@ -186,6 +214,36 @@ describe.each(topologies)('%s', (_label, start) => {
     );
     expect(outcomes.filter((outcome) => outcome.status === 'rejected')).toEqual([]);
     expect(failed).toEqual([]);
+  });
+
+  test('semaphores and a latch (every key of one in one slot): waits woken by message, permits kept by the watchdog on many slots', async () => {
+    const a = client({ watchdogTimeout: 600 });
+    const b = client();
+    const name = uniqueName();
+    const sem = a.getSemaphore(name);
+    expect(await sem.trySetPermits(2)).toBe(true);
+    await sem.acquire({ permits: 2 });
+    const big = b.getSemaphore(name).tryAcquire({ permits: 2, waitTime: 20_000 });
+    await until('the semaphore waiter parked', () => b.stats.waiters === 1);
+    await sem.release({ permits: 2 });
+    await expect(big).resolves.toBe(true);
+    const failed: unknown[] = [];
+    a.on('renewalFailed', (error) => failed.push(error));
+    const expirables = Array.from({ length: 10 }, () => a.getPermitExpirableSemaphore(uniqueName()));
+    await Promise.all(expirables.map((pes) => pes.trySetPermits(1)));
+    const ids = await Promise.all(expirables.map((pes) => pes.acquire()));
+    const latchName = uniqueName();
+    const latch = b.getCountDownLatch(latchName);
+    await latch.trySetCount(1);
+    const opened = latch.await({ waitTime: 20_000 });
+    await until('the latch awaiter parked', () => b.stats.waiters === 1);
+    await sleep(1500);
+    expect(failed).toEqual([]);
+    for (const pes of expirables) expect(await pes.availablePermits()).toBe(0);
+    await Promise.all(expirables.map((pes, i) => pes.release(ids[i]!)));
+    expect(a.stats.renewals).toBe(0);
+    await a.getCountDownLatch(latchName).countDown();
+    await expect(opened).resolves.toBe(true);
   });
 
   test('inspect and listLocks see the locks', async () => {

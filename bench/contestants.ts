@@ -1,6 +1,8 @@
 // The libraries the bench compares, behind one small interface, each driven through its public
 // API with its default retry settings.
 import { ExecutionError, Redlock } from '@sesamecare-oss/redlock';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import { LockClient } from './shippedLibrary';
@@ -27,6 +29,22 @@ export const rlock: Contestant = {
       async acquire(key) {
         const lock = client.getLock(key);
         await lock.lock(); // the default: watchdog-kept, as an app would call it
+        return () => lock.unlock();
+      },
+      close: () => client.close(),
+    };
+  },
+};
+
+/** rlock's fair lock: a queue in Redis, the release hands the lock to the next waiter. */
+export const rlockFair: Contestant = {
+  name: 'rlock fair',
+  async open(url) {
+    const client = new LockClient({ redis: url });
+    return {
+      async acquire(key) {
+        const lock = client.getFairLock(key);
+        await lock.lock();
         return () => lock.unlock();
       },
       close: () => client.close(),
@@ -96,5 +114,37 @@ export const raw: Contestant = {
   },
 };
 
+/**
+ * The hash-lock floor: RLock's own acquire and release scripts (as shipped in dist/lua) sent as two
+ * bare EVALSHAs, with no client logic (owner ids, renewal, wrappers, events): what RLock's
+ * protocol costs by itself, so that its client-side overhead shows as a ratio.
+ */
+export const hashFloor: Contestant = {
+  name: 'hash-lock floor',
+  async open(url) {
+    const redis = new Redis(url);
+    const lua = (file: string): string =>
+      readFileSync(join(__dirname, '..', 'dist', 'lua', file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) =>
+        readFileSync(join(__dirname, '..', 'dist', 'lua', 'includes', name), 'utf8'),
+      );
+    redis.defineCommand('floorAcquire', { numberOfKeys: 1, lua: lua('lock/acquire-1.lua') });
+    redis.defineCommand('floorRelease', { numberOfKeys: 3, lua: lua('lock/release-3.lua') });
+    const scripted = redis as unknown as {
+      floorAcquire(key: string, lease: number, field: string): Promise<number | null>;
+      floorRelease(key: string, channel: string, latch: string, field: string, message: string, latchTtl: number, publish: string): Promise<number | null>;
+    };
+    const clientId = `floor${process.pid}`.padEnd(21, 'x');
+    let seq = 0;
+    return {
+      async acquire(key) {
+        const field = `${clientId}:${String(++seq).padStart(21, '0')}`;
+        if ((await scripted.floorAcquire(key, LEASE_MS, field)) !== null) throw new Error(`floor: ${key} is taken (the floor does not wait)`);
+        return async () => void (await scripted.floorRelease(key, `rlock__channel:{${key}}`, `rlock__unlock_latch:{${key}}:x`, field, clientId, 60_000, 'publish'));
+      },
+      close: async () => void (await redis.quit()),
+    };
+  },
+};
+
 export const lockLibraries = [rlock, redisSemaphore, redlock];
-export const byName = new Map([rlock, redisSemaphore, redlock, raw].map((c) => [c.name, c]));
+export const byName = new Map([rlock, rlockFair, redisSemaphore, redlock, raw].map((c) => [c.name, c]));

@@ -1,12 +1,13 @@
-// npm run bench [-- --quick]: every scenario, every library, one private redis-server, one run.
+// npm run bench [-- --quick] [--semaphore: that scenario alone]: every scenario, every library, one private redis-server, one run.
 // Prints a table and the targets, writes bench/results/<date>.json and .svg.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { redisFromEnv } from '../scripts/redisServer';
 import { chart } from './chart';
-import { lockLibraries, raw, redisSemaphore, rlock } from './contestants';
+import { hashFloor, lockLibraries, raw, redisSemaphore, rlock, rlockFair } from './contestants';
 import * as scenario from './scenarios';
+import { semaphoreReport } from './semaphoreScenario';
 import { round } from './stats';
 
 const quick = process.argv.includes('--quick');
@@ -22,7 +23,20 @@ async function main(): Promise<void> {
   if (!(globalThis as { gc?: unknown }).gc) throw new Error('run with node --expose-gc (npm run bench does)');
   const redis = await redisFromEnv();
   const started = Date.now();
-  const everyone = [...lockLibraries, raw];
+  if (process.argv.includes('--semaphore')) {
+    // The semaphore scenario alone (issue 13): `npm run bench -- --semaphore [--quick]`.
+    try {
+      const { text, figures } = await semaphoreReport(redis.url, quick ? 3000 : 8000, log);
+      console.log(text);
+      const date = new Date().toISOString().slice(0, 10);
+      mkdirSync(join(__dirname, 'results'), { recursive: true });
+      writeFileSync(join(__dirname, 'results', `${date}-semaphore${quick ? '-quick' : ''}.json`), `${JSON.stringify({ date, quick, figures }, null, 2)}\n`);
+    } finally {
+      await redis.stop();
+    }
+    return;
+  }
+  const everyone = [...lockLibraries, rlockFair, raw, hashFloor];
   try {
     const s1: Record<string, number> = {};
     const s2: Record<string, number> = {};
@@ -52,6 +66,8 @@ async function main(): Promise<void> {
     const sem = redisSemaphore.name;
     const targets: [string, boolean, string][] = [
       ['1: ≥ 0.9 × raw', s1[us]! >= 0.9 * s1[raw.name]!, `${round(s1[us]! / s1[raw.name]!)} × raw`],
+      ['1: ≥ 0.9 × hash-lock floor (RLock)', s1[us]! >= 0.9 * s1[hashFloor.name]!, `${round(s1[us]! / s1[hashFloor.name]!)} × floor`],
+      ['1: ≥ 0.9 × hash-lock floor (FairLock)', s1[rlockFair.name]! >= 0.9 * s1[hashFloor.name]!, `${round(s1[rlockFair.name]! / s1[hashFloor.name]!)} × floor`],
       ['2: ≥ 0.8 × raw', s2[us]! >= 0.8 * s2[raw.name]!, `${round(s2[us]! / s2[raw.name]!)} × raw`],
       ['2: ≥ 2 × redis-semaphore', s2[us]! >= 2 * s2[sem]!, `${round(s2[us]! / s2[sem]!)} × redis-semaphore`],
       ['3: p50 ≤ 1/5 of redis-semaphore', s3[us]!.p50 <= s3[sem]!.p50 / 5, `${round(s3[us]!.p50 / s3[sem]!.p50, 3)} × redis-semaphore`],
@@ -72,7 +88,7 @@ async function main(): Promise<void> {
     const table = [
       '| library | 1 seq ops/s | 2 par ops/s | 3 handoff p50 / p99 ms | 4 acq/s | 4 lost | 4 fairness | 4 wait p99 / max ms | 4 cmds/acq | 4 requests/acq |',
       '|---|---|---|---|---|---|---|---|---|---|',
-      ...[...lockLibraries.map((c) => c.name), raw.name, 'pubsub floor'].map((name) => {
+      ...[...lockLibraries.map((c) => c.name), rlockFair.name, raw.name, hashFloor.name, 'pubsub floor'].map((name) => {
         const c4 = s4[name];
         const h = s3[name];
         return `| ${name} | ${s1[name] ?? '–'} | ${s2[name] ?? '–'} | ${h ? `${h.p50} / ${h.p99}` : '–'} | ${c4?.acquisitionsPerSec ?? '–'} | ${c4?.lostUpdates ?? '–'} | ${c4?.fairness ?? '–'} | ${c4 ? `${c4.waitP99} / ${c4.waitMax}` : '–'} | ${c4?.commandsPerAcquisition ?? '–'} | ${c4?.requestsPerAcquisition ?? '–'} |`;

@@ -65,7 +65,10 @@ export async function handoff(contestant: Contestant, url: string, rounds: numbe
         heldAt = performance.now();
         return release;
       });
-      await sleep(30); // B is parked (subscribed, or between polls)
+      // B is parked (subscribed, or between polls). The pause is drawn over two of redis-semaphore's
+      // 10 ms retry intervals so that no poller is phase-locked with the release (a fixed 30 ms,
+      // a multiple of 10, let its polls line up with it and showed 1.5 ms instead of ~5 ms).
+      await sleep(30 + Math.random() * 20);
       const unlockAt = performance.now();
       await releaseA();
       const releaseB = await waiting;
@@ -81,7 +84,7 @@ export async function handoff(contestant: Contestant, url: string, rounds: numbe
 
 /**
  * 3's floor: PUBLISH on one connection until the message arrives on another, plus one round
- * trip. Each sample starts after the same 30 ms pause as a handoff does: on this machine a round
+ * trip. Each sample starts after the same 30–50 ms pause as a handoff does: on this machine a round
  * trip after an idle pause costs ~0.5 ms against ~0.14 ms back to back (CPU wake-up), so a floor
  * measured back to back would not be one.
  */
@@ -100,7 +103,7 @@ export async function pubsubFloor(url: string, rounds: number): Promise<{ p50: n
     }
     const rtt = quantile(rtts, 0.5);
     for (let i = 0; i < rounds; i++) {
-      await sleep(30);
+      await sleep(30 + Math.random() * 20);
       const arrived = new Promise<number>((resolve) => subscriber.once('message', () => resolve(performance.now())));
       const sent = performance.now();
       await publisher.publish('bench:floor', '0');
@@ -178,18 +181,19 @@ async function requestsPerAcquisitionPass(contestant: Contestant, url: string, a
   }
 }
 
-async function totalCommands(admin: Redis): Promise<number> {
+export async function totalCommands(admin: Redis): Promise<number> {
   return Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
 }
 
-function runWorker(args: string[]): Promise<{ counts: number[]; waits: number[] }> {
+/** Runs a worker process of bench/ (default scenario 4's) and resolves with the JSON line it prints. */
+export function runWorker<T = { counts: number[]; waits: number[] }>(args: string[], worker = 'contendedWorker.ts'): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'contendedWorker.ts'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, worker), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (chunk) => (out += chunk));
     child.stderr.on('data', (chunk) => (err += chunk));
-    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as { counts: number[]; waits: number[] }) : reject(new Error(`worker: ${code} ${err}`))));
+    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as T) : reject(new Error(`worker: ${code} ${err}`))));
   });
 }
 

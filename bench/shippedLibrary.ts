@@ -3,4 +3,4 @@
 // `name` property of their own and cost ~0.5 KiB per parked waiter that no user pays.
 import type * as Library from '../src';
 
-export const { LockClient } = require('../dist') as typeof Library;
+export const { LockClient, MultiLock, RedLock } = require('../dist') as typeof Library;

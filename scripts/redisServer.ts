@@ -30,6 +30,11 @@ export function hasRedisServer(): boolean {
 /**
  * A private `redis-server` on a free loopback port, no persistence. Tests may kill it, pause it
  * (SIGSTOP) and start it again on the same port, empty.
+ *
+ * Why ours and not redis-memory-server: the fault tests need the child process itself (kill -9
+ * and wait for its exit, SIGSTOP/SIGCONT) and a restart on the same port after a crash, which
+ * that package's start/stop API is not built around; it also downloads and compiles a Redis on
+ * first use unless pointed at a system binary, which we need anyway. This file is that much.
  */
 export class RedisServer {
   private process: ChildProcess | undefined;

@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
+import { channelOf } from '../src/names';
 import { redisFromEnv } from './redisServer';
 import type { StressEvent, WorkerConfig } from './stressTypes';
 
@@ -146,9 +147,9 @@ async function check(events: StressEvent[], options: StressOptions, locks: strin
   const lockKeys = [...locks, CHAOS_LOCK].map((lock) => keyPrefix + lock);
   const left = (await admin.exists(...lockKeys));
   if (left) violations.push(`${left} lock hashes left in Redis`);
-  const latches = await scanAll(admin, `rlock__unlock_latch:{${keyPrefix}*`);
+  const latches = await scanAll(admin, `${keyPrefix}rlock__unlock_latch:*`);
   if (latches.length) violations.push(`${latches.length} release latches left in Redis`);
-  const numsub = (await admin.pubsub('NUMSUB', ...lockKeys.map((key) => `rlock__channel:{${key}}`))) as (string | number)[];
+  const numsub = (await admin.pubsub('NUMSUB', ...lockKeys.map((key) => channelOf(keyPrefix, key)))) as (string | number)[];
   const subscribed = numsub.filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
   if (subscribed) violations.push(`${subscribed} subscriptions left on lock channels`);
 

@@ -1,18 +1,24 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
+import { inspect } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
-import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError } from './errors';
+import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError, RedisUnreachableError } from './errors';
 import { diagnostics } from './diagnostics';
 import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
-import type { LockContext } from './services/LockContext';
+import type { CommandBound, LockContext } from './services/LockContext';
 import { LockPubSub } from './services/LockPubSub';
 import { QueueHeartbeat } from './services/QueueHeartbeat';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
 import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
+import { CountDownLatch } from './primitives/CountDownLatch';
 import { FairLock } from './primitives/FairLock';
+import { FencedLock } from './primitives/FencedLock';
+import { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore';
 import { ReadWriteLock } from './primitives/ReadWriteLock';
 import { RLock } from './primitives/RLock';
+import { Semaphore } from './primitives/Semaphore';
+import { redactError } from './redact';
 import { defineScripts, type PublishCommand, type ScriptedRedis } from './services/scripts';
 
 /** Payload of the `lockLost` event. */
@@ -31,8 +37,17 @@ export interface LockClientEvents {
   renewalFailed: [unknown];
 }
 
+
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
 const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
+
+/**
+ * ioredis's ready check sends INFO on every connect, which a least-privilege ACL refuses
+ * (`@dangerous`), and then prints a warning. It only waits out a server still loading its data;
+ * without it a command sent meanwhile fails with LOADING, which rlock treats as transient (a
+ * waiter retries it, the watchdog retries at its next tick within the lease), so nothing is lost.
+ */
+const NO_READY_CHECK = { enableReadyCheck: false } as const;
 
 /** How long `close()` waits for QUIT before it cuts the connection. */
 const QUIT_TIMEOUT_MS = 1000;
@@ -73,6 +88,23 @@ function nameConnection(redis: Redis | Cluster, name: string): () => void {
   return () => cluster.off('+node', nameNode);
 }
 
+/** `util.inspect` shows `label` for `object`, and `JSON.stringify` leaves it out. */
+function hideFromLogs(object: object, label: string): void {
+  Object.defineProperty(object, inspect.custom, { value: () => label });
+  Object.defineProperty(object, 'toJSON', { value: () => undefined });
+}
+
+/**
+ * An error of a connection attempt that retrying will not fix soon: a system error with a code
+ * (ECONNREFUSED, ENOTFOUND, a TLS certificate error) or Redis refusing the login. Not ioredis's
+ * "Connection is closed." while a Sentinel resolves its master, or a timeout.
+ */
+function isDefinitive(error: Error): boolean {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') return code !== 'ETIMEDOUT' && code !== 'ECONNRESET';
+  return /^(WRONGPASS|NOAUTH|NOPERM)\b/.test(error.message);
+}
+
 function isConnection(value: unknown): value is Redis | Cluster {
   return value instanceof Redis || value instanceof Cluster ||
     (typeof value === 'object' && value !== null &&
@@ -106,7 +138,17 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private epoch = 0;
   private readonly unname: () => void;
   private publishCommandAnswer: Promise<PublishCommand> | undefined;
+  /** Why the connection this client created last failed, until it is ready again. */
   private readonly context: LockContext;
+  private readonly offlineTimeout: number;
+  /** Connected (ready) at least once: from then on an outage is waited out, not reported at once. */
+  private everReady = false;
+  /** The last connection error of a connection we own (we do not listen on one passed in). */
+  private lastError: Error | undefined;
+  /** Calls waiting for the connection to be ready: told on ready, and on a first attempt's failure. */
+  private readonly waitingForReady = new Set<(error?: Error) => void>();
+  private readonly onReady: () => void;
+  private readonly onError: (error: Error) => void;
 
   constructor(options: LockClientOptions) {
     super();
@@ -114,6 +156,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const checked = checkClientOptions(options);
     this.keyPrefix = checked.keyPrefix;
     this.watchdogTimeout = checked.watchdogTimeout;
+    this.offlineTimeout = checked.offlineTimeout;
     this.name = checked.name;
     const connName = connectionName(this.id, this.name);
     const given = checked.redis;
@@ -132,22 +175,24 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         throw new InvalidArgumentError('options.redis.keyPrefix', 'is not supported; use the LockClient option keyPrefix');
       }
       // ioredis sets the connection name again on every reconnect; inspect() reads it.
-      if (typeof given === 'string') this.redis = new Redis(given, { disconnectTimeout: 0, connectionName: connName });
+      // NO_READY_CHECK: see its comment; options given explicitly win.
+      if (typeof given === 'string') this.redis = new Redis(given, { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK });
       else if ('clusterNodes' in given) {
         const { clusterNodes, clusterOptions = {} } = given;
         this.redis = new Cluster(clusterNodes, {
           ...clusterOptions,
-          redisOptions: { disconnectTimeout: 0, connectionName: connName, ...clusterOptions.redisOptions },
+          redisOptions: { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK, ...clusterOptions.redisOptions },
         });
       } else {
         // failoverDetector (Sentinel only): on SENTINEL FAILOVER the old master lives on and
         // keeps taking writes for seconds until the Sentinel demotes it; ioredis drops the
         // connection as soon as a Sentinel announces +switch-master, so renewals and releases
         // move to the new master at once instead of renewing a lock nobody else can see.
-        this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...given });
+        // A Sentinel connection keeps the ready check: ioredis checks the node's role in its INFO.
+        const readyCheck = given.sentinels?.length ? {} : NO_READY_CHECK;
+        this.redis = new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given });
       }
       this.ownsRedis = true;
-      this.redis.on('error', () => undefined); // ioredis retries; calls report their own failures
     }
     const ioredisPrefix = this.redis.isCluster ? (this.redis as Cluster).options.keyPrefix : (this.redis as Redis).options?.keyPrefix;
     if (ioredisPrefix) {
@@ -175,6 +220,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       redis.isCluster ? (key) => calculateSlot(key) : () => 0,
       (target, error) => this.lost(target, error),
       (error) => {
+        redactError(error); // a failed AUTH carries the password in its `command.args`
         if (diagnostics.renewalFailed.hasSubscribers) diagnostics.renewalFailed.publish({ clientId: this.id, error });
         this.emit('renewalFailed', error);
       },
@@ -188,6 +234,23 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       wasReady = true;
     };
     this.redis.on('ready', this.onReconnect);
+    this.everReady = this.redis.status === 'ready';
+    this.onReady = () => {
+      this.everReady = true;
+      this.lastError = undefined;
+      for (const wake of [...this.waitingForReady]) wake();
+    };
+    this.onError = (error) => {
+      this.lastError = error;
+      // ioredis reconnects; waiting calls keep waiting, unless a connection that was never ready
+      // met an error that says it will not be (refused, no such host, bad password, certificate).
+      if (this.everReady || !isDefinitive(error)) return;
+      for (const wake of [...this.waitingForReady]) wake(error);
+    };
+    this.redis.on('ready', this.onReady);
+    // Only on a connection we own: a listener on the user's would silence ioredis's own
+    // "Unhandled error event" report for them. ioredis retries; calls report their own failures.
+    if (this.ownsRedis) this.redis.on('error', this.onError);
     this.onDrop = () => this.epoch++;
     this.redis.on('close', this.onDrop);
     this.context = {
@@ -202,7 +265,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       pubsub: this.pubsub,
       renewal: this.renewal,
       assertOpen: () => this.assertOpen(),
-      command: (name, call) => this.command(name, call),
+      command: (name, call, bound?: CommandBound) => this.command(name, call, bound),
       connectionEpoch: () => this.epoch,
       publishCommand: () => this.publishCommand(),
       closedSignal: this.closing.signal,
@@ -215,6 +278,19 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         };
       },
     };
+    // Every lock handle keeps the context, and through it the connections, whose options hold
+    // the password: a handle or client that is logged must not print them.
+    hideFromLogs(this.context, '[LockContext]');
+  }
+
+  /** What `util.inspect` (console.log) shows of a client: never its connections (see hideFromLogs). */
+  [inspect.custom](): object {
+    return { id: this.id, name: this.name, keyPrefix: this.keyPrefix, watchdogTimeout: this.watchdogTimeout };
+  }
+
+  /** What `JSON.stringify` shows of a client. */
+  toJSON(): object {
+    return this[inspect.custom]();
   }
 
   /** A handle on the lock `name` (key `<keyPrefix><name>`). Handles are cheap; take one per task. */
@@ -230,6 +306,33 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   getFairLock(name: string): FairLock {
     this.assertOpen();
     return new FairLock(this.context, name);
+  }
+
+  /** A handle on the counting semaphore `name` (Redisson's RSemaphore; see docs/design.md, "Semaphores"). */
+  getSemaphore(name: string): Semaphore {
+    this.assertOpen();
+    return new Semaphore(this.context, name);
+  }
+
+  /** A handle on the semaphore `name` whose permits have ids and leases (Redisson's RPermitExpirableSemaphore). */
+  getPermitExpirableSemaphore(name: string): PermitExpirableSemaphore {
+    this.assertOpen();
+    return new PermitExpirableSemaphore(this.context, name);
+  }
+
+  /** A handle on the count-down latch `name` (Redisson's RCountDownLatch). */
+  getCountDownLatch(name: string): CountDownLatch {
+    this.assertOpen();
+    return new CountDownLatch(this.context, name);
+  }
+
+  /**
+   * A handle on the fenced lock `name`: every first acquire answers a fencing token (bigint)
+   * larger than every token minted before for `name`, even after Redis lost its data.
+   */
+  getFencedLock(name: string): FencedLock {
+    this.assertOpen();
+    return new FencedLock(this.context, name);
   }
 
   /**
@@ -296,6 +399,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.heartbeat.close();
     this.redis.off('ready', this.onReconnect);
     this.redis.off('close', this.onDrop);
+    this.redis.off('ready', this.onReady);
     this.unname();
     const error = new ClientClosedError();
     this.closing.abort(error);
@@ -303,6 +407,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.inFlight.clear();
     await this.pubsub.close();
     if (this.ownsRedis) await quitWithin(this.redis, QUIT_TIMEOUT_MS);
+  }
+
+  /** `await using client = new LockClient(...)`: `close()` when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** Counters of the client's internal state, for tests and dashboards. */
@@ -318,25 +427,95 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * Runs one call. It settles with `ClientClosedError` as soon as `close()` runs, even when
    * Redis has not answered (paused, unreachable, a connection the user owns); a reply that
    * arrives later is dropped.
+   *
+   * While the connection is down the call is not handed to ioredis (whose offline queue would
+   * send it whenever the connection came back, even after we gave up on it): it waits for the
+   * connection up to `offlineTimeout` or `bound.deadline` (performance.now() ms), whichever
+   * comes first, and then rejects with `RedisUnreachableError`. A connection we own that has
+   * never been ready and whose attempt failed fails the call at once, naming the cause.
    */
-  private command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>): Promise<T> {
+  private command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>, bound?: CommandBound): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      let stopWaiting = (): void => undefined;
       const settle = (error: Error): void => {
+        stopWaiting();
         this.inFlight.delete(settle);
         reject(error);
       };
       this.inFlight.add(settle);
-      call(this.redis as ScriptedRedis).then(
-        (value) => {
-          if (!this.inFlight.delete(settle)) return;
-          resolve(value);
-        },
-        (error: unknown) => {
-          if (!this.inFlight.delete(settle)) return;
-          reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, error));
-        },
-      );
+      const send = (): void => {
+        call(this.redis as ScriptedRedis).then(
+          (value) => {
+            if (!this.inFlight.delete(settle)) return;
+            resolve(value);
+          },
+          (error: unknown) => {
+            if (!this.inFlight.delete(settle)) return;
+            // A failed AUTH carries the password in its `command.args`.
+            reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, redactError(error)));
+          },
+        );
+      };
+      const status = this.redis.status;
+      // 'wait': a lazyConnect connection connects on its first command.
+      if (status === 'ready' || status === 'wait') return send();
+      if (status === 'end') return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
+      if (this.ownsRedis && !this.everReady && this.lastError && isDefinitive(this.lastError)) return settle(this.unreachable(name, this.lastError));
+      stopWaiting = this.whenReady(name, bound, send, settle);
     });
+  }
+
+  /**
+   * Calls `send` once the connection is ready, or `fail` with `RedisUnreachableError` when the
+   * wait runs out (or a connection never ready reports an error); returns the undo.
+   */
+  private whenReady(name: string, bound: CommandBound | undefined, send: () => void, fail: (error: Error) => void): () => void {
+    const signals = bound?.signals ?? [];
+    const aborted = signals.find((signal) => signal.aborted);
+    if (aborted) {
+      fail(aborted.reason as Error);
+      return () => undefined;
+    }
+    // A first connection still being made (no error yet) is waited for up to offlineTimeout even
+    // past a call's deadline: it normally takes a round trip, and a tryLock({ waitTime: 25 })
+    // made right after new LockClient() should try, not fail. Once the connection was lost or
+    // failed, the call's own deadline counts.
+    const deadline = this.everReady || this.lastError ? bound?.deadline : undefined;
+    const waitMs = Math.max(0, Math.min(this.offlineTimeout, (deadline ?? Infinity) - performance.now()));
+    const timer = setTimeout(() => {
+      const state = this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`;
+      fail(this.unreachable(name, Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${state})`), { code: 'ETIMEDOUT' })));
+    }, waitMs);
+    const onAbort = (event: Event): void => fail((event.target as AbortSignal).reason as Error);
+    const stop = (): void => {
+      clearTimeout(timer);
+      this.waitingForReady.delete(wake);
+      for (const signal of signals) signal.removeEventListener('abort', onAbort);
+    };
+    const wake = (error?: Error): void => {
+      stop();
+      if (error) fail(this.unreachable(name, error));
+      else send();
+    };
+    this.waitingForReady.add(wake);
+    for (const signal of signals) signal.addEventListener('abort', onAbort, { once: true });
+    return stop;
+  }
+
+  /** Where the connection points, for error messages: `host:port`, or the Cluster's startup nodes. */
+  private address(): string {
+    if (this.redis.isCluster) {
+      const nodes = (this.redis as unknown as { startupNodes?: unknown[] }).startupNodes ?? [];
+      const names = nodes.map((node: unknown) => (typeof node === 'object' && node ? `${(node as { host?: string }).host ?? '127.0.0.1'}:${(node as { port?: number }).port ?? 6379}` : String(node)));
+      return `Cluster ${names.join(',')}`;
+    }
+    const { host, port, path, sentinels, name } = (this.redis as Redis).options;
+    if (sentinels?.length) return `Sentinel master "${name}" (${sentinels.map((s) => `${s.host ?? '127.0.0.1'}:${s.port ?? 26379}`).join(',')})`;
+    return path ?? `${host}:${port}`;
+  }
+
+  private unreachable(name: string, cause: Error): RedisUnreachableError {
+    return new RedisUnreachableError(name, this.address(), redactError(cause));
   }
 
   private lost(target: RenewalTarget, error: LockLostError): void {

@@ -1,12 +1,16 @@
 #!/usr/bin/env node
 // The `rlock` command for operators: inspect, list, force-unlock and watch locks.
-// Exit codes: 0 done; 1 nothing to force-unlock; 2 bad usage or input; 3 Redis unreachable or failing.
+// Exit codes (also in --help): 0 done; 1 nothing to force-unlock; 2 bad usage or input; 3 Redis unreachable or failing.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
-import type { LockInfo } from './introspection';
+import type { LatchInfo, LockInfo, PermitSemaphoreInfo, SemaphoreInfo } from './introspection';
 import { LockClient } from './LockClient';
+import { channelOf, UNLOCK_MESSAGE } from './names';
+import { displayUrl, redactUrls } from './redact';
 
 const EXIT_NOTHING = 1;
 const EXIT_USAGE = 2;
@@ -23,34 +27,142 @@ interface GlobalOptions {
   url: string;
   prefix: string;
   json: boolean;
+  passwordFile?: string;
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  timeout: string;
 }
 
-async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void> }> {
+const DEFAULT_TIMEOUT_MS = 5000;
+
+const EXIT_CODES_HELP = `
+Exit codes:
+  0  done
+  ${EXIT_NOTHING}  nothing to do: no such lock to force-unlock, or not confirmed
+  ${EXIT_USAGE}  bad usage or input
+  ${EXIT_REDIS}  Redis unreachable (refused, unknown host, wrong password, no reply within --timeout) or failing`;
+
+/** The version in our package.json: dist/cli.js and src/cli.ts both sit one level below it. */
+function version(): string {
+  return (JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+function timeoutOf(options: GlobalOptions): number {
+  const ms = Number(options.timeout);
+  if (!/^\d+$/.test(options.timeout) || ms < 1 || ms > 3_600_000) throw new CliError(`--timeout: a whole number of ms from 1 to 3600000, got ${options.timeout}`, EXIT_USAGE);
+  return ms;
+}
+
+/** A call that got no reply within --timeout: the server accepts connections but does not answer. */
+function isTimeout(error: unknown): boolean {
+  const cause = error instanceof RedisCommandError ? error.cause : error;
+  return (cause as Error | undefined)?.message === 'Command timed out';
+}
+
+function readSecretFile(option: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new CliError(`${option}: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`, EXIT_USAGE);
+  }
+}
+
+/**
+ * The connection options beyond the URL: the password from `REDIS_PASSWORD` or a file (so that
+ * it need not be in argv, which `ps` shows to every user), and the TLS files.
+ */
+function connectionOptions(options: GlobalOptions): RedisOptions {
+  const extra: RedisOptions = {};
+  if (options.passwordFile) extra.password = readSecretFile('--password-file', options.passwordFile).replace(/\r?\n$/, '');
+  else if (process.env.REDIS_PASSWORD) extra.password = process.env.REDIS_PASSWORD;
+  if (options.tlsCa || options.tlsCert || options.tlsKey) {
+    if (!options.tlsCert !== !options.tlsKey) throw new CliError('--tls-cert and --tls-key go together (a client certificate and its key)', EXIT_USAGE);
+    extra.tls = {
+      ...(options.tlsCa && { ca: readSecretFile('--tls-ca', options.tlsCa) }),
+      ...(options.tlsCert && { cert: readSecretFile('--tls-cert', options.tlsCert) }),
+      ...(options.tlsKey && { key: readSecretFile('--tls-key', options.tlsKey) }),
+    };
+  }
+  return extra;
+}
+
+async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void>; redis: Redis; connectionError: () => Error | undefined }> {
   let url: URL;
+  const shown = displayUrl(options.url); // the URL may carry a password: never print it
   try {
     url = new URL(options.url);
   } catch {
-    throw new CliError(`not a Redis URL: ${options.url}`, EXIT_USAGE);
+    throw new CliError(`not a Redis URL: ${shown}`, EXIT_USAGE);
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new CliError(`not a Redis URL (redis:// or rediss://): ${options.url}`, EXIT_USAGE);
-  // Fail fast: an operator wants one clear line, not a retry loop.
-  const redis = new Redis(options.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 5000, disconnectTimeout: 0 });
+  if ((url.protocol !== 'redis:' && url.protocol !== 'rediss:') || !url.host) throw new CliError(`not a Redis URL (redis:// or rediss://): ${shown}`, EXIT_USAGE);
+  const timeout = timeoutOf(options);
+  const extra = connectionOptions(options);
+  if (extra.tls && url.protocol !== 'rediss:') throw new CliError('--tls-* options need a rediss:// URL', EXIT_USAGE);
+  // A password from the environment or a file wins over one in the URL: ioredis would keep the
+  // URL's (even an empty one), so the user name moves to the options too.
+  if (extra.password !== undefined) {
+    if (url.username) extra.username = decodeURIComponent(url.username);
+    url.username = '';
+    url.password = '';
+  }
+  // Fail fast: an operator wants one clear line, not a retry loop. No ready check: its INFO is
+  // refused under a least-privilege ACL, and ioredis would print a warning into our output.
+  // commandTimeout: a server that accepts connections but never answers (paused, overloaded)
+  // must not hang the command.
+  const redis = new Redis(url.href, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: timeout,
+    commandTimeout: timeout,
+    disconnectTimeout: 0,
+    enableReadyCheck: false,
+    ...extra,
+  });
   let lastError: Error | undefined;
   redis.on('error', (error: Error) => (lastError = error));
+  let timer: NodeJS.Timeout | undefined;
   try {
-    await redis.connect();
+    // connectTimeout ends with the TCP handshake; the ready check after it may never be answered.
+    await Promise.race([
+      redis.connect(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no reply within ${timeout} ms (--timeout)`)), timeout);
+      }),
+    ]);
   } catch (error) {
     redis.disconnect();
-    throw new CliError(`cannot reach Redis at ${url.host}: ${(lastError ?? (error as Error)).message}`, EXIT_REDIS);
+    throw new CliError(`cannot reach Redis at ${url.host}: ${redactUrls((lastError ?? (error as Error)).message)}`, EXIT_REDIS);
+  } finally {
+    clearTimeout(timer);
   }
   const client = new LockClient({ redis, keyPrefix: options.prefix, name: 'rlock-cli' });
   return {
     client,
+    redis,
+    connectionError: () => lastError,
     close: async () => {
       await client.close();
-      await redis.quit().catch(() => redis.disconnect());
+      redis.disconnect(); // no QUIT: a server that stopped answering would keep us waiting for its reply
     },
   };
+}
+
+/** A clientId, or an owner field `<clientId>:<ownerId>` (nanoids). */
+const HOLDER_ID = /^[\w-]{21}(:[\w-]{21})?$/;
+
+function isHolder(field: string, holder: string): boolean {
+  return field === holder || field.startsWith(`${holder}:`);
+}
+
+function describeHolders(fields: string[]): string {
+  return fields.join(', ');
+}
+
+/** The script of `--if-holder`, sent with EVAL: an operator's one-off, no need to cache it. */
+function forceUnlockIfHolderLua(): string {
+  return readFileSync(join(__dirname, 'lua', 'lock', 'forceUnlockIfHolder-2.lua'), 'utf8');
 }
 
 function describeTtl(ttl: number): string {
@@ -62,16 +174,47 @@ function describeTtl(ttl: number): string {
 function formatInfo(info: LockInfo): string {
   const head = `${info.name} (key ${info.key}): ${info.locked ? 'locked' : 'free'}, ${describeTtl(info.ttl)}, ${info.waitingClients} client(s) waiting`;
   const holders = info.holders.map(
-    (h) => `  held by ${h.clientId}:${h.ownerId} × ${h.holdCount}, client ${h.clientName === undefined ? '(not connected)' : JSON.stringify(h.clientName)}`,
+    (h) => `  held by ${h.clientId}:${h.ownerId} × ${h.holdCount}, client ${h.clientName === undefined ? '(unknown: not connected, or CLIENT LIST refused)' : JSON.stringify(h.clientName)}`,
   );
   return [head, ...holders].join('\n');
 }
 
-async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions) => Promise<T>): Promise<T> {
+/** A semaphore (`semaphore`), a permit-expirable semaphore (`permits`) or a latch: their Redis keys look alike, so the operator says which. */
+function inspectOther(client: LockClient, name: string, kind: string): Promise<SemaphoreInfo | PermitSemaphoreInfo | LatchInfo> {
+  if (kind === 'semaphore') return client.getSemaphore(name).inspect();
+  if (kind === 'permits') return client.getPermitExpirableSemaphore(name).inspect();
+  return client.getCountDownLatch(name).inspect();
+}
+
+function formatOther(info: SemaphoreInfo | PermitSemaphoreInfo | LatchInfo): string {
+  const waiting = `${info.waitingClients} client(s) waiting`;
+  if ('count' in info) return `${info.name} (key ${info.key}): latch ${info.count === 0 ? 'open' : `count ${info.count}`}, ${waiting}`;
+  if ('reservation' in info) {
+    const free = info.availablePermits === null ? 'never set' : `${info.availablePermits} permit(s) free`;
+    const reserved = info.reservation
+      ? [`  reserved for ${info.reservation.clientId}:${info.reservation.waiterId}: ${info.reservation.permits} permits, ${describeTtl(info.reservation.expiresInMs)}`]
+      : [];
+    return [`${info.name} (key ${info.key}): semaphore, ${free}, ${waiting}`, ...reserved].join('\n');
+  }
+  const total = info.totalPermits === null ? 'never set' : `${info.availablePermits} of ${info.totalPermits} permit(s) free`;
+  const permits = info.permits.map((permit) => `  permit ${permit.id}, lease left ${(permit.expiresInMs / 1000).toFixed(1)} s`);
+  return [`${info.name} (key ${info.key}): permit-expirable semaphore, ${total}, ${waiting}`, ...permits].join('\n');
+}
+
+async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions, redis: Redis) => Promise<T>): Promise<T> {
   const options = program.opts<GlobalOptions>();
-  const { client, close } = await connect(options);
+  const { client, close, redis, connectionError } = await connect(options);
   try {
-    return await run(client, options);
+    return await run(client, options, redis);
+  } catch (error) {
+    if (isTimeout(error)) throw new CliError(`cannot reach Redis at ${new URL(options.url).host}: no reply within ${options.timeout} ms (--timeout)`, EXIT_REDIS);
+    // Without the ready check, connect() resolves before Redis answers AUTH: a refused password
+    // then shows as "Connection is closed", and only the connection's error event says why.
+    const why = connectionError();
+    if (why && error instanceof Error && !(error instanceof CliError) && !(error.cause instanceof ReplyError) && !(error instanceof ReplyError)) {
+      throw new CliError(`${error.message}; last connection error: ${why.message}`, EXIT_REDIS);
+    }
+    throw error;
   } finally {
     await close();
   }
@@ -89,19 +232,35 @@ async function confirm(question: string): Promise<boolean> {
 function buildProgram(): Command {
   const program = new Command('rlock')
     .description('Inspect and administer rlock locks (Redisson-style locks on Redis).')
-    .addOption(new Option('--url <url>', 'Redis URL').env('REDIS_URL').default('redis://127.0.0.1:6379'))
+    .addOption(new Option('--url <url>', 'Redis URL (a password in it shows in ps: prefer REDIS_PASSWORD or --password-file)').env('REDIS_URL').default('redis://127.0.0.1:6379'))
+    .addOption(new Option('--password-file <file>', 'read the password from this file (else from REDIS_PASSWORD, else from the URL)').env('REDIS_PASSWORD_FILE'))
+    .addOption(new Option('--tls-ca <file>', 'PEM CA certificate(s) to verify the server with (rediss://)').env('REDIS_TLS_CA'))
+    .addOption(new Option('--tls-cert <file>', 'PEM client certificate, for mutual TLS').env('REDIS_TLS_CERT'))
+    .addOption(new Option('--tls-key <file>', 'PEM key of the client certificate').env('REDIS_TLS_KEY'))
     .option('--prefix <prefix>', 'key prefix of the locks (the LockClient keyPrefix)', '')
     .option('--json', 'print JSON for scripts', false)
+    .option('--timeout <ms>', 'give up on Redis after this many ms without a reply (exit 3)', String(DEFAULT_TIMEOUT_MS))
+    .version(version(), '-V, --version')
+    .addHelpText('after', EXIT_CODES_HELP)
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
   program
     .command('inspect <name>')
-    .description('who holds a lock, its TTL, and how many clients wait on it')
-    .action(async (name: string) => {
+    .description('who holds a lock, its TTL, and how many clients wait on it (--kind: a semaphore or latch instead)')
+    .addOption(new Option('--kind <kind>', 'what <name> is').choices(['lock', 'semaphore', 'permits', 'latch']).default('lock'))
+    .action(async (name: string, opts: { kind: string }) => {
       await withClient(program, async (client, options) => {
+        if (opts.kind !== 'lock') {
+          const other = await inspectOther(client, name, opts.kind);
+          console.log(options.json ? JSON.stringify(other) : formatOther(other));
+          return;
+        }
         const info = await client.inspect(name);
-        console.log(options.json ? JSON.stringify(info) : formatInfo(info));
+        // A fenced lock's holder also has a token (the plain lock's answer is null).
+        const token = await client.getFencedLock(name).getToken();
+        if (options.json) console.log(JSON.stringify(token === null ? info : { ...info, fencingToken: token.toString() }));
+        else console.log(formatInfo(info) + (token === null ? '' : `\n  fencing token ${token}`));
       });
     });
 
@@ -124,16 +283,29 @@ function buildProgram(): Command {
     .command('force-unlock <name>')
     .description('delete a lock whoever holds it and wake its waiters (exit 1 when there was none)')
     .option('-y, --yes', 'do not ask for confirmation', false)
-    .action(async (name: string, opts: { yes: boolean }) => {
-      await withClient(program, async (client, options) => {
+    .option('--if-holder <id>', 'remove it only if this clientId (or clientId:ownerId) still holds it, checked atomically in Redis')
+    .action(async (name: string, opts: { yes: boolean; ifHolder?: string }) => {
+      const { ifHolder } = opts;
+      if (ifHolder !== undefined && !HOLDER_ID.test(ifHolder)) throw new CliError(`--if-holder: a clientId or clientId:ownerId as inspect shows it, got ${JSON.stringify(ifHolder)}`, EXIT_USAGE);
+      await withClient(program, async (client, options, redis) => {
         const info = await client.inspect(name);
         if (!info.locked) throw new CliError(`no lock ${name} (key ${info.key}): nothing removed`, EXIT_NOTHING);
+        if (ifHolder !== undefined && !info.holders.some((h) => isHolder(`${h.clientId}:${h.ownerId}`, ifHolder))) {
+          throw new CliError(`${name} is held by ${describeHolders(info.holders.map((h) => `${h.clientId}:${h.ownerId}`))}, not ${ifHolder}: nothing removed`, EXIT_NOTHING);
+        }
         if (!opts.yes) {
           if (!process.stdin.isTTY) throw new CliError('refusing to force-unlock without --yes when stdin is not a terminal', EXIT_USAGE);
           if (!(await confirm(`${formatInfo(info)}\nForce-unlock ${name}? [y/N] `))) throw new CliError('not confirmed: nothing removed', EXIT_NOTHING);
         }
-        const removed = await client.getLock(name).forceUnlock();
-        if (!removed) throw new CliError(`no lock ${name}: it was released meanwhile, nothing removed`, EXIT_NOTHING);
+        if (ifHolder !== undefined) {
+          const [removed, ...holders] = (await redis.eval(forceUnlockIfHolderLua(), 2, info.key, channelOf(options.prefix, info.key), ifHolder, UNLOCK_MESSAGE, 'publish')) as [number, ...string[]];
+          if (!removed) {
+            throw new CliError(`${name} changed hands meanwhile (now ${holders.length ? `held by ${describeHolders(holders)}` : 'free'}): nothing removed`, EXIT_NOTHING);
+          }
+        } else {
+          const removed = await client.getLock(name).forceUnlock();
+          if (!removed) throw new CliError(`no lock ${name}: it was released meanwhile, nothing removed`, EXIT_NOTHING);
+        }
         console.log(options.json ? JSON.stringify({ removed: true, lock: info }) : `removed ${formatInfo(info)}`);
       });
     });
@@ -185,18 +357,18 @@ export async function main(argv: string[]): Promise<number> {
       return error.exitCode === 0 ? 0 : EXIT_USAGE;
     }
     if (error instanceof CliError) {
-      process.stderr.write(`rlock: ${error.message}\n`);
+      process.stderr.write(`rlock: ${redactUrls(error.message)}\n`);
       return error.exitCode;
     }
     if (error instanceof InvalidArgumentError) {
-      process.stderr.write(`rlock: ${error.message}\n`);
+      process.stderr.write(`rlock: ${redactUrls(error.message)}\n`);
       return EXIT_USAGE;
     }
     if (error instanceof RedisCommandError || error instanceof LockError) {
-      process.stderr.write(`rlock: ${error.message}\n`);
+      process.stderr.write(`rlock: ${redactUrls(error.message)}\n`);
       return EXIT_REDIS;
     }
-    process.stderr.write(`rlock: ${(error as Error)?.message ?? String(error)}\n`);
+    process.stderr.write(`rlock: ${redactUrls((error as Error)?.message ?? String(error))}\n`);
     return EXIT_REDIS;
   }
 }

@@ -1,6 +1,13 @@
+/** An error's message; duck-typed, as errors from another realm (vm, jest) fail `instanceof Error`. */
+function messageOf(cause: unknown): string {
+  const message = (cause as { message?: unknown } | null | undefined)?.message;
+  return typeof message === 'string' ? message : String(cause);
+}
+
 /** Base class of every error this library throws, so callers can catch them all at once. */
 export class LockError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
+  // Not the lib type ErrorOptions: our declarations must compile under a consumer's default lib.
+  constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
   }
@@ -28,6 +35,13 @@ export class ClientClosedError extends LockError {
 export class NotLockOwnerError extends LockError {
   constructor(readonly lockName: string, readonly ownerId: string) {
     super(`lock "${lockName}" is not held by owner ${ownerId}`);
+  }
+}
+
+/** A permit-expirable semaphore's `release(id)` named a permit that is not held (unknown, released, or expired). */
+export class PermitNotHeldError extends LockError {
+  constructor(readonly semaphoreName: string, readonly permitId: string) {
+    super(`permit ${permitId} of semaphore "${semaphoreName}" is not held (unknown, already released, or expired)`);
   }
 }
 
@@ -59,11 +73,11 @@ export class RedisCommandError extends LockError {
   /** Redis's error code, the first word of its reply (`OOM`, `READONLY`, ...), when it gave one. */
   readonly code: string | undefined;
 
-  constructor(readonly command: string, cause: unknown) {
-    const message = cause instanceof Error ? cause.message : String(cause);
-    super(`${command} failed: ${message}`, { cause });
+  constructor(readonly command: string, cause: unknown, message?: string, code?: string) {
+    const text = messageOf(cause);
+    super(message ?? `${command} failed: ${text}`, { cause });
     // ioredis wraps a Cluster's last error: "Too many Cluster redirections. Last error: ReplyError: CLUSTERDOWN ..."
-    this.code = /^([A-Z][A-Z_]+) /.exec(message)?.[1] ?? /Last error: \w*Error: ([A-Z][A-Z_]+) /.exec(message)?.[1];
+    this.code = code ?? /^([A-Z][A-Z_]+) /.exec(text)?.[1] ?? /Last error: \w*Error: ([A-Z][A-Z_]+) /.exec(text)?.[1];
   }
 
   /**
@@ -73,5 +87,20 @@ export class RedisCommandError extends LockError {
    */
   get transient(): boolean {
     return this.code !== undefined && ['CLUSTERDOWN', 'TRYAGAIN', 'LOADING', 'MASTERDOWN', 'MOVED', 'ASK'].includes(this.code);
+  }
+}
+
+/**
+ * The call was not sent: the client could not reach Redis. `address` is where it tried
+ * (`host:port`), `code` the cause: a network error (`ECONNREFUSED`, `ENOTFOUND`, `ETIMEDOUT`
+ * also when the client's `offlineTimeout` ran out, ...) or Redis's refusal (`WRONGPASS`, `NOAUTH`).
+ */
+export class RedisUnreachableError extends RedisCommandError {
+  constructor(command: string, readonly address: string, cause: unknown) {
+    const text = messageOf(cause);
+    const code = (cause as { code?: unknown } | undefined)?.code;
+    // The code named too: a TLS failure's message alone ("self-signed certificate") hides which check failed.
+    const named = typeof code === 'string' && !text.includes(code) ? ` (${code})` : '';
+    super(command, cause, `${command}: cannot reach Redis at ${address}: ${text}${named}`, typeof code === 'string' ? code : undefined);
   }
 }

@@ -1,6 +1,16 @@
 export { LockClient, type LockClientEvents, type LockLostEvent } from './LockClient';
 export { RLock } from './primitives/RLock';
 export { FairLock } from './primitives/FairLock';
+export { Semaphore } from './primitives/Semaphore';
+export { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore';
+export { CountDownLatch } from './primitives/CountDownLatch';
+export { MAX_PERMITS } from './primitives/permitOptions';
+export type { AwaitOptions, ExpirablePermitOptions, PermitOptions, TryExpirablePermitOptions, TryPermitOptions } from './primitives/permitOptions';
+export { FencedLock } from './primitives/FencedLock';
+export { MultiLock } from './primitives/composite/MultiLock';
+export { RedLock, type RedLockOptions } from './primitives/composite/RedLock';
+export type { CompositeLock, CompositeLockEvents } from './primitives/composite/CompositeLock';
+export type { LockHandle } from './core/LockHandle';
 export { ReadWriteLock } from './primitives/ReadWriteLock';
 export { ReadLock } from './primitives/ReadLock';
 export { WriteLock } from './primitives/WriteLock';
@@ -12,10 +22,13 @@ export {
   LockTimeoutError,
   LockUsageError,
   NotLockOwnerError,
+  PermitNotHeldError,
   RedisCommandError,
+  RedisUnreachableError,
 } from './errors';
-export { MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
+export { DEFAULT_OFFLINE_TIMEOUT_MS, MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
 export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';
 export { diagnostics, type DiagnosticsChannelName } from './diagnostics';
-export type { LockHolder, LockInfo, QueuedWaiter } from './introspection';
+export type { LatchInfo, LockHolder, LockInfo, PermitSemaphoreInfo, QueuedWaiter, SemaphoreInfo } from './introspection';
+export type { HeldLock } from './core/HeldLock';
 export type { ClusterConnectionOptions, ListLocksOptions } from './options';

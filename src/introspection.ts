@@ -90,10 +90,49 @@ export async function inspectLock(redis: Redis | Cluster, name: string, key: str
     for (const holder of holders) holder.clientName = names.get(holder.clientId);
   }
   let waitingClients = Number(numsub[1] ?? 0);
-  // Classic pub/sub on a Cluster: a subscriber sits on a node of its own choosing, and NUMSUB
-  // counts only the subscribers of the node it is asked on.
   if (redis.isCluster && !sharded) waitingClients = await subscribersOnEveryNode(redis as Cluster, channel);
   return { name, key, locked: holders.length > 0, holders, ttl, waitingClients };
+}
+
+/** How many clients have waiters subscribed to `channel` (one subscriber connection per client). */
+export async function subscriberCount(redis: Redis | Cluster, channel: string, sharded: boolean): Promise<number> {
+  // Classic pub/sub on a Cluster: a subscriber sits on a node of its own choosing, and NUMSUB
+  // counts only the subscribers of the node it is asked on.
+  if (redis.isCluster && !sharded) return subscribersOnEveryNode(redis as Cluster, channel);
+  const [, count] = (await (sharded ? redis.pubsub('SHARDNUMSUB', channel) : redis.pubsub('NUMSUB', channel))) as [string, number | string];
+  return Number(count ?? 0);
+}
+
+/** What `inspect()` of a semaphore tells. */
+export interface SemaphoreInfo {
+  name: string;
+  key: string;
+  /** Free permits now; null when never set. */
+  availablePermits: number | null;
+  /** The multi-permit waiter that smaller requests may not overtake, if one reserved. */
+  reservation: { clientId: string; waiterId: string; permits: number; expiresInMs: number } | null;
+  waitingClients: number;
+}
+
+/** What `inspect()` of a permit-expirable semaphore tells. */
+export interface PermitSemaphoreInfo {
+  name: string;
+  key: string;
+  /** The total of permits; null when never set. */
+  totalPermits: number | null;
+  availablePermits: number;
+  /** Permits on lease (expired ones left out), soonest to expire first. */
+  permits: { id: string; expiresInMs: number }[];
+  waitingClients: number;
+}
+
+/** What `inspect()` of a count-down latch tells. */
+export interface LatchInfo {
+  name: string;
+  key: string;
+  /** 0: open (no count set, or it reached 0). */
+  count: number;
+  waitingClients: number;
 }
 
 async function subscribersOnEveryNode(cluster: Cluster, channel: string): Promise<number> {
@@ -101,15 +140,20 @@ async function subscribersOnEveryNode(cluster: Cluster, channel: string): Promis
   return counts.reduce((sum, [, count]) => sum + Number(count), 0);
 }
 
-/** clientId → name, from the connection names; empty when CLIENT LIST is not allowed. */
+/**
+ * clientId → name, from the connection names. CLIENT LIST is `@dangerous` (it shows every
+ * connection of the server, other tenants' too), so a least-privilege ACL refuses it: the names
+ * then stay unknown and inspect() answers the rest. Any other failure is the caller's to see.
+ */
 export async function clientNames(redis: Redis | Cluster): Promise<Map<string, string>> {
   const names = new Map<string, string>();
   for (const node of masters(redis)) {
     let list: string;
     try {
       list = String(await node.client('LIST'));
-    } catch {
-      continue; // an ACL without CLIENT LIST: names stay unknown
+    } catch (error) {
+      if (/^NOPERM /.test((error as Error)?.message ?? '')) continue;
+      throw error;
     }
     for (const match of list.matchAll(/ name=rlock:([\w-]{21}):(\S*)/g)) names.set(match[1]!, match[2]!);
   }
@@ -130,6 +174,9 @@ export async function* listLockNames(redis: Redis | Cluster, keyPrefix: string, 
       const hashes = (await pipeline.exec()) ?? [];
       for (let i = 0; i < keys.length; i++) {
         const [error, hash] = hashes[i] ?? [];
+        // A key that changed type since SCAN is not a lock; a refusal (NOPERM: SCAN shows every
+        // key, an ACL may forbid reading them) must not pass for "no locks".
+        if (error && !/^WRONGTYPE /.test(error.message)) throw error;
         if (!error && hash && isLockHash(hash as Record<string, string>)) yield keys[i]!.slice(keyPrefix.length);
       }
     } while (cursor !== '0');

@@ -1,73 +1,154 @@
+import calculateSlot from 'cluster-key-slot';
+
 /**
- * The Redis names of one lock. The lock hash is `<keyPrefix><name>`. The channel and latch keys
- * carry the lock key as a hash tag so that, on Cluster, every key a script names lives in the
- * lock's slot (no CROSSSLOT). A lock key that already has a hash tag (`{...}`) keeps it: wrapping
- * it again would move the channel to another slot, so there the key is appended bare, as
- * Redisson does. They are derived when needed rather than stored: a process may hold 10 000s.
+ * The Redis names of one lock. The lock hash is `<keyPrefix><name>` (the "key"); every other
+ * name a lock uses (channel, latch keys, and those of any further primitive) is
+ * `<keyPrefix>rlock__<kind>:...` made by `derivedName`, so that:
+ * - every key *and channel* starts with `keyPrefix`: one ACL key pattern and one channel
+ *   pattern, `~<keyPrefix>* &<keyPrefix>*`, cover them all, whatever the lock name;
+ * - every name hashes to the lock key's Cluster slot, so a script may name them all (no CROSSSLOT).
+ * They are derived when needed rather than stored: a process may hold 10 000s.
+ *
+ * Convention for new primitives: one function per Redis name, `xxxOf(keyPrefix, key)`, each a
+ * `derivedName(keyPrefix, '<kind>', key)` with a kind no other name uses.
  */
-/** Whether Redis Cluster hashes `key` by a hash tag: a `{` followed later by a non-empty `...}`. */
-function hasHashTag(key: string): boolean {
+
+/**
+ * The text Redis Cluster hashes `key` by when it has a hash tag: between its first `{` and the
+ * first `}` after that, if non-empty. Undefined when the whole key is hashed.
+ */
+export function hashTagOf(key: string): string | undefined {
   const open = key.indexOf('{');
-  return open >= 0 && key.indexOf('}', open + 1) > open + 1;
+  if (open < 0) return undefined;
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : undefined;
 }
 
-function tagged(prefix: string, key: string): string {
-  return hasHashTag(key) ? `${prefix}:${key}` : `${prefix}:{${key}}`;
+/** A short tag per slot, found once: only names holding a stray `}` need one. */
+const slotTags = new Map<number, string>();
+
+function tagOfSlot(slot: number): string {
+  let tag = slotTags.get(slot);
+  if (tag !== undefined) return tag;
+  for (let i = 0; ; i++) {
+    tag = i.toString(36); // every slot has one within 4 characters
+    if (calculateSlot(tag) === slot) break;
+  }
+  slotTags.set(slot, tag);
+  return tag;
 }
 
-/** Where releases of lock `key` are published: `rlock__channel:{<key>}`. */
-export function channelOf(key: string): string {
-  return tagged('rlock__channel', key);
+/**
+ * `<keyPrefix>rlock__<kind>:` followed by the lock key, arranged to hash to the key's slot.
+ * `keyPrefix` has no `{`, or a whole hash tag of its own (checkClientOptions makes sure), so the
+ * name's first `{` is one placed here or the key's own:
+ * - the key has a hash tag (its own or the prefix's): the key follows bare, its tag is the name's;
+ * - it has none and no `}`: the key becomes the tag, `{<key>}` (the usual case);
+ * - it has none but a `}` (a name like `a}b` cannot be wrapped): a tag that hashes to the key's
+ *   slot, then the key, which keeps the name unique.
+ */
+export function derivedName(keyPrefix: string, kind: string, key: string): string {
+  const head = `${keyPrefix}rlock__${kind}:`;
+  if (hashTagOf(key) !== undefined) return head + key;
+  if (!key.includes('}')) return `${head}{${key}}`;
+  return `${head}{${tagOfSlot(calculateSlot(key))}}${key}`;
 }
 
-/** Prefix of the per-request release latch keys of lock `key`: `rlock__unlock_latch:{<key>}:`. */
-export function latchPrefixOf(key: string): string {
-  return `${tagged('rlock__unlock_latch', key)}:`;
+/** Where releases of lock `key` are published: `<keyPrefix>rlock__channel:{<key>}`. */
+export function channelOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'channel', key);
 }
 
-/** What the release scripts publish; Redisson's UNLOCK_MESSAGE. */
+/** Prefix of the per-request release latch keys of lock `key`: `<keyPrefix>rlock__unlock_latch:{<key>}:`. */
+export function latchPrefixOf(keyPrefix: string, key: string): string {
+  return `${derivedName(keyPrefix, 'unlock_latch', key)}:`;
+}
+
+/**
+ * What a force-unlock publishes (Redisson's UNLOCK_MESSAGE); a release publishes the releasing
+ * client's id instead, so that a client can tell its own releases from others' (LocalHandoff).
+ */
 export const UNLOCK_MESSAGE = '0';
 
-/** A fair lock's queue, zset member → arrival order: `rlock__queue:{<key>}`. */
-export function queueKeyOf(key: string): string {
-  return tagged('rlock__queue', key);
+/** A fair lock's queue, zset member → arrival order: `<keyPrefix>rlock__queue:{<key>}`. */
+export function queueKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'queue', key);
 }
 
-/** A fair lock's queue deadlines, zset member → Redis ms: `rlock__queue_expiry:{<key>}`. */
-export function queueExpiryKeyOf(key: string): string {
-  return tagged('rlock__queue_expiry', key);
+/** A fair lock's queue deadlines, zset member → Redis ms: `<keyPrefix>rlock__queue_expiry:{<key>}`. */
+export function queueExpiryKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'queue_expiry', key);
 }
 
 /**
  * Where a fair lock's release hands the lock to a waiter of client `clientId`: the prefix
- * `rlock__grant:{<key>}:` plus the clientId, one channel per client and lock, in the lock's slot.
+ * `<keyPrefix>rlock__grant:{<key>}:` plus the clientId, one channel per client and lock, in the lock's slot.
  */
-export function grantChannelPrefixOf(key: string): string {
-  return `${tagged('rlock__grant', key)}:`;
+export function grantChannelPrefixOf(keyPrefix: string, key: string): string {
+  return `${derivedName(keyPrefix, 'grant', key)}:`;
+}
+
+/** Where a semaphore's releases wake its waiters (counted messages): `<keyPrefix>rlock__semaphore:{<key>}`. */
+export function semaphoreChannelOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'semaphore', key);
 }
 
 /**
- * A message that wakes every waiter parked on a channel in each process, not one (the readers of
- * a read-write lock after a write release: they can all enter at once).
+ * A semaphore's reservation, hash `{ field, permits }` with a TTL: the one multi-permit waiter
+ * that smaller requests may not overtake (see docs/design.md, "Semaphores"): `<keyPrefix>rlock__semaphore_reservation:{<key>}`.
  */
-export const WAKE_ALL_MESSAGE = '*';
-
-/** A read-write lock's leases, zset holder field → Redis ms its lease ends: `rlock__rw_leases:{<key>}`. */
-export function rwLeasesKeyOf(key: string): string {
-  return tagged('rlock__rw_leases', key);
+export function reservationKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'semaphore_reservation', key);
 }
 
-/** A read-write lock's waiting writers, zset writer field → Redis ms its entry ends: `rlock__rw_writers:{<key>}`. */
-export function rwWritersKeyOf(key: string): string {
-  return tagged('rlock__rw_writers', key);
+/** A permit-expirable semaphore's permits, zset permit id → expiry (Redis ms): `<keyPrefix>rlock__permits:{<key>}`. */
+export function permitsKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'permits', key);
 }
 
-/** Where a read-write lock wakes its readers: `rlock__rw_read:{<key>}`. */
-export function rwReadChannelOf(key: string): string {
-  return tagged('rlock__rw_read', key);
+/** Where a permit-expirable semaphore's releases wake its waiters: `<keyPrefix>rlock__permits_channel:{<key>}`. */
+export function permitChannelOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'permits_channel', key);
 }
 
-/** Where a read-write lock wakes its writers: `rlock__rw_write:{<key>}`. */
-export function rwWriteChannelOf(key: string): string {
-  return tagged('rlock__rw_write', key);
+/** Where a count-down latch says it opened: `<keyPrefix>rlock__latch:{<key>}`. */
+export function latchChannelOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'latch', key);
+}
+
+/**
+ * A fenced lock's last minted token, a string of digits never expired or deleted (one key per
+ * lock name), so that tokens keep increasing across releases, expiries and force-unlocks:
+ * `<keyPrefix>rlock__fence:{<key>}`.
+ */
+export function fenceKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'fence', key);
+}
+
+/** The newest fencing token a `fencedSet` of data key `dataKey` was accepted with: `<keyPrefix>rlock__fenced_by:{<dataKey>}`. */
+export function fencedByKeyOf(keyPrefix: string, dataKey: string): string {
+  return derivedName(keyPrefix, 'fenced_by', dataKey);
+}
+
+/** What a read-write lock's releases publish to wake every parked reader of a process (a counted message, see LockPubSub). */
+export const WAKE_ALL_MESSAGE = 'wake:all';
+
+/** A read-write lock's leases, zset holder field → Redis ms its lease ends: `<keyPrefix>rlock__rw_leases:{<key>}`. */
+export function rwLeasesKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'rw_leases', key);
+}
+
+/** A read-write lock's waiting writers, zset writer field → Redis ms its entry ends: `<keyPrefix>rlock__rw_writers:{<key>}`. */
+export function rwWritersKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'rw_writers', key);
+}
+
+/** Where a read-write lock wakes its readers: `<keyPrefix>rlock__rw_read:{<key>}`. */
+export function rwReadChannelOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'rw_read', key);
+}
+
+/** Where a read-write lock wakes its writers: `<keyPrefix>rlock__rw_write:{<key>}`. */
+export function rwWriteChannelOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'rw_write', key);
 }

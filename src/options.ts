@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { InvalidArgumentError } from './errors';
+import { hashTagOf } from './names';
+import { redactUrls } from './redact';
 
 /** The longest wait or lease accepted, in ms: Node's timer limit (about 24.8 days). */
 export const MAX_TIME_MS = 2_147_483_647;
@@ -8,6 +10,8 @@ export const MAX_TIME_MS = 2_147_483_647;
 export const MAX_NAME_BYTES = 1024;
 /** The shortest watchdog timeout: renewals every third of it must still fit between round trips. */
 export const MIN_WATCHDOG_TIMEOUT_MS = 30;
+/** Default `offlineTimeout`: rides out a Redis restart or a failover, not an outage. */
+export const DEFAULT_OFFLINE_TIMEOUT_MS = 10_000;
 
 export interface LockClientOptions {
   /**
@@ -32,6 +36,13 @@ export interface LockClientOptions {
    * at the cost of the replication delay; WAIT holds the command connection meanwhile.
    */
   syncReplicas?: { replicas: number; timeout: number };
+  /**
+   * How long a call made while the connection is down waits for it to come back, in ms, before
+   * it rejects with `RedisUnreachableError` (nothing is sent). Default 10 000; 0 fails at once.
+   * A client that has never connected fails at once when its connection attempt fails
+   * (refused, unknown host, wrong password): a wrong address is reported, not waited out.
+   */
+  offlineTimeout?: number;
   /**
    * Fair locks: how long a queued waiter's entry lives unless its client refreshes it (every
    * third of it, one call per client). It bounds what a stopped or unreachable waiting process
@@ -75,27 +86,31 @@ export interface ResolvedClientOptions {
   keyPrefix: string;
   name: string;
   syncReplicas: { replicas: number; timeout: number } | undefined;
+  offlineTimeout: number;
   queueTimeout: number;
 }
 
 /** The smallest fair-lock queue timeout: it is refreshed every third of it. */
 export const MIN_QUEUE_TIMEOUT_MS = 300;
 
-const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix', 'name', 'syncReplicas', 'queueTimeout'];
+const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix', 'name', 'syncReplicas', 'offlineTimeout', 'queueTimeout'];
 const SYNC_OPTION_KEYS = ['replicas', 'timeout'];
 const LIST_OPTION_KEYS = ['match', 'count'];
 const MAX_CLIENT_NAME_LENGTH = 128;
 const LOCK_OPTION_KEYS = ['leaseTime', 'signal'];
 const TRY_LOCK_OPTION_KEYS = ['waitTime', 'leaseTime', 'signal'];
 
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
+export function describe(value: unknown): string {
+  if (typeof value === 'string') {
+    const shown = redactUrls(value); // before cutting, or a cut could hide the `@` that marks a password
+    return JSON.stringify(shown.length > 40 ? `${shown.slice(0, 40)}...` : shown);
+  }
   if (typeof value === 'bigint') return `${value}n`;
   if (value === null || typeof value !== 'object') return String(value);
   return Array.isArray(value) ? 'an array' : 'an object';
 }
 
-function checkPlainObject(argument: string, value: unknown, allowed: readonly string[]): Record<string, unknown> {
+export function checkPlainObject(argument: string, value: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidArgumentError(argument, `must be an object, got ${describe(value)}`);
   }
@@ -108,7 +123,7 @@ function checkPlainObject(argument: string, value: unknown, allowed: readonly st
 }
 
 /** A whole number of ms within [min, MAX_TIME_MS], or undefined when absent. */
-function checkTime(argument: string, value: unknown, min: number): number | undefined {
+export function checkTime(argument: string, value: unknown, min: number): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_TIME_MS) {
     throw new InvalidArgumentError(
@@ -119,7 +134,7 @@ function checkTime(argument: string, value: unknown, min: number): number | unde
   return value;
 }
 
-function checkSignal(argument: string, value: unknown): AbortSignal | undefined {
+export function checkSignal(argument: string, value: unknown): AbortSignal | undefined {
   if (value === undefined) return undefined;
   if (!(value instanceof AbortSignal)) {
     throw new InvalidArgumentError(argument, `must be an AbortSignal, got ${describe(value)}`);
@@ -177,10 +192,9 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
     }
   }
   if (!redisOk) {
-    throw new InvalidArgumentError(
-      'options.redis',
-      `must be a redis:// or rediss:// URL, ioredis options, or an ioredis Redis or Cluster, got ${describe(redis)}`,
-    );
+    // A mistyped URL may still hold a password (`redis:/user:secret@host`): it is not echoed.
+    const got = typeof redis === 'string' ? 'a string that is not one (not shown: it may hold a password)' : describe(redis);
+    throw new InvalidArgumentError('options.redis', `must be a redis:// or rediss:// URL, ioredis options, or an ioredis Redis or Cluster, got ${got}`);
   }
   const keyPrefix = raw.keyPrefix ?? '';
   if (typeof keyPrefix !== 'string') {
@@ -188,6 +202,11 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
   }
   if (Buffer.byteLength(keyPrefix) > MAX_NAME_BYTES) {
     throw new InvalidArgumentError('options.keyPrefix', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(keyPrefix)}`);
+  }
+  // A `{` that opens no hash tag of the prefix's own would let each lock name pick where its
+  // tag ends: its channel and latch names could not be made to share its Cluster slot.
+  if (keyPrefix.includes('{') && hashTagOf(keyPrefix) === undefined) {
+    throw new InvalidArgumentError('options.keyPrefix', `may hold a "{" only as a whole hash tag ("{tag}", non-empty), got ${describe(keyPrefix)}`);
   }
   const name = raw.name ?? `${hostname()}:${process.pid}`;
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_CLIENT_NAME_LENGTH) {
@@ -210,6 +229,7 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
     name: name.replace(/\s/g, '_'),
     redis: redis as LockClientOptions['redis'],
     watchdogTimeout: checkTime('options.watchdogTimeout', raw.watchdogTimeout, MIN_WATCHDOG_TIMEOUT_MS) ?? 30_000,
+    offlineTimeout: checkTime('options.offlineTimeout', raw.offlineTimeout, 0) ?? DEFAULT_OFFLINE_TIMEOUT_MS,
     queueTimeout: checkTime('options.queueTimeout', raw.queueTimeout, MIN_QUEUE_TIMEOUT_MS) ?? 5_000,
     keyPrefix,
   };

@@ -49,7 +49,10 @@ test('no call hangs, the holder is told it lost the lock, and the waiters acquir
 });
 
 test('a lock() under way while Redis is down completes once it is back', async () => {
-  const client = redis.client();
+  // Connected first: a client whose very first connection attempt fails reports it at once
+  // (RedisUnreachableError, see unreachable.test.ts); one that was connected waits the outage out.
+  const client = redis.client({ offlineTimeout: 10_000 });
+  await client.getLock('restart:down').isLocked();
   await redis.server.kill();
   const taking = client.getLock('restart:down').tryLock({ waitTime: 10_000, leaseTime: 5_000 });
   await sleep(200);

@@ -1,10 +1,17 @@
-import { existsSync } from 'node:fs';
-import { hasRedisServer } from '../../scripts/redisServer';
+import { ensureRedis, RedisMissingError, TEST_BINARIES } from '../../scripts/ensureRedis';
 
-/** Fails the run at once, with the fix, when there is no Redis to test against. */
+/**
+ * Every test file starts private redis-server processes (even with REDIS_URL set: the fault
+ * tests kill and pause their own), the topology tests also redis-cli and redis-sentinel. A
+ * missing one is installed here (root + apt-get) or stops the run with one line naming the
+ * package, instead of a wall of failed tests.
+ */
 export default async function globalSetup(): Promise<void> {
-  if (process.env.REDIS_URL || hasRedisServer()) return;
-  const docker = process.env.DOCKER_HOST !== undefined || existsSync('/var/run/docker.sock');
-  if (docker) return;
-  throw new Error('No Redis to test against: install redis-server (apt-get install -y redis-server), set REDIS_URL, or run a Docker engine.');
+  try {
+    ensureRedis(TEST_BINARIES);
+  } catch (error) {
+    if (!(error instanceof RedisMissingError)) throw error;
+    process.stderr.write(`\n${error.message}\n`);
+    process.exit(1);
+  }
 }

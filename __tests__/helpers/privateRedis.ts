@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { LockClient, type LockClientOptions } from '../../src';
+import { channelOf } from '../../src/names';
 import { RedisServer } from './testRedis';
 
 export interface PrivateRedis {
@@ -46,8 +47,8 @@ export function usePrivateRedis(extraArgs: string[] = []): PrivateRedis {
   };
 }
 
-/** How many subscribers listen on the release channel of lock `key`. */
-export async function subscribers(admin: Redis, key: string): Promise<number> {
-  const reply = (await admin.pubsub('NUMSUB', `rlock__channel:{${key}}`)) as [string, number];
+/** How many subscribers listen on the release channel of lock `key` (of a client with `keyPrefix`). */
+export async function subscribers(admin: Redis, key: string, keyPrefix = ''): Promise<number> {
+  const reply = (await admin.pubsub('NUMSUB', channelOf(keyPrefix, key))) as [string, number];
   return Number(reply[1]);
 }

@@ -1,4 +1,3 @@
-import { nanoid } from 'nanoid';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../errors';
 import { diagnostics } from '../diagnostics';
 import type { LockInfo } from '../introspection';
@@ -8,6 +7,8 @@ import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
 import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
+import { HeldLock } from './HeldLock';
+import { watchHold } from './holdScope';
 import type { Hold, WaitProtocol } from './waitLoop';
 
 /**
@@ -53,8 +54,11 @@ export abstract class LockHandle {
    */
   protected abstract acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined>;
 
-  /** One release script call: nil not the owner, 0 holds remain, 1 the owner's last hold went. */
-  protected abstract releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null>;
+  /**
+   * One release script call: nil not the owner, 0 holds remain, 1 the owner's last hold went.
+   * `last`: the owner believes this is its last hold.
+   */
+  protected abstract releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null>;
 
   /** Deletes the lock whoever holds it and wakes (or hands it to) waiters; true when there was one. */
   abstract forceUnlock(): Promise<boolean>;
@@ -126,6 +130,63 @@ export abstract class LockHandle {
     return outcome.value;
   }
 
+  /**
+   * Takes the lock as `withLock` does (a fresh owner, or the enclosing `withLock`'s, so it
+   * re-enters there; waits as long as it takes unless `waitTime`, then `LockTimeoutError`) and
+   * returns the hold: `await using held = await lock.hold()` gives it back at the end of the
+   * scope. `held.signal` aborts when the lock is lost or `options.signal` aborts.
+   */
+  async hold(options?: WithLockOptions): Promise<HeldLock> {
+    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
+    this.context.assertOpen();
+    const outer = scopedOwner(this.identity);
+    const owner = outer ?? new LockOwner();
+    const maxWait = waitTime ?? Infinity;
+    const sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
+    if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
+    const scope = new AbortController();
+    const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
+    return new HeldLock(this.name, scope.signal, async () => {
+      stopWatching();
+      const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
+      try {
+        await (outer ? this.release(owner) : this.releaseAll(owner));
+      } catch (error) {
+        // After a loss, "not the owner" is the expected answer, not news.
+        if (!(lost && error instanceof NotLockOwnerError)) throw error;
+      }
+      if (lost) throw lost;
+    });
+  }
+
+  /**
+   * @internal A new handle on the same lock with an owner of its own: MultiLock and RedLock take
+   * one per member and acquisition, so that a late reply to an abandoned attempt can be given
+   * back without touching a newer hold.
+   */
+  fork(): this {
+    return new (this.constructor as new (context: LockContext, name: string) => this)(this.context, this.name);
+  }
+
+  /**
+   * @internal `tryLock` that resolves with the send time (performance.now()) of the acquire that
+   * took the lock, or undefined when `waitTime` ran out: a composite lock times its validity from it.
+   */
+  async acquireHold(leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<number | undefined> {
+    this.context.assertOpen();
+    return this.acquire(this.ownerToAcquire(), leaseTime, waitTime, signal);
+  }
+
+  /** @internal Aborts when the watchdog finds the current owner's hold lost; undefined when the watchdog does not keep it. */
+  lostSignal(): AbortSignal | undefined {
+    return this.context.renewal.lostSignal(this.key, this.field(this.currentOwner()));
+  }
+
+  /** @internal The lease the watchdog keeps a hold taken without `leaseTime` alive with, in ms. */
+  get watchdogTimeout(): number {
+    return this.context.watchdogTimeout;
+  }
+
   /** Holds of the current owner (0 when none). */
   async getHoldCount(): Promise<number> {
     this.context.assertOpen();
@@ -152,8 +213,8 @@ export abstract class LockHandle {
     return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.key));
   }
 
-  /** One lock of one client, for the owner scopes: `<clientId>\n<key>`. */
-  private get identity(): string {
+  /** @internal One lock of one client, for the owner scopes (and MultiLock's duplicate check): `<clientId>\n<key>`. */
+  get identity(): string {
     return `${this.context.clientId}\n${this.key}`;
   }
 
@@ -271,7 +332,9 @@ export abstract class LockHandle {
   protected async release(owner: LockOwner): Promise<boolean> {
     const { key } = this;
     const field = this.field(owner);
-    const latch = latchPrefixOf(key) + nanoid();
+    // Unique per release request without a random id: the owner's field (the facets of a
+    // read-write lock's owner share its id, not its field) and its count of releases.
+    const latch = `${latchPrefixOf(this.context.keyPrefix, key)}${field}.${++owner.releases}`;
     const epoch = this.context.connectionEpoch();
     const holdsBefore = owner.holds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal
@@ -279,7 +342,7 @@ export abstract class LockHandle {
     // the lock then expires within its lease.
     if (holdsBefore <= 1) this.context.renewal.remove(key, field);
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
-    let result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch));
+    let result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1));
     if (result !== null && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {
       // The reply came, so ioredis will not resend this call: the latch has done its job.
@@ -312,24 +375,8 @@ export abstract class LockHandle {
 
   /** Aborts `scope` when the lock is lost or `signal` aborts; returns the undo. */
   private watchScope(owner: LockOwner, leaseTime: number | undefined, signal: AbortSignal | undefined, scope: AbortController, sentAt: number): () => void {
-    const forward = (source: AbortSignal) => () => scope.abort(source.reason);
-    const undo: (() => void)[] = [];
-    for (const source of [signal, this.context.renewal.lostSignal(this.key, this.field(owner))]) {
-      if (!source) continue;
-      if (source.aborted) scope.abort(source.reason);
-      const listener = forward(source);
-      source.addEventListener('abort', listener, { once: true });
-      undo.push(() => source.removeEventListener('abort', listener));
-    }
-    if (leaseTime !== undefined && !this.context.renewal.has(this.key, this.field(owner))) {
-      // Counted from when the acquire was sent: Redis's TTL started later, so this fires first.
-      const timer = setTimeout(
-        () => scope.abort(new LockLostError(this.name, `its lease of ${leaseTime} ms ran out`)),
-        Math.max(0, sentAt + leaseTime - performance.now()),
-      );
-      timer.unref();
-      undo.push(() => clearTimeout(timer));
-    }
-    return () => undo.forEach((fn) => fn());
+    const field = this.field(owner);
+    const timed = leaseTime !== undefined && !this.context.renewal.has(this.key, field);
+    return watchHold(scope, [signal, this.context.renewal.lostSignal(this.key, field)], timed ? { name: this.name, leaseTime, sentAt } : undefined);
   }
 }

@@ -1,5 +1,5 @@
 import { RedisCommandError } from '../errors';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
 
 /** How long a waiter pauses after Redis refused an attempt during a failover. */
@@ -26,8 +26,12 @@ export type AttemptResult = ({ held: true } & Hold) | { held: false; ttl: number
 export interface WaitProtocol {
   /** The pub/sub channel whose messages wake this waiter (joined once the first attempt failed). */
   readonly channel: string;
-  /** One attempt. `listening`: the waiter is subscribed, so it may queue itself. */
-  attempt(listening: boolean): Promise<AttemptResult>;
+  /**
+   * One attempt. `listening`: the channel entry the waiter has joined, subscribed: from now on
+   * its wake-ups reach it, so it may queue itself. Undefined for the first attempt of a caller
+   * whose client was not subscribed yet.
+   */
+  attempt(listening: ChannelEntry | undefined, bound: CommandBound): Promise<AttemptResult>;
   /**
    * Sleeps until a wake-up or `ms`; resolves with a hold when the wake-up itself handed the lock
    * over (no attempt needed), undefined to attempt again.
@@ -48,37 +52,48 @@ export interface WaitProtocol {
 export async function waitFor(context: LockContext, protocol: WaitProtocol, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
   signal?.throwIfAborted();
   const deadline = performance.now() + waitTime;
-  // Already subscribed by other waiters of this client: every release from now on reaches us,
-  // so the first attempt may already queue (the fair lock) and no retry is needed after joining.
-  const listening = context.pubsub.peek(protocol.channel);
-  const alreadyListening = listening?.confirmed === true;
-  // A call that may wait rides out a failover; one that may not, reports it.
-  const first = waitTime > 0 ? await attemptWhileWaiting(protocol, alreadyListening) : await protocol.attempt(false);
-  if (first.held) return first;
-  if (waitTime <= 0) return undefined;
-
-  // Stopped by the caller's signal or by client.close(); no controller of its own, as a process
-  // may park 10 000s of waiters.
-  const stops = signal ? [signal, context.closedSignal] : [context.closedSignal];
-  const untrack = context.trackWaiter();
-  const entry = context.pubsub.join(protocol.channel);
-  const waitFrom = performance.now();
-  protocol.waitStarted?.();
+  // Already subscribed by other waiters of this client: every release from now on reaches us, so
+  // the waiter joins them before its first attempt, which may then already queue (the fair
+  // lock), and needs no second attempt after joining.
+  // A wait for a connection that is down ends with the waitTime (a single attempt: with the
+  // client's offlineTimeout), the caller's signal or close().
+  const callBound: CommandBound = { deadline: waitTime > 0 ? deadline : undefined, signals: signal ? [signal, context.closedSignal] : [context.closedSignal] };
+  const subscribed = waitTime > 0 && context.pubsub.peek(protocol.channel)?.confirmed === true;
+  let entry = subscribed ? context.pubsub.join(protocol.channel) : undefined;
   let got = false;
+  let waitFrom: number | undefined;
+  let untrack: (() => void) | undefined;
   try {
+    // A call that may wait rides out a failover; one that may not, reports it.
+    const first = waitTime > 0 ? await attemptWhileWaiting(protocol, entry, callBound) : await protocol.attempt(undefined, callBound);
+    if (first.held) {
+      got = true;
+      return first;
+    }
+    if (waitTime <= 0) return undefined;
+
+    // Stopped by the caller's signal or by client.close(); no controller of its own, as a process
+    // may park 10 000s of waiters.
+    const stops = signal ? [signal, context.closedSignal] : [context.closedSignal];
+    untrack = context.trackWaiter();
+    waitFrom = performance.now();
+    protocol.waitStarted?.();
     let ttl = first.ttl;
     const bound = (): number => Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now());
-    // Retrying only once subscribed closes the race with a release published before that; if the
-    // subscription was already there before our first attempt, nothing slipped by.
     let woken: Hold | undefined;
-    if (alreadyListening && entry === listening) woken = await protocol.sleep(entry, bound(), stops);
-    else await entry.untilSubscribed(bound(), stops);
+    if (entry) {
+      woken = await protocol.sleep(entry, bound(), stops);
+    } else {
+      // Retrying only once subscribed closes the race with a release published before that.
+      entry = context.pubsub.join(protocol.channel);
+      await entry.untilSubscribed(bound(), stops);
+    }
     for (;;) {
       if (woken) {
         got = true;
         return woken;
       }
-      const result = await attemptWhileWaiting(protocol, true);
+      const result = await attemptWhileWaiting(protocol, entry, callBound);
       if (result.held) {
         got = true;
         return result;
@@ -89,10 +104,10 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
       woken = await protocol.sleep(entry, bound(), stops);
     }
   } finally {
-    context.pubsub.leave(protocol.channel, entry);
-    untrack();
+    if (entry) context.pubsub.leave(protocol.channel, entry);
+    untrack?.();
     if (!got && protocol.giveUp) await protocol.giveUp();
-    protocol.waitEnded?.(performance.now() - waitFrom, got);
+    if (waitFrom !== undefined) protocol.waitEnded?.(performance.now() - waitFrom, got);
   }
 }
 
@@ -100,9 +115,9 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
  * A refusal Redis will not repeat for long (`RedisCommandError.transient`: failover, loading, a
  * slot in flux; refused, not run) does not end a wait: it is retried after a short pause.
  */
-async function attemptWhileWaiting(protocol: WaitProtocol, listening: boolean): Promise<AttemptResult> {
+async function attemptWhileWaiting(protocol: WaitProtocol, listening: ChannelEntry | undefined, bound: CommandBound): Promise<AttemptResult> {
   try {
-    return await protocol.attempt(listening);
+    return await protocol.attempt(listening, bound);
   } catch (error) {
     if (error instanceof RedisCommandError && error.transient) return { held: false, ttl: TRANSIENT_RETRY_MS };
     throw error;

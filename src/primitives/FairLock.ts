@@ -30,7 +30,7 @@ export class FairLock extends LockHandle {
     const { key } = this;
     const [publish, trust] = await this.publishing();
     const holders = await this.context.command('forceUnlock', (redis) =>
-      redis.rlock_fairLock_forceUnlock(key, queueKeyOf(key), queueExpiryKeyOf(key), this.context.queueTimeout, grantChannelPrefixOf(key), publish, trust),
+      redis.rlock_fairLock_forceUnlock(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), this.context.queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
     );
     return this.forced(holders);
   }
@@ -40,7 +40,7 @@ export class FairLock extends LockHandle {
     this.context.assertOpen();
     const { key, name } = this;
     return this.context.command('inspect', async (redis) => {
-      const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(queueKeyOf(key), 0, -1).zrange(queueExpiryKeyOf(key), 0, -1, 'WITHSCORES').time().exec();
+      const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(queueKeyOf(this.context.keyPrefix, key), 0, -1).zrange(queueExpiryKeyOf(this.context.keyPrefix, key), 0, -1, 'WITHSCORES').time().exec();
       const failed = replies?.find(([error]) => error);
       if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
       const [hash, ttl, members, deadlines, time] = replies.map(([, value]) => value) as [Record<string, string>, number, string[], string[], [string, string]];
@@ -76,7 +76,7 @@ export class FairLock extends LockHandle {
     const lease = leaseTime ?? context.watchdogTimeout;
     const field = this.field(owner);
     const member = `${lease}:${field}`;
-    const channel = grantChannelPrefixOf(key) + context.clientId;
+    const channel = grantChannelPrefixOf(this.context.keyPrefix, key) + context.clientId;
     const [publish, trust] = await this.publishing();
     const reentrant = owner.holds > 0 ? 1 : 0;
     // The send time of the latest call that found this waiter still queued: no grant can be
@@ -90,15 +90,17 @@ export class FairLock extends LockHandle {
         context,
         {
           channel,
-          attempt: async (listening) => {
-            if (listening && !entry) {
+          attempt: async (listening, bound) => {
+            if (listening && listening !== entry) {
               // Registered before the request to queue: the grant can beat its reply.
-              entry = context.pubsub.peek(channel);
-              entry?.expectGrant(field);
+              entry?.forgetGrant(field);
+              entry = listening;
+              entry.expectGrant(field);
             }
             const sentAt = performance.now();
             const ttl = await context.command('acquire', (redis) =>
-              redis.rlock_fairLock_acquire(key, queueKeyOf(key), queueExpiryKeyOf(key), member, listening ? 1 : 0, reentrant, queueTimeout, grantChannelPrefixOf(key), publish, trust),
+              redis.rlock_fairLock_acquire(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), member, listening ? 1 : 0, reentrant, queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
+              bound,
             );
             if (ttl === null) return { held: true, sentAt };
             if (listening) {
@@ -106,8 +108,8 @@ export class FairLock extends LockHandle {
               if (!beat) {
                 beat = {
                   lockKey: key,
-                  queueKey: queueKeyOf(key),
-                  expiryKey: queueExpiryKeyOf(key),
+                  queueKey: queueKeyOf(this.context.keyPrefix, key),
+                  expiryKey: queueExpiryKeyOf(this.context.keyPrefix, key),
                   member,
                   refreshed: (at, queued) => {
                     if (queued) queuedAt = Math.max(queuedAt ?? at, at);
@@ -122,6 +124,7 @@ export class FairLock extends LockHandle {
             return { held: false, ttl };
           },
           sleep: async (woken, ms, stops) => {
+            // (woken is the entry of the last attempt: waitFor keeps one entry for the whole wait.)
             if (!(await woken.untilGranted(field, ms, stops)) || queuedAt === undefined) return undefined;
             const expiresAt = queuedAt + grantTtl;
             // A grant that may already be half gone (the message came late), or shorter than an
@@ -133,7 +136,7 @@ export class FairLock extends LockHandle {
             if (queuedAt === undefined) return;
             await context
               .command('leave', (redis) =>
-                redis.rlock_fairLock_leave(key, queueKeyOf(key), queueExpiryKeyOf(key), member, queueTimeout, grantChannelPrefixOf(key), publish, trust),
+                redis.rlock_fairLock_leave(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), member, queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
               )
               .catch(() => undefined); // the entry then runs out after queueTimeout
           },
@@ -149,9 +152,10 @@ export class FairLock extends LockHandle {
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {
+    // No local handoff here: the queue decides who is next, across every process.
     const { key } = this;
     const [publish, trust] = await this.publishing();
-    return redis.rlock_fairLock_release(key, queueKeyOf(key), queueExpiryKeyOf(key), latch, field, RELEASE_LATCH_TTL_MS, this.context.queueTimeout, grantChannelPrefixOf(key), publish, trust);
+    return redis.rlock_fairLock_release(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), latch, field, RELEASE_LATCH_TTL_MS, this.context.queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust);
   }
 
   /**

@@ -1,6 +1,6 @@
 import type { Hold } from '../core/waitLoop';
 import { rwLeasesKeyOf, rwReadChannelOf, rwWritersKeyOf } from '../names';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import { ReadWriteHandle, type ReadWriteFamily } from './ReadWriteHandle';
 import { readWriteScripts } from './readWriteScripts';
@@ -22,8 +22,8 @@ export class ReadLock extends ReadWriteHandle {
     const { key, context } = this;
     const lease = leaseTime ?? context.watchdogTimeout;
     const field = this.field(owner);
-    const attempt = (): Promise<number | null> =>
-      context.command('acquire', (redis) => readWriteScripts(redis).rlock_readWriteLock_acquireRead(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), lease, field));
-    return this.waitOn(owner, rwReadChannelOf(key), attempt, waitTime, signal);
+    const attempt = (_listening: boolean, bound: CommandBound): Promise<number | null> =>
+      context.command('acquire', (redis) => readWriteScripts(redis).rlock_readWriteLock_acquireRead(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), lease, field), bound);
+    return this.waitOn(owner, rwReadChannelOf(this.context.keyPrefix, key), attempt, waitTime, signal);
   }
 }

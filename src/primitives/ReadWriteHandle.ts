@@ -3,7 +3,7 @@ import { waitFor, type Hold } from '../core/waitLoop';
 import type { LockInfo } from '../introspection';
 import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { inspectReadWriteLock } from './readWriteInspect';
@@ -40,7 +40,7 @@ export abstract class ReadWriteHandle extends LockHandle {
     const { key } = this;
     const publish = await this.context.publishCommand();
     const holders = await this.context.command('forceUnlock', (redis) =>
-      readWriteScripts(redis).rlock_readWriteLock_forceUnlock(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), rwReadChannelOf(key), rwWriteChannelOf(key), publish, WAKE_ALL_MESSAGE),
+      readWriteScripts(redis).rlock_readWriteLock_forceUnlock(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), rwWriteChannelOf(this.context.keyPrefix, key), publish, WAKE_ALL_MESSAGE),
     );
     return this.forced(holders);
   }
@@ -49,7 +49,7 @@ export abstract class ReadWriteHandle extends LockHandle {
   async inspect(): Promise<LockInfo> {
     this.context.assertOpen();
     const sharded = (await this.context.publishCommand()) === 'spublish';
-    return this.context.command('inspect', (redis) => inspectReadWriteLock(redis, this.name, this.key, sharded));
+    return this.context.command('inspect', (redis) => inspectReadWriteLock(redis, this.name, this.context.keyPrefix, this.key, sharded));
   }
 
   /** Holds of this kind the current owner has now (a hold whose lease ended counts no more). */
@@ -77,7 +77,7 @@ export abstract class ReadWriteHandle extends LockHandle {
   }
 
   protected override renewalTarget(owner: LockOwner): RenewalTarget {
-    return { ...super.renewalTarget(owner), renewCommand: READ_WRITE_RENEW, renewKeys: [this.key, rwLeasesKeyOf(this.key)] };
+    return { ...super.renewalTarget(owner), renewCommand: READ_WRITE_RENEW, renewKeys: [this.key, rwLeasesKeyOf(this.context.keyPrefix, this.key)] };
   }
 
   /**
@@ -100,10 +100,10 @@ export abstract class ReadWriteHandle extends LockHandle {
     const publish = await this.context.publishCommand();
     return readWriteScripts(redis).rlock_readWriteLock_release(
       key,
-      rwLeasesKeyOf(key),
-      rwWritersKeyOf(key),
-      rwReadChannelOf(key),
-      rwWriteChannelOf(key),
+      rwLeasesKeyOf(this.context.keyPrefix, key),
+      rwWritersKeyOf(this.context.keyPrefix, key),
+      rwReadChannelOf(this.context.keyPrefix, key),
+      rwWriteChannelOf(this.context.keyPrefix, key),
       latch,
       field,
       RELEASE_LATCH_TTL_MS,
@@ -121,7 +121,7 @@ export abstract class ReadWriteHandle extends LockHandle {
   protected waitOn(
     owner: LockOwner,
     channel: string,
-    attempt: (listening: boolean) => Promise<number | null>,
+    attempt: (listening: boolean, bound: CommandBound) => Promise<number | null>,
     waitTime: number,
     signal: AbortSignal | undefined,
     giveUp?: () => Promise<void>,
@@ -130,9 +130,9 @@ export abstract class ReadWriteHandle extends LockHandle {
       this.context,
       {
         channel,
-        attempt: async (listening) => {
+        attempt: async (listening, bound) => {
           const sentAt = performance.now();
-          const ttl = await attempt(listening);
+          const ttl = await attempt(listening !== undefined, bound);
           return ttl === null ? { held: true, sentAt } : { held: false, ttl };
         },
         sleep: async (entry, ms, stops) => {
@@ -150,6 +150,6 @@ export abstract class ReadWriteHandle extends LockHandle {
   /** [mode now ('' when free), holds of `field`], leases checked against Redis's clock. */
   private peek(field: string): Promise<[string, number]> {
     const { key } = this;
-    return this.context.command('peek', (redis) => readWriteScripts(redis).rlock_readWriteLock_peek(key, rwLeasesKeyOf(key), field));
+    return this.context.command('peek', (redis) => readWriteScripts(redis).rlock_readWriteLock_peek(key, rwLeasesKeyOf(this.context.keyPrefix, key), field));
   }
 }

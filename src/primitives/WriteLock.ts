@@ -1,7 +1,7 @@
 import type { Hold } from '../core/waitLoop';
 import { LockUsageError } from '../errors';
 import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE } from '../names';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
 import { ReadWriteHandle, type ReadWriteFamily } from './ReadWriteHandle';
@@ -37,18 +37,19 @@ export class WriteLock extends ReadWriteHandle {
     const { key, context } = this;
     const lease = leaseTime ?? context.watchdogTimeout;
     const field = this.field(owner);
-    const channel = rwWriteChannelOf(key);
+    const channel = rwWriteChannelOf(this.context.keyPrefix, key);
     // The entry that keeps new readers out, kept alive by the client's heartbeat while this writer waits.
     let beat: QueuedEntry | undefined;
-    const attempt = async (listening: boolean): Promise<number | null> => {
+    const attempt = async (listening: boolean, bound: CommandBound): Promise<number | null> => {
       const ttl = await context.command('acquire', (redis) =>
-        readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), lease, field, listening ? 1 : 0, context.queueTimeout),
+        readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), lease, field, listening ? 1 : 0, context.queueTimeout),
+        bound,
       );
       if (ttl !== null && listening && !beat) {
         beat = {
           lockKey: key,
-          queueKey: rwWritersKeyOf(key),
-          expiryKey: rwLeasesKeyOf(key),
+          queueKey: rwWritersKeyOf(this.context.keyPrefix, key),
+          expiryKey: rwLeasesKeyOf(this.context.keyPrefix, key),
           member: field,
           heartbeatCommand: READ_WRITE_HEARTBEAT,
           // Free, yet no message came (lost, or the holds ran out): a writer of this client tries now.
@@ -64,7 +65,7 @@ export class WriteLock extends ReadWriteHandle {
       if (!beat) return;
       const publish = await context.publishCommand();
       await context
-        .command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(key), rwWritersKeyOf(key), rwReadChannelOf(key), field, publish, WAKE_ALL_MESSAGE))
+        .command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE))
         .catch(() => undefined); // the entry then runs out after the queue timeout
     };
     try {

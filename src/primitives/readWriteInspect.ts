@@ -9,9 +9,9 @@ const HOLDER_FIELD = /^([\w-]{21}):([\w-]{21})(:write)?$/;
  * names if anyone holds it. Holders whose lease ended are left out, as every script drops them.
  * `waitingClients` counts subscriptions: a client with readers and writers waiting counts twice.
  */
-export async function inspectReadWriteLock(redis: Redis | Cluster, name: string, key: string, sharded: boolean): Promise<LockInfo> {
-  const pipeline = redis.pipeline().hgetall(key).pttl(key).zrange(rwLeasesKeyOf(key), 0, -1, 'WITHSCORES').zrange(rwWritersKeyOf(key), 0, -1, 'WITHSCORES').time();
-  for (const channel of [rwReadChannelOf(key), rwWriteChannelOf(key)]) {
+export async function inspectReadWriteLock(redis: Redis | Cluster, name: string, keyPrefix: string, key: string, sharded: boolean): Promise<LockInfo> {
+  const pipeline = redis.pipeline().hgetall(key).pttl(key).zrange(rwLeasesKeyOf(keyPrefix, key), 0, -1, 'WITHSCORES').zrange(rwWritersKeyOf(keyPrefix, key), 0, -1, 'WITHSCORES').time();
+  for (const channel of [rwReadChannelOf(keyPrefix, key), rwWriteChannelOf(keyPrefix, key)]) {
     if (sharded) pipeline.pubsub('SHARDNUMSUB', channel);
     else pipeline.pubsub('NUMSUB', channel);
   }

@@ -3,6 +3,12 @@ import type { LockPubSub } from './LockPubSub';
 import type { QueueHeartbeat } from './QueueHeartbeat';
 import type { PublishCommand, ScriptedRedis } from './scripts';
 
+/** How long a call may wait for a connection that is down: until `deadline` (performance.now() ms) or a signal aborts. */
+export interface CommandBound {
+  deadline?: number;
+  signals?: readonly AbortSignal[];
+}
+
 /** What a lock handle needs from its client. */
 export interface LockContext {
   readonly clientId: string;
@@ -21,7 +27,7 @@ export interface LockContext {
   /** Throws `ClientClosedError` once `close()` was called. */
   assertOpen(): void;
   /** Runs one Redis call; its failure becomes a `RedisCommandError`, or `ClientClosedError` after close. */
-  command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>): Promise<T>;
+  command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>, bound?: CommandBound): Promise<T>;
   /** `spublish` (sharded, Cluster on Redis >= 7) or `publish`: what the release scripts publish with. */
   publishCommand(): Promise<PublishCommand>;
   /** Goes up each time the command connection drops; a call that spans a change may have been resent. */

@@ -15,6 +15,8 @@ export class LockOwner {
   holds = 0;
   /** Acquire calls under way. */
   pending = 0;
+  /** Release calls made, to name each one's latch. */
+  releases = 0;
 
   /** `id`: the id of an owner this one is a facet of (a read-write lock's reads and writes count apart). */
   constructor(id?: string) {

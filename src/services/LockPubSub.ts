@@ -1,12 +1,19 @@
 import { Semaphore } from 'async-mutex';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
-import { WAKE_ALL_MESSAGE } from '../names';
+import type { LocalHandoff } from './LocalHandoff';
 import type { PublishCommand } from './scripts';
 
 /**
+ * A counted message, published by the semaphore and latch scripts: `wake:<count>` or `wake:all`,
+ * optionally followed by `:<releaser>` (the releasing client's id, possibly empty) and then by
+ * `:<field>` (a grant for the waiter that expects that field).
+ */
+const COUNTED_MESSAGE = /^wake:(\d+|all)(?::([\w-]*))?(?::(.+))?$/s;
+
+/**
  * The waiters of one channel. Each release message adds one permit to the semaphore, so it
- * wakes one parked waiter (the message `WAKE_ALL_MESSAGE` wakes them all). A message that comes while no waiter is parked leaves one permit
+ * wakes one parked waiter. A message that comes while no waiter is parked leaves one permit
  * (never more) for the next to park, which then retries at once instead of sleeping through a
  * free lock; more stored permits would send every waiter back to Redis in a burst that only
  * one of them can win.
@@ -29,20 +36,45 @@ export class ChannelEntry {
    */
   private readonly expected = new Map<string, ((granted: boolean) => void) | undefined>();
   private readonly grantedEarly = new Set<string>();
+  /** RLock's handoffs between waiters of this client, made by the first RLock waiter to need it. */
+  local: LocalHandoff | undefined;
 
-  /** A message arrived on the channel. */
+  /**
+   * A message arrived on the channel. A counted message (`COUNTED_MESSAGE`) wakes that many
+   * waiters (a semaphore's release of k permits) and may also grant one named waiter; a message
+   * naming an expected field is that waiter's grant; any other wakes one waiter.
+   */
   deliver(message: string): void {
-    if (message === WAKE_ALL_MESSAGE) {
-      this.wakeAll();
+    const counted = COUNTED_MESSAGE.exec(message);
+    if (counted) {
+      if (counted[3] !== undefined) this.grant(counted[3]);
+      // A release of this client while it yields its turn wakes none of its waiters; another
+      // client's release ends the yield (LocalHandoff.heard).
+      if (counted[2] && this.local && !this.local.heard(counted[2])) return;
+      if (counted[1] === 'all') this.wakeAll();
+      else this.wake(Number(counted[1]));
       return;
     }
-    if (this.expected.size > 0 && this.expected.has(message)) {
-      const parked = this.expected.get(message);
-      if (parked) parked(true);
-      else this.grantedEarly.add(message);
-      return;
-    }
-    this.wakeOne();
+    if (this.local && !this.local.heard(message)) return;
+    if (!this.grant(message)) this.wakeOne();
+  }
+
+  /** Hands `field`'s grant to its waiter (kept until it parks); false when no such waiter is expected here. */
+  private grant(field: string): boolean {
+    if (this.expected.size === 0 || !this.expected.has(field)) return false;
+    const parked = this.expected.get(field);
+    if (parked) parked(true);
+    else this.grantedEarly.add(field);
+    return true;
+  }
+
+  /**
+   * Wakes up to `count` parked waiters: as many as could now succeed, not one and not all.
+   * Wake-ups for waiters not parked yet are kept, but never more than there are waiters.
+   */
+  wake(count: number): void {
+    const missing = Math.min(count, this.refCount) - this.semaphore.getValue();
+    if (missing > 0) this.semaphore.release(missing);
   }
 
   /** Wakes one parked waiter, or stores one permit when none is parked and none is stored. */
@@ -95,8 +127,12 @@ export class ChannelEntry {
     });
   }
 
-  /** Resolves on a release message (consuming its permit) or after `ms`; rejects like `untilSubscribed` on abort. */
-  untilReleased(ms: number, stops: AbortSignal[]): Promise<void> {
+  /**
+   * Resolves on a release message (consuming its permit) or after `ms`; rejects like
+   * `untilSubscribed` on abort. `parked`, when given, is told how to end the wait early (a
+   * local handoff claims the waiter) and, through the function it returns, when the wait ended.
+   */
+  untilReleased(ms: number, stops: AbortSignal[], parked?: (interrupt: () => void) => () => void): Promise<void> {
     return boundedWait(ms, stops, (done) => {
       let settled = false;
       this.semaphore.acquire().then(
@@ -104,8 +140,10 @@ export class ChannelEntry {
         ([, giveBack]) => (settled ? giveBack() : done()),
         () => done(), // cancelled: the entry was dropped
       );
+      const ended = parked?.(() => done());
       return () => {
         settled = true;
+        ended?.();
       };
     });
   }
@@ -127,19 +165,22 @@ function boundedWait(
       return;
     }
     let finished = false;
+    // Declared up front: `start` may call done() before it returns (a grant that came early).
+    const cleanup: { end?: () => void } = {};
     const finish = (error?: unknown): void => {
       if (finished) return;
       finished = true;
       if (timer !== undefined) clearTimeout(timer);
       for (const stop of stops) stop.removeEventListener('abort', onAbort);
-      end?.();
+      cleanup.end?.();
       if (error === undefined) resolve();
       else reject(error);
     };
     const onAbort = (event: Event): void => finish((event.target as AbortSignal).reason ?? new Error('aborted'));
     const timer = Number.isFinite(ms) ? setTimeout(() => finish(), Math.max(0, ms)) : undefined;
     for (const stop of stops) stop.addEventListener('abort', onAbort, { once: true });
-    const end = start(() => finish());
+    cleanup.end = start(() => finish());
+    if (finished) cleanup.end?.();
   });
 }
 
@@ -192,6 +233,7 @@ export class LockPubSub {
     if (entry.refCount > 0 || this.entries.get(channel) !== entry) return;
     this.entries.delete(channel);
     entry.semaphore.cancel();
+    entry.local?.stopYielding();
     if (!this.subscriber) return; // never subscribed
     this.serially(async (subscriber, sharded) => {
       await (sharded ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel));
@@ -201,7 +243,10 @@ export class LockPubSub {
   /** Disconnects; waiters still parked are woken by the caller's abort, not here. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const entry of this.entries.values()) entry.semaphore.cancel();
+    for (const entry of this.entries.values()) {
+      entry.semaphore.cancel();
+      entry.local?.stopYielding();
+    }
     this.entries.clear();
     const subscriber = this.subscriber;
     this.subscriber = undefined;

@@ -39,7 +39,9 @@ export interface ScriptCommands {
     message: string,
     latchTtlMs: number,
     publishCommand: PublishCommand,
-  ): Promise<0 | 1 | null>;
+    handToField?: string,
+    handToLeaseMs?: number,
+  ): Promise<0 | 1 | 2 | null>;
   rlock_forceUnlock(key: string, channel: string, message: string, publishCommand: PublishCommand): Promise<string[]>;
   rlock_renew(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
   rlock_fairLock_acquire(

@@ -1,6 +1,6 @@
--- Gives back one hold of `field` on the lock hash `lockKey`; on the last one calls `freed()`
--- (which deletes the lock and wakes or hands it on). Answers nil when the owner holds nothing,
--- 0 when holds remain, 1 when the lock was released.
+-- Gives back one hold of `field` on the lock hash `lockKey`; on the last one deletes the lock
+-- and calls `freed()` (which wakes waiters or hands the lock on). Answers nil when the owner
+-- holds nothing, 0 when holds remain, otherwise what `freed()` answers, or 1.
 --
 -- The latch makes a resent partial release answer what the first one did instead of
 -- decrementing twice (Redisson #4871, #6651): ioredis resends a command whose reply was lost to
@@ -8,8 +8,8 @@
 -- answers nil, which the client, knowing the connection dropped meanwhile and that it held
 -- exactly one hold, reads as "released". Not writing it saves a DEL on every common unlock.
 --
--- releaseOwnHold is the general form: on the owner's last hold it calls `lastHold()`, which
--- decides what is left of the lock (a read-write lock keeps its other holders).
+-- releaseOwnHold is the general form: on the owner's last hold it calls `lastHold()` instead,
+-- which decides what is left of the lock (a read-write lock keeps its other holders).
 local function releaseOwnHold(lockKey, latchKey, field, latchTtl, lastHold)
   local done = redis.call('get', latchKey)
   if done then
@@ -19,8 +19,7 @@ local function releaseOwnHold(lockKey, latchKey, field, latchTtl, lastHold)
     return nil
   end
   if redis.call('hincrby', lockKey, field, -1) <= 0 then
-    lastHold()
-    return 1
+    return lastHold() or 1
   end
   redis.call('set', latchKey, 0, 'px', latchTtl)
   return 0
@@ -29,6 +28,6 @@ end
 local function releaseHold(lockKey, latchKey, field, latchTtl, freed)
   return releaseOwnHold(lockKey, latchKey, field, latchTtl, function()
     redis.call('del', lockKey)
-    freed()
+    return freed()
   end)
 end

@@ -1,0 +1,100 @@
+// The count-down latch against a private redis-server: awaiters in several processes all woken
+// by the one message of the countDown that reaches 0, re-checking after subscribing.
+import { startFixture, type FixtureProcess } from './helpers/child';
+import { usePrivateRedis } from './helpers/privateRedis';
+import { commandCounts } from './helpers/testRedis';
+import { sleep, until } from './helpers/time';
+import { ClientClosedError, diagnostics } from '../src';
+
+const redis = usePrivateRedis();
+let counter = 0;
+const uniqueName = (): string => `latch:${process.pid}:${++counter}`;
+const children: FixtureProcess[] = [];
+
+afterEach(() => {
+  for (const child of children.splice(0)) child.child.kill('SIGKILL');
+});
+
+const subscribersOf = async (name: string): Promise<number> => Number(((await redis.admin.pubsub('NUMSUB', `rlock__latch:{${name}}`)) as [string, number])[1]);
+
+test('trySetCount only when no count is set; countDown never goes below 0 and deletes the key at 0', async () => {
+  const latch = redis.client().getCountDownLatch(uniqueName());
+  expect(await latch.getCount()).toBe(0);
+  expect(await latch.trySetCount(3)).toBe(true);
+  expect(await latch.trySetCount(5)).toBe(false);
+  for (let i = 0; i < 5; i++) await latch.countDown();
+  expect(await latch.getCount()).toBe(0);
+  expect(await redis.admin.exists(latch.key)).toBe(0);
+  expect(await latch.trySetCount(2)).toBe(true); // opened: it may be set again
+  expect(await latch.getCount()).toBe(2);
+});
+
+test('awaiters in 3 processes (5 each) all resolve on the countDown that reaches 0', async () => {
+  const name = uniqueName();
+  const latch = redis.client().getCountDownLatch(name);
+  await latch.trySetCount(2);
+  const processes = [0, 1, 2].map(() => startFixture('latchAwaiter.ts', [redis.server.url, name, '5']));
+  children.push(...processes);
+  await until('every process is subscribed', async () => (await subscribersOf(name)) === 3, 20_000);
+  await latch.countDown();
+  await sleep(100);
+  expect(processes.flatMap((p) => p.lines).filter((line) => line.startsWith('opened'))).toEqual([]);
+  const before = await commandCounts(redis.admin);
+  await latch.countDown();
+  const results = await Promise.all(processes.map((p) => p.exited()));
+  for (const result of results) expect(result.code).toBe(0);
+  for (const p of processes) expect(p.lines.filter((line) => line.startsWith('opened'))).toHaveLength(5);
+  const after = await commandCounts(redis.admin);
+  // One script call for the countDown, one GET per awaiter re-checking: nothing else.
+  expect((after.get ?? 0) - (before.get ?? 0)).toBe(15);
+}, 30_000);
+
+test('await times out with false, rejects on abort, and close() settles it', async () => {
+  const client = redis.client();
+  const latch = client.getCountDownLatch(uniqueName());
+  await latch.trySetCount(1);
+  expect(await latch.await({ waitTime: 100 })).toBe(false);
+  const controller = new AbortController();
+  const aborted = latch.await({ signal: controller.signal });
+  await until('the awaiter is parked', () => client.stats.waiters === 1);
+  controller.abort(new Error('stop'));
+  await expect(aborted).rejects.toThrow('stop');
+  const closing = latch.await().then(() => 'resolved', (error: unknown) => error);
+  await until('the awaiter is parked', () => client.stats.waiters === 1);
+  await client.close();
+  expect(await closing).toBeInstanceOf(ClientClosedError);
+});
+
+test('an awaiter re-checks after subscribing: a latch opened between its first look and its subscription is not missed', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const latch = client.getCountDownLatch(name);
+  await latch.trySetCount(1);
+  // Opened without a message (DEL, not countDown) right when the awaiter starts waiting, after
+  // its first look and before its subscription is confirmed: only the re-check can see it.
+  const open = (): void => void redis.admin.del(latch.key);
+  diagnostics.waitStart.subscribe(open);
+  try {
+    const started = performance.now();
+    expect(await latch.await({ waitTime: 10_000 })).toBe(true);
+    // Not by the last look at the end of its waitTime: at once, by the re-check.
+    expect(performance.now() - started).toBeLessThan(5_000);
+  } finally {
+    diagnostics.waitStart.unsubscribe(open);
+  }
+});
+
+test('the subscriber connection killed during await: it resubscribes and the countDown still opens the awaiter', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const latch = client.getCountDownLatch(name);
+  await latch.trySetCount(1);
+  const opened = latch.await({ waitTime: 20_000 });
+  await until('the awaiter subscribed', async () => (await subscribersOf(name)) === 1);
+  expect(await redis.admin.client('KILL', 'TYPE', 'pubsub')).toBeGreaterThanOrEqual(1);
+  await until('the subscriber came back', async () => (await subscribersOf(name)) === 1);
+  const countedAt = performance.now();
+  await redis.client().getCountDownLatch(name).countDown();
+  expect(await opened).toBe(true);
+  expect(performance.now() - countedAt).toBeLessThan(5_000); // by the message, not the 20 s bound
+});

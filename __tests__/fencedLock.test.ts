@@ -1,0 +1,191 @@
+// The fenced lock against a private redis-server: every first acquire answers a token above all
+// tokens minted before for the name (across holders, processes, and a restart that lost the data);
+// a reentrant hold keeps its token.
+import { runFixture } from './helpers/child';
+import { usePrivateRedis } from './helpers/privateRedis';
+import { RedisServer } from './helpers/testRedis';
+import { until } from './helpers/time';
+
+const redis = usePrivateRedis();
+let counter = 0;
+const uniqueName = (): string => `fenced:${process.pid}:${++counter}`;
+
+/** Redis's clock in µs, as the acquire script reads it. */
+async function redisMicros(): Promise<bigint> {
+  const [seconds, micros] = await redis.admin.time();
+  return BigInt(seconds!) * 1_000_000n + BigInt(micros!);
+}
+
+describe('tokens', () => {
+  test('strictly increase across holders and releases; tryLock answers null while another holds it; getToken is the holder\'s', async () => {
+    const name = uniqueName();
+    const a = redis.client().getFencedLock(name);
+    const b = redis.client().getFencedLock(name);
+    expect(await a.getToken()).toBeNull();
+    const tokens: bigint[] = [];
+    for (let i = 0; i < 5; i++) {
+      const first = await a.lock();
+      expect(typeof first).toBe('bigint');
+      expect(await a.getToken()).toBe(first);
+      expect(await b.tryLock()).toBeNull();
+      await a.unlock();
+      const second = await b.tryLock({ waitTime: 1_000 });
+      expect(await b.getToken()).toBe(second);
+      await b.unlock();
+      tokens.push(first, second!);
+    }
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]!).toBeGreaterThan(tokens[i - 1]!);
+    expect(await a.getToken()).toBeNull();
+  });
+
+  test('are never below Redis TIME in µs, and count on from the last token when that is ahead of the clock', async () => {
+    const name = uniqueName();
+    const lock = redis.client().getFencedLock(name);
+    const before = await redisMicros();
+    const token = await lock.lock();
+    expect(token).toBeGreaterThanOrEqual(before);
+    expect(token).toBeLessThanOrEqual(await redisMicros());
+    await lock.unlock();
+    // A counter far ahead of the clock (tokens minted faster than 1 per µs, or on a server whose
+    // clock ran ahead): the next token is the counter plus one, not the clock.
+    const ahead = (await redisMicros()) + 10n ** 12n;
+    await redis.admin.set(`rlock__fence:{${name}}`, String(ahead));
+    expect(await lock.lock()).toBe(ahead + 1n);
+    await lock.unlock();
+  });
+
+  test('keep increasing after FLUSHALL and after Redis restarts without its data', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const lock = client.getFencedLock(name);
+    const first = await lock.lock({ leaseTime: 60_000 });
+    await redis.admin.flushall();
+    // A handle is not reentrant: a second one asks (its owner's hold was lost with the data).
+    const second = await client.getFencedLock(name).tryLock({ leaseTime: 60_000 });
+    expect(second).not.toBeNull();
+    expect(second!).toBeGreaterThan(first);
+    await redis.server.kill();
+    await redis.server.restart();
+    expect(await redis.admin.exists(`rlock__fence:{${name}}`, name)).toBe(0); // the data is gone
+    const other = redis.client().getFencedLock(name);
+    const third = await other.tryLock({ waitTime: 5_000, leaseTime: 60_000 });
+    expect(third).not.toBeNull();
+    expect(third!).toBeGreaterThan(second!);
+    await other.unlock();
+  });
+
+  test('keep increasing after forceUnlock and after a lease ran out', async () => {
+    const name = uniqueName();
+    const lock = redis.client().getFencedLock(name);
+    const first = await lock.lock({ leaseTime: 60_000 });
+    expect(await lock.forceUnlock()).toBe(true);
+    const other = redis.client().getFencedLock(name);
+    const second = await other.lock({ leaseTime: 50 });
+    expect(second).toBeGreaterThan(first);
+    const next = redis.client().getFencedLock(name);
+    const third = await next.tryLock({ waitTime: 5_000 }); // free once the 50 ms lease ran out
+    expect(third).not.toBeNull();
+    expect(third!).toBeGreaterThan(second);
+    await next.unlock();
+  });
+
+  test('a fenced storage sees no stale token: 3 processes × 2 tasks, each token checked against the last one written', async () => {
+    const name = uniqueName();
+    const results = await Promise.all([0, 1, 2].map(() => runFixture('fencedWorker.ts', [redis.server.url, name, '10'])));
+    for (const result of results) expect(result).toMatchObject({ code: 0 });
+    expect(BigInt((await redis.admin.get(`${name}:last-token`))!)).toBeGreaterThan(0n);
+  }, 30_000);
+});
+
+test('with syncReplicas: the token comes through the WAIT pipeline; an acquire the replica cannot acknowledge is refused and given back', async () => {
+  await redis.admin.config('SET', 'repl-diskless-sync-delay', '0'); // else the first sync waits 5 s
+  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(redis.server.port)]);
+  const replicaConnection = replica.connect();
+  try {
+    await until('the replica is in sync', async () => /slave0:.*state=online/.test(await redis.admin.info('replication')));
+    const client = redis.client({ syncReplicas: { replicas: 1, timeout: 300 } });
+    const name = uniqueName();
+    const first = client.getFencedLock(name);
+    const token = await first.lock();
+    expect(await replicaConnection.get(`rlock__fence:{${name}}`)).toBe(String(token));
+    await first.unlock();
+    replica.pause();
+    expect(await client.getFencedLock(name).tryLock()).toBeNull();
+    expect(await redis.admin.exists(name)).toBe(0);
+    replica.resume();
+    const next = await client.getFencedLock(name).tryLock({ waitTime: 5_000 });
+    expect(next).not.toBeNull();
+    expect(next!).toBeGreaterThan(token);
+  } finally {
+    replicaConnection.disconnect();
+    await replica.stop();
+  }
+}, 20_000);
+
+describe('holds', () => {
+  test('a reentrant hold keeps its token: nested withLock, and lock() of another handle inside withLock', async () => {
+    const client = redis.client();
+    const name = uniqueName();
+    const lock = client.getFencedLock(name);
+    let flag = false;
+    await lock.withLock(async (_signal, token) => {
+      await lock.withLock(async (_inner, again) => {
+        expect(again).toBe(token);
+        expect(await lock.getHoldCount()).toBe(2);
+      });
+      const twin = client.getFencedLock(name);
+      expect(await twin.lock()).toBe(token);
+      expect(await twin.getHoldCount()).toBe(2);
+      await twin.unlock();
+      expect(await lock.getToken()).toBe(token);
+      flag = true;
+    });
+    expect(flag).toBe(true);
+    expect(await lock.isLocked()).toBe(false);
+  });
+
+  test('leaseTime bounds the lock (PTTL within it, freed by expiry); without it the watchdog keeps it', async () => {
+    const client = redis.client({ watchdogTimeout: 300 });
+    const lock = client.getFencedLock(uniqueName());
+    await lock.lock({ leaseTime: 2_000 });
+    const ttl = await lock.remainTimeToLive();
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(2_000);
+    await lock.unlock();
+    const token = await lock.lock();
+    await new Promise((resolve) => setTimeout(resolve, 700)); // > 2 watchdog leases
+    expect(await lock.getToken()).toBe(token);
+    expect(client.stats.renewals).toBe(1);
+    await lock.unlock();
+    expect(client.stats.renewals).toBe(0);
+  });
+});
+
+describe('fencedSet', () => {
+  test('a holder that paused past its lease cannot overwrite its successor: its older token is refused', async () => {
+    const name = uniqueName();
+    const dataKey = `${name}:data`;
+    const a = redis.client().getFencedLock(name);
+    const b = redis.client().getFencedLock(name);
+    const tokenA = await a.lock({ leaseTime: 100 });
+    expect(await a.fencedSet(dataKey, 'A1', tokenA)).toBe(true);
+    // A "pauses" (GC, page fault, a stopped VM) past its lease; B takes the lock and writes.
+    const tokenB = (await b.tryLock({ waitTime: 5_000 }))!;
+    expect(tokenB).toBeGreaterThan(tokenA);
+    expect(await b.fencedSet(dataKey, 'B1', tokenB)).toBe(true);
+    expect(await b.fencedSet(dataKey, 'B2', tokenB)).toBe(true); // the same holder writes again
+    // A resumes, still believing it holds the lock, and writes: refused.
+    expect(await a.fencedSet(dataKey, 'A2', tokenA)).toBe(false);
+    expect(await redis.admin.get(dataKey)).toBe('B2');
+    await b.unlock();
+  });
+
+  test('tokens of different lengths compare as numbers', async () => {
+    const lock = redis.client().getFencedLock(uniqueName());
+    const dataKey = `${uniqueName()}:data`;
+    expect(await lock.fencedSet(dataKey, 'new', 10n ** 16n)).toBe(true);
+    expect(await lock.fencedSet(dataKey, 'old', 9n * 10n ** 15n)).toBe(false);
+    expect(await lock.fencedSet(dataKey, 'newer', 10n ** 16n + 1n)).toBe(true);
+    expect(await redis.admin.get(dataKey)).toBe('newer');
+  });
+});

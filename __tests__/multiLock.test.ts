@@ -1,0 +1,158 @@
+// MultiLock over three private redis-servers (independent masters, one LockClient each): all or
+// nothing, overlapping MultiLocks in two processes finish, a member lost is the whole lost.
+import { runFixture } from './helpers/child';
+import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
+import { aborted, until } from './helpers/time';
+import { LockLostError, MultiLock } from '../src';
+
+const servers: PrivateRedis[] = [usePrivateRedis(), usePrivateRedis(), usePrivateRedis()];
+let counter = 0;
+const uniqueName = (): string => `multi:${process.pid}:${++counter}`;
+
+/** How many servers have the lock key `name`. */
+async function serversHolding(name: string): Promise<number> {
+  const found = await Promise.all(servers.map((s) => s.admin.exists(name)));
+  return found.reduce((sum, n) => sum + n, 0);
+}
+
+test('all or nothing: one member held elsewhere → the others are given back; with waitTime it gets all three once that member is free', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const other = servers[2]!.client().getLock(name);
+  await other.lock();
+  const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+  expect(await multi.tryLock()).toBe(false);
+  expect(await serversHolding(name)).toBe(1); // only the other holder's, on server 3
+  expect(await multi.isLocked()).toBe(false);
+
+  const waiting = multi.tryLock({ waitTime: 10_000 });
+  await until('the MultiLock waits on the member it was refused', () => clients[2]!.stats.waiters === 1);
+  await other.unlock();
+  expect(await waiting).toBe(true);
+  expect(await serversHolding(name)).toBe(3);
+  expect(await multi.isLocked()).toBe(true);
+  for (const s of servers) expect(Object.keys(await s.admin.hgetall(name))).toHaveLength(1);
+  await multi.unlock();
+  expect(await serversHolding(name)).toBe(0);
+  for (const client of clients) expect(client.stats.renewals).toBe(0);
+});
+
+test('a server restarted empty while held: another MultiLock still cannot get in (it needs every member)', async () => {
+  const name = uniqueName();
+  const holder = new MultiLock(servers.map((s) => s.client().getLock(name)));
+  expect(await holder.tryLock({ leaseTime: 30_000 })).toBe(true);
+  await servers[0]!.server.kill();
+  await servers[0]!.server.restart();
+  const other = new MultiLock(servers.map((s) => s.client().getLock(name)));
+  expect(await other.tryLock({ waitTime: 300 })).toBe(false);
+  expect(await servers[0]!.admin.exists(name)).toBe(0); // given back
+  await holder.unlock();
+});
+
+test('fair locks as members: the MultiLock queues on the member it was refused and is handed it', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const holder = servers[0]!.client().getFairLock(name);
+  await holder.lock();
+  const multi = new MultiLock(clients.map((client) => client.getFairLock(name)));
+  const waiting = multi.tryLock({ waitTime: 10_000 });
+  await until('the MultiLock is queued on the held member', async () => (await holder.inspect()).queue?.length === 1);
+  await holder.unlock();
+  expect(await waiting).toBe(true);
+  expect(await serversHolding(name)).toBe(3);
+  await multi.unlock();
+  expect(await serversHolding(name)).toBe(0);
+});
+
+test('leaseTime applies to each member; the whole is lost when the first lease ends', async () => {
+  const name = uniqueName();
+  const multi = new MultiLock(servers.map((s) => s.client().getLock(name)));
+  expect(await multi.tryLock({ leaseTime: 2_000 })).toBe(true);
+  for (const s of servers) {
+    const ttl = await s.admin.pttl(name);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(2_000);
+  }
+  await multi.unlock();
+  let reason: unknown;
+  await expect(
+    multi.withLock(
+      async (signal) => {
+        reason = await aborted(signal);
+      },
+      { leaseTime: 200 },
+    ),
+  ).rejects.toThrow(LockLostError);
+  expect(reason).toBeInstanceOf(LockLostError);
+});
+
+test('an abort while waiting leaves nothing behind', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const other = servers[1]!.client().getLock(name);
+  await other.lock();
+  const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+  const controller = new AbortController();
+  const waiting = multi.tryLock({ waitTime: 30_000, signal: controller.signal });
+  await until('the MultiLock waits', () => clients[1]!.stats.waiters === 1);
+  const reason = new Error('stop');
+  controller.abort(reason);
+  await expect(waiting).rejects.toBe(reason);
+  expect(await serversHolding(name)).toBe(1);
+  for (const client of clients) expect(client.stats.renewals).toBe(0);
+  await other.unlock();
+});
+
+test('overlapping MultiLocks listed in opposite orders, 2 processes × 2 tasks: all finish, no lost update', async () => {
+  const name = uniqueName();
+  const urls = servers.map((s) => s.server.url);
+  const rounds = 40;
+  const results = await Promise.all([
+    runFixture('compositeWorker.ts', ['multi', urls.join(','), urls[0]!, name, String(rounds)], 60_000),
+    runFixture('compositeWorker.ts', ['multi', [...urls].reverse().join(','), urls[0]!, name, String(rounds)], 60_000),
+  ]);
+  for (const result of results) expect(result).toMatchObject({ code: 0 });
+  expect(await servers[0]!.admin.get(`${name}:counter`)).toBe(String(2 * 2 * rounds));
+  expect(await serversHolding(name)).toBe(0);
+}, 90_000);
+
+test('a server killed while held: the loss is reported (lost event, withLock signal, LockLostError)', async () => {
+  const name = uniqueName();
+  const multi = new MultiLock(servers.map((s) => s.client({ watchdogTimeout: 600 }).getLock(name)));
+  const events: LockLostError[] = [];
+  multi.on('lost', (error) => events.push(error));
+  const outcome = multi.withLock(async (signal) => {
+    await servers[1]!.server.kill();
+    await aborted(signal);
+    // Back, empty: the release of the lost member answers "not held" instead of waiting for a server.
+    await servers[1]!.server.restart();
+    return signal.reason as unknown;
+  });
+  await expect(outcome).rejects.toThrow(LockLostError);
+  expect(events).toHaveLength(1);
+  expect(events[0]!.message).toMatch(/member ".*" was lost/);
+  expect(await serversHolding(name)).toBe(0);
+}, 20_000);
+
+test('aborted at random points of the acquire, 60 times: no member left held or renewed', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const otherClient = servers[2]!.client();
+  let aborts = 0;
+  for (let i = 0; i < 60; i++) {
+    // Every other time a member is busy for a moment, so that some aborts land while waiting.
+    if (i % 2 === 1) await otherClient.getLock(name).lock({ leaseTime: 5 });
+    const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('stop')), Math.random() * 4);
+    const held = await multi.tryLock({ waitTime: 1_000, signal: controller.signal }).catch(() => {
+      aborts++;
+      return false;
+    });
+    if (held) await multi.unlock();
+    await until('the busy member expired', async () => (await servers[2]!.admin.exists(name)) === 0);
+    expect(await serversHolding(name)).toBe(0);
+    for (const client of clients) expect(client.stats.renewals).toBe(0);
+  }
+  expect(aborts).toBeGreaterThan(0);
+}, 30_000);

@@ -1,0 +1,196 @@
+// The permit-expirable semaphore against a private redis-server: permits with ids and leases on
+// Redis time, expired permits coming back by themselves (also for a holder killed -9), the
+// watchdog keeping permits taken without a lease, and a lost permit aborting withPermit.
+import { runFixture, startFixture, type FixtureProcess } from './helpers/child';
+import { usePrivateRedis } from './helpers/privateRedis';
+import { commandCounts } from './helpers/testRedis';
+import { aborted, sleep, until } from './helpers/time';
+import { LockLostError, PermitNotHeldError } from '../src';
+
+const redis = usePrivateRedis();
+let counter = 0;
+const uniqueName = (): string => `pes:${process.pid}:${++counter}`;
+const children: FixtureProcess[] = [];
+
+afterEach(() => {
+  for (const child of children.splice(0)) child.child.kill('SIGKILL');
+});
+
+async function scriptCalls(): Promise<number> {
+  const counts = await commandCounts(redis.admin);
+  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
+}
+
+test('acquire gives distinct permit ids up to the total; release of an unknown id is a typed error', async () => {
+  const sem = redis.client().getPermitExpirableSemaphore(uniqueName());
+  expect(await sem.trySetPermits(2)).toBe(true);
+  expect(await sem.trySetPermits(5)).toBe(false);
+  const a = await sem.acquire({ leaseTime: 10_000 });
+  const b = await sem.tryAcquire({ leaseTime: 10_000 });
+  expect(typeof a).toBe('string');
+  expect(b).not.toBeNull();
+  expect(b).not.toBe(a);
+  expect(await sem.tryAcquire({ leaseTime: 10_000 })).toBeNull();
+  expect(await sem.availablePermits()).toBe(0);
+  await sem.release(a);
+  await expect(sem.release(a)).rejects.toBeInstanceOf(PermitNotHeldError);
+  await expect(sem.release('no-such-permit')).rejects.toBeInstanceOf(PermitNotHeldError);
+  expect(await sem.tryRelease(b!)).toBe(true);
+  expect(await sem.availablePermits()).toBe(2);
+});
+
+test('an expired permit is free again at once for a read-only availablePermits, and is not released twice', async () => {
+  const sem = redis.client().getPermitExpirableSemaphore(uniqueName());
+  await sem.trySetPermits(1);
+  const id = await sem.acquire({ leaseTime: 300 });
+  expect(await sem.availablePermits()).toBe(0);
+  const before = await redis.admin.zcard(`rlock__permits:{${sem.key}}`);
+  await until('the lease ran out', async () => (await sem.availablePermits()) === 1);
+  // availablePermits wrote nothing: the expired entry is still there until a write sweeps it.
+  expect(await redis.admin.zcard(`rlock__permits:{${sem.key}}`)).toBe(before);
+  expect(await sem.tryRelease(id)).toBe(false);
+  expect(await sem.availablePermits()).toBe(1);
+  expect(await sem.updateLeaseTime(id, 10_000)).toBe(false);
+});
+
+test('updateLeaseTime extends a held permit (on Redis time)', async () => {
+  const sem = redis.client().getPermitExpirableSemaphore(uniqueName());
+  await sem.trySetPermits(1);
+  const id = await sem.acquire({ leaseTime: 300 });
+  expect(await sem.updateLeaseTime(id, 10_000)).toBe(true);
+  const [seconds, micros] = await redis.admin.time();
+  const expiry = Number(await redis.admin.zscore(`rlock__permits:{${sem.key}}`, id));
+  const left = expiry - (Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
+  expect(left).toBeGreaterThan(9_000);
+  expect(left).toBeLessThanOrEqual(10_000);
+  await sem.release(id);
+});
+
+test('a waiter takes a permit whose lease runs out without any release (its sleep is bounded by that lease)', async () => {
+  const sem = redis.client().getPermitExpirableSemaphore(uniqueName());
+  await sem.trySetPermits(1);
+  await sem.acquire({ leaseTime: 400 });
+  const other = redis.client().getPermitExpirableSemaphore(sem.name);
+  const id = await other.tryAcquire({ waitTime: 5_000, leaseTime: 10_000 });
+  expect(id).not.toBeNull();
+});
+
+test('a waiter is woken by the release message: one attempt, no polling', async () => {
+  const name = uniqueName();
+  const sem = redis.client().getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  const id = await sem.acquire({ leaseTime: 60_000 });
+  const waitingClient = redis.client();
+  const waiting = waitingClient.getPermitExpirableSemaphore(name).acquire({ leaseTime: 60_000 });
+  await until('the waiter is parked', () => waitingClient.stats.waiters === 1);
+  await sleep(300);
+  const before = await scriptCalls();
+  await sleep(300);
+  expect(await scriptCalls()).toBe(before);
+  await sem.release(id);
+  await waiting;
+  expect((await scriptCalls()) - before).toBe(2);
+});
+
+test('the watchdog keeps a permit taken without a lease past 3 leases, and stops after release', async () => {
+  const client = redis.client({ watchdogTimeout: 300 });
+  const sem = client.getPermitExpirableSemaphore(uniqueName());
+  await sem.trySetPermits(1);
+  const id = await sem.acquire();
+  expect(client.stats.renewals).toBe(1);
+  await sleep(1_000);
+  expect(await sem.availablePermits()).toBe(0);
+  expect(await redis.client().getPermitExpirableSemaphore(sem.name).tryAcquire()).toBeNull();
+  await sem.release(id);
+  expect(client.stats.renewals).toBe(0);
+  const before = await scriptCalls();
+  await sleep(400); // more than one watchdog period
+  expect((await scriptCalls()) - before).toBe(0);
+  expect(await sem.availablePermits()).toBe(1);
+});
+
+test('withPermit: a permit lost under the watchdog aborts the signal, emits lockLost, and withPermit rejects', async () => {
+  const client = redis.client({ watchdogTimeout: 300 });
+  const sem = client.getPermitExpirableSemaphore(uniqueName());
+  await sem.trySetPermits(1);
+  const lostEvents: string[] = [];
+  client.on('lockLost', (event) => lostEvents.push(event.ownerId));
+  let permitId = '';
+  const run = sem.withPermit(async (signal) => {
+    permitId = (await redis.admin.zrange(`rlock__permits:{${sem.key}}`, 0, 0))[0]!;
+    await redis.admin.zrem(`rlock__permits:{${sem.key}}`, permitId); // someone wiped it
+    return aborted(signal);
+  });
+  await expect(run).rejects.toBeInstanceOf(LockLostError);
+  expect(lostEvents).toEqual([permitId]);
+  expect(client.stats.renewals).toBe(0);
+  expect(await sem.availablePermits()).toBe(1);
+});
+
+test('a holder process killed -9: its permit comes back after the lease', async () => {
+  const name = uniqueName();
+  const sem = redis.client().getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  const holder = startFixture('holdPermit.ts', [redis.server.url, name, '600']);
+  children.push(holder);
+  await holder.line((line) => line.startsWith('acquired '));
+  await sleep(900); // the holder's watchdog keeps it past its first lease
+  expect(await sem.availablePermits()).toBe(0);
+  holder.child.kill('SIGKILL');
+  const killedAt = performance.now();
+  const id = await sem.tryAcquire({ waitTime: 5_000, leaseTime: 10_000 });
+  expect(id).not.toBeNull();
+  expect(performance.now() - killedAt).toBeLessThan(600 + 1_000);
+});
+
+test('an aborted waiter leaves nothing: no permit, no subscription', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  await sem.acquire({ leaseTime: 60_000 });
+  const controller = new AbortController();
+  const waiting = sem.acquire({ signal: controller.signal });
+  await until('the waiter is parked', () => client.stats.waiters === 1);
+  controller.abort(new Error('stop'));
+  await expect(waiting).rejects.toThrow('stop');
+  expect(await redis.admin.zcard(`rlock__permits:{${name}}`)).toBe(1);
+  expect(client.stats).toMatchObject({ waiters: 0, waitingChannels: 0, renewals: 0 });
+});
+
+test('2 processes × 6 tasks under the watchdog never hold more than the 3 permits', async () => {
+  const name = uniqueName();
+  await redis.client().getPermitExpirableSemaphore(name).trySetPermits(3);
+  const results = await Promise.all([0, 1].map(() => runFixture('permitWorker.ts', [redis.server.url, name, '6', '30', '3', 'expirable'], 30_000)));
+  for (const result of results) expect(result).toMatchObject({ code: 0 });
+  expect(await redis.client().getPermitExpirableSemaphore(name).availablePermits()).toBe(3);
+  expect(await redis.admin.get(`${name}:holders`)).toBe('0');
+}, 40_000);
+
+test('a release hands the permit to a parked waiter of its own client in one script call (no message, no attempt); an expired one is not handed over', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  const first = await sem.acquire({ leaseTime: 60_000 });
+  const ids: string[] = [];
+  const waits = [0, 1, 2].map(() => client.getPermitExpirableSemaphore(name).acquire({ leaseTime: 60_000 }).then((id) => ids.push(id)));
+  await until('3 waiters are parked', () => client.stats.waiters === 3);
+  await sleep(50); // their retries after subscribing are done
+  const before = await scriptCalls();
+  await sem.release(first);
+  await until('the first waiter holds', () => ids.length === 1);
+  expect((await scriptCalls()) - before).toBe(1);
+  expect(await redis.admin.zrange(`rlock__permits:{${name}}`, 0, -1)).toEqual([ids[0]]);
+  await sem.release(ids[0]!);
+  await until('the second waiter holds', () => ids.length === 2);
+  expect((await scriptCalls()) - before).toBe(2);
+  // A permit whose lease ran out was free already: not handed over, the waiter takes a permit as usual.
+  expect(await sem.updateLeaseTime(ids[1]!, 1)).toBe(true);
+  await sleep(20);
+  expect(await sem.tryRelease(ids[1]!)).toBe(false);
+  await Promise.all(waits);
+  expect(ids).toHaveLength(3);
+  await sem.release(ids[2]!);
+  expect(await sem.availablePermits()).toBe(1);
+});

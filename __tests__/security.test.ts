@@ -1,0 +1,387 @@
+// Least-privilege ACL users and tenants kept apart, on a private redis-server (docs/security.md).
+import calculateSlot from 'cluster-key-slot';
+import { Redis } from 'ioredis';
+import { InvalidArgumentError, LockClient, RedisCommandError } from '../src';
+import { channelOf, derivedName, grantChannelPrefixOf, latchChannelOf, latchPrefixOf, permitChannelOf, permitsKeyOf, queueExpiryKeyOf, queueKeyOf, reservationKeyOf, semaphoreChannelOf } from '../src/names';
+import { runCli } from './helpers/cliInProcess';
+import { subscribers, usePrivateRedis } from './helpers/privateRedis';
+import { until } from './helpers/time';
+
+const redis = usePrivateRedis();
+
+/** The commands of the exact recipe in docs/security.md (single node; keep the two identical). */
+const EXACT_COMMANDS =
+  '+evalsha +eval +exists +hexists +hget +hgetall +hkeys +hincrby +pexpire +pttl +del +get +set ' +
+  '+publish +subscribe +unsubscribe +pubsub|numsub +scan +client|setname ' +
+  // The fair lock's queue.
+  '+hset +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +zscore';
+
+/** What the semaphores and the latch add to the exact recipe (docs/security.md; keep the two identical). */
+const SEMAPHORE_COMMANDS = '+incrby +decrby +decr +zcount';
+
+const USERS: Record<string, string> = {
+  // The issue's recipe: everything but @dangerous, on the prefix only.
+  app: 'on >pw-app resetkeys resetchannels ~app:* &app:* +@all -@dangerous',
+  // The exact recipe: only the commands rlock sends.
+  'app-exact': `on >pw-exact resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS}`,
+  // The exact recipe plus CLIENT LIST, for holder names in inspect().
+  'app-names': `on >pw-names resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS} +client|list`,
+  // The exact recipe plus what the semaphores and the latch run in their scripts.
+  'app-sem': `on >pw-sem resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS} ${SEMAPHORE_COMMANDS}`,
+  // Another tenant.
+  other: 'on >pw-other resetkeys resetchannels ~other:* &other:* +@all -@dangerous',
+};
+
+const clients: LockClient[] = [];
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((client) => client.close()));
+});
+
+beforeAll(async () => {
+  for (const [user, rules] of Object.entries(USERS)) await redis.admin.call('ACL', 'SETUSER', user, ...rules.split(' '));
+});
+
+function urlOf(user: string): string {
+  const password = /^on >(\S+)/.exec(USERS[user]!)![1]!;
+  return `redis://${user}:${password}@127.0.0.1:${redis.server.port}`;
+}
+
+function clientAs(user: string, keyPrefix: string, options: { watchdogTimeout?: number; name?: string } = {}): LockClient {
+  const client = new LockClient({ redis: urlOf(user), keyPrefix, ...options });
+  clients.push(client);
+  return client;
+}
+
+/** What the server refused since the last ACL LOG RESET: `<username> <object>` per entry. */
+async function aclDenials(): Promise<string[]> {
+  const entries = (await redis.admin.call('ACL', 'LOG')) as unknown[][];
+  return entries
+    .map((entry) => {
+      const fields = new Map<string, unknown>();
+      for (let i = 0; i < entry.length; i += 2) fields.set(String(entry[i]), entry[i + 1]);
+      return `${String(fields.get('username'))} ${String(fields.get('reason'))}:${String(fields.get('object'))}`;
+    })
+    .sort();
+}
+
+const expectNoPerm = async (call: () => Promise<unknown>): Promise<void> => {
+  const error = await call().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(RedisCommandError);
+  expect((error as RedisCommandError).code).toBe('NOPERM');
+};
+
+describe('names: every key and channel starts with keyPrefix and hashes to the lock key slot', () => {
+  const names = ['plain', '{other:v}', 'a}b', '{}x', 'x{', 'x{y}z', '*', '?', '[a-z]*', 'line\nbreak', '}{', 'rlock__channel:{other:v}', 'é'.repeat(400)];
+  test.each(['', 'app:', '{tenant}:', 'a}b:', '{t}{'])('prefix %j', (prefix) => {
+    expect.assertions(names.length * 10);
+    for (const name of names) {
+      const key = prefix + name;
+      const slot = calculateSlot(key);
+      const channel = channelOf(prefix, key);
+      const latch = `${latchPrefixOf(prefix, key)}Zq3xNbW1mBvH9sTyK0aL_`;
+      const grant = `${grantChannelPrefixOf(prefix, key)}Zq3xNbW1mBvH9sTyK0aL_`;
+      expect(channel.startsWith(`${prefix}rlock__channel:`)).toBe(true);
+      expect(latch.startsWith(`${prefix}rlock__unlock_latch:`)).toBe(true);
+      expect(calculateSlot(channel)).toBe(slot);
+      expect(calculateSlot(latch)).toBe(slot);
+      // The fair lock's names.
+      for (const fairName of [queueKeyOf(prefix, key), queueExpiryKeyOf(prefix, key), grant]) {
+        expect(fairName.startsWith(`${prefix}rlock__`) && calculateSlot(fairName) === slot).toBe(true);
+      }
+      expect(new Set([channel, latch, grant, queueKeyOf(prefix, key), queueExpiryKeyOf(prefix, key)]).size).toBe(5);
+      expect(derivedName(prefix, 'queue', key)).not.toBe(channel); // a kind of its own
+      expect(channel).toContain(key); // unique per lock
+    }
+  });
+
+  test.each(['', 'app:', '{tenant}:', 'a}b:'])('the semaphores\' and the latch\'s names, prefix %j', (prefix) => {
+    for (const name of names) {
+      const key = prefix + name;
+      const derived = [semaphoreChannelOf(prefix, key), reservationKeyOf(prefix, key), permitsKeyOf(prefix, key), permitChannelOf(prefix, key), latchChannelOf(prefix, key)];
+      for (const derivedKey of derived) expect(derivedKey.startsWith(`${prefix}rlock__`) && calculateSlot(derivedKey) === calculateSlot(key)).toBe(true);
+      expect(new Set([...derived, channelOf(prefix, key), queueKeyOf(prefix, key)]).size).toBe(7);
+    }
+  });
+
+  test('the common names', () => {
+    expect(channelOf('app:', 'app:orders:1')).toBe('app:rlock__channel:{app:orders:1}');
+    expect(latchPrefixOf('app:', 'app:orders:1')).toBe('app:rlock__unlock_latch:{app:orders:1}:');
+    expect(channelOf('app:', 'app:{user:1}:orders')).toBe('app:rlock__channel:app:{user:1}:orders');
+    // Unchanged without a prefix: the names before 0.2.0.
+    expect(channelOf('', 'orders:1')).toBe('rlock__channel:{orders:1}');
+  });
+
+  test('a keyPrefix whose "{" opens no hash tag of its own is refused before anything is sent', () => {
+    for (const keyPrefix of ['a{b:', '{}app:', 'x{']) {
+      expect(() => new LockClient({ redis: redis.server.url, keyPrefix })).toThrow(InvalidArgumentError);
+    }
+  });
+});
+
+describe.each([
+  ['app', undefined],
+  ['app-exact', undefined],
+  ['app-names', 'holder'],
+])('as ACL user %s', (user, holderName) => {
+  test('lock, wait and wake by message, reentry, watchdog, force unlock, inspect, listLocks and the fair lock work, and nothing is refused but CLIENT LIST', async () => {
+    const warn = jest.spyOn(console, 'warn');
+    await redis.admin.call('ACL', 'LOG', 'RESET');
+    await redis.admin.script('FLUSH'); // so that the EVAL fallback on NOSCRIPT runs too
+    try {
+      const holder = clientAs(user, 'app:', { name: 'holder' });
+      const waiter = clientAs(user, 'app:');
+      const lost: unknown[] = [];
+      holder.on('lockLost', (event) => lost.push(event));
+      holder.on('renewalFailed', (error) => lost.push(error));
+
+      // Lock (watchdog lease 30 s), a waiter parks, and is woken by the release message long before that lease.
+      const lock = holder.getLock('orders:1');
+      await lock.lock();
+      const waiterLock = waiter.getLock('orders:1');
+      const waiting = waiterLock.tryLock({ waitTime: 20_000, leaseTime: 5000 });
+      await until('the waiter parked and subscribed', async () => waiter.stats.waiters === 1 && (await subscribers(redis.admin, 'app:orders:1', 'app:')) === 1);
+      const info = await waiter.inspect('orders:1');
+      expect(info).toMatchObject({ key: 'app:orders:1', locked: true, waitingClients: 1 });
+      expect(info.holders).toEqual([{ clientId: holder.id, ownerId: expect.any(String), holdCount: 1, clientName: holderName }]);
+      expect(info.ttl).toBeGreaterThan(20_000);
+      const releasedAt = performance.now();
+      await lock.unlock();
+      expect(await waiting).toBe(true);
+      expect(performance.now() - releasedAt).toBeLessThan(15_000); // not the 30 s lease: the message woke it
+      await waiterLock.unlock();
+
+      // Reentry inside withLock: the partial release writes its latch key.
+      await holder.getLock('nested').withLock(async () => {
+        await holder.getLock('nested').withLock(async () => {
+          expect(await holder.getLock('nested').getHoldCount()).toBe(2);
+        });
+        expect(await holder.getLock('nested').isHeldByCurrentOwner()).toBe(true);
+      });
+      expect(await holder.getLock('nested').isLocked()).toBe(false);
+
+      // The watchdog renews a lock past several of its leases.
+      const short = clientAs(user, 'app:', { watchdogTimeout: 300 });
+      short.on('lockLost', (event) => lost.push(event));
+      await short.getLock('kept').lock();
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(await short.getLock('kept').remainTimeToLive()).toBeGreaterThan(0);
+
+      // listLocks and force unlock.
+      const listed: string[] = [];
+      for await (const name of waiter.listLocks()) listed.push(name);
+      expect(listed).toEqual(['kept']);
+      expect(await waiter.getLock('kept').forceUnlock()).toBe(true);
+      expect(await redis.admin.exists('app:kept')).toBe(0);
+      await until('the watchdog noticed the force unlock', () => lost.length === 1);
+      expect(lost).toEqual([expect.objectContaining({ name: 'kept' })]);
+
+      // The fair lock: a queued waiter, handed the lock by the release (grant channel), inspect's queue, force unlock.
+      const fair = holder.getFairLock('fair');
+      // A queue entry its process stopped refreshing long ago: the next acquire purges it.
+      await redis.admin.zadd(queueKeyOf('app:', 'app:fair'), 1, 'gone');
+      await redis.admin.zadd(queueExpiryKeyOf('app:', 'app:fair'), 1, 'gone');
+      await fair.lock();
+      const fairWaiter = waiter.getFairLock('fair');
+      const fairWaiting = fairWaiter.tryLock({ waitTime: 20_000 });
+      await until('the fair waiter is queued', async () => (await fair.inspect()).queue?.length === 1);
+      await fair.unlock();
+      expect(await fairWaiting).toBe(true);
+      expect(await holder.getFairLock('fair').tryLock()).toBe(false);
+      expect(await holder.getFairLock('fair').forceUnlock()).toBe(true);
+      expect(await redis.admin.exists('app:fair')).toBe(0);
+
+      expect(warn).not.toHaveBeenCalled();
+      expect(await aclDenials()).toEqual(holderName ? [] : [`${user} command:client|list`]);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+});
+
+test('as ACL user app-sem (the exact recipe plus the semaphores\' commands): semaphores, permits with the watchdog and a latch, waits woken by message, nothing refused', async () => {
+  await redis.admin.call('ACL', 'LOG', 'RESET');
+  await redis.admin.script('FLUSH'); // so that the EVAL fallback on NOSCRIPT runs too
+  const a = clientAs('app-sem', 'app:', { watchdogTimeout: 300 });
+  const b = clientAs('app-sem', 'app:');
+  const sem = a.getSemaphore('sem');
+  expect(await sem.trySetPermits(2)).toBe(true);
+  await sem.acquire({ permits: 2 });
+  const big = b.getSemaphore('sem').tryAcquire({ permits: 2, waitTime: 10_000 }); // reserves
+  await until('the reservation is made', async () => (await redis.admin.exists(reservationKeyOf('app:', 'app:sem'))) === 1);
+  await sem.release({ permits: 2 });
+  expect(await big).toBe(true);
+  expect(await sem.drainPermits()).toBe(0);
+  expect((await sem.inspect()).availablePermits).toBe(0);
+  const pes = a.getPermitExpirableSemaphore('pes');
+  await pes.trySetPermits(1);
+  const id = await pes.acquire();
+  const waiting = b.getPermitExpirableSemaphore('pes').acquire({ leaseTime: 5_000 });
+  await until('the permit waiter parked', () => b.stats.waiters === 1);
+  await new Promise((resolve) => setTimeout(resolve, 700)); // past two watchdog leases
+  expect(await pes.updateLeaseTime(id, 60_000)).toBe(true);
+  expect((await pes.inspect()).permits).toHaveLength(1);
+  await pes.release(id);
+  await b.getPermitExpirableSemaphore('pes').release(await waiting);
+  expect(await pes.availablePermits()).toBe(1);
+  const latch = a.getCountDownLatch('latch');
+  await latch.trySetCount(1);
+  const opened = b.getCountDownLatch('latch').await({ waitTime: 10_000 });
+  await until('the awaiter parked', () => b.stats.waiters === 1);
+  await latch.countDown();
+  expect(await opened).toBe(true);
+  expect((await latch.inspect()).count).toBe(0);
+  expect(await aclDenials()).toEqual([]);
+});
+
+describe('tenants apart: a user scoped to other: cannot touch app: locks', () => {
+  test('read, take, release, force-unlock, wake and subscribe all fail with NOPERM; the lock stays as it was', async () => {
+    const victim = clientAs('app', 'app:');
+    const lock = victim.getLock('v');
+    await lock.lock();
+    const before = await redis.admin.hgetall('app:v');
+
+    // The attacker points a LockClient at the victim's prefix.
+    const attacker = clientAs('other', 'app:');
+    const theirs = attacker.getLock('v');
+    expect.assertions(2 * 15 + 1 + 6);
+    await expectNoPerm(() => theirs.tryLock());
+    await expectNoPerm(() => theirs.lock());
+    await expectNoPerm(() => theirs.tryLock({ waitTime: 1000 }));
+    await expectNoPerm(() => theirs.unlock());
+    await expectNoPerm(() => theirs.forceUnlock());
+    await expectNoPerm(() => theirs.inspect());
+    await expectNoPerm(() => theirs.isLocked());
+    await expectNoPerm(() => theirs.remainTimeToLive());
+    await expectNoPerm(async () => {
+      for await (const name of attacker.listLocks()) void name;
+    });
+    const theirFair = attacker.getFairLock('v');
+    await expectNoPerm(() => theirFair.tryLock({ waitTime: 1000 }));
+    await expectNoPerm(() => theirFair.forceUnlock());
+    await expectNoPerm(() => theirFair.inspect());
+
+    // And by hand: publish a release, subscribe to the channel, delete the key, from a script too.
+    const raw = new Redis(urlOf('other'), { enableReadyCheck: false });
+    const sub = raw.duplicate();
+    try {
+      const channel = channelOf('app:', 'app:v');
+      await expectNoPerm(() => raw.publish(channel, '0').catch((e) => Promise.reject(new RedisCommandError('publish', e))));
+      await expectNoPerm(() => sub.subscribe(channel).catch((e) => Promise.reject(new RedisCommandError('subscribe', e))));
+      await expectNoPerm(() => raw.del('app:v').catch((e) => Promise.reject(new RedisCommandError('del', e))));
+      // A key a script did not declare is checked when the script calls it: Redis answers ERR then.
+      await expect(raw.eval("return redis.call('del', 'app:v')", 0)).rejects.toThrow(/^ERR The user executing the script can't access at least one of the keys/);
+    } finally {
+      raw.disconnect();
+      sub.disconnect();
+    }
+
+    // The attacker's own prefix, with names that try to climb out of it.
+    const own = clientAs('other', 'other:');
+    for (const name of ['{app:v}', '../app:v', '}app:v', 'x}{app:v}']) {
+      await own.getLock(name).lock({ leaseTime: 5000 });
+      await own.getLock(name).forceUnlock();
+    }
+
+    expect(await redis.admin.hgetall('app:v')).toEqual(before);
+    expect(await redis.admin.pttl('app:v')).toBeGreaterThan(20_000);
+    expect(await lock.isHeldByCurrentOwner()).toBe(true);
+    await lock.unlock();
+    expect(await redis.admin.exists('app:v')).toBe(0);
+    expect(before).not.toEqual({});
+    expect(Object.keys(before)[0]!.startsWith(`${victim.id}:`)).toBe(true);
+  });
+});
+
+describe('names chosen by an attacker stay under the prefix', () => {
+  test('braces, globs, newlines and 1 KiB names lock, wake and release as the exact ACL user, with nothing refused', async () => {
+    await redis.admin.call('ACL', 'LOG', 'RESET');
+    const a = clientAs('app-exact', 'app:');
+    const b = clientAs('app-exact', 'app:');
+    const names = ['{other:v}', 'a}b', '{}x', 'x{', '*', '?', '[a-z]*', 'line\nbreak', '}{', 'rlock__channel:{other:v}', 'x'.repeat(1020)];
+    for (const name of names) {
+      await a.getLock(name).withLock(async () => {
+        await a.getLock(name).withLock(async () => undefined); // a partial release: the latch
+        const bLock = b.getLock(name);
+        const waiting = bLock.tryLock({ waitTime: 20_000, leaseTime: 5000 });
+        await until('the waiter parked', () => b.stats.waiters === 1);
+        return { bLock, waiting }; // not awaited by withLock: the waiter gets the lock once it is released
+      }).then(async ({ bLock, waiting }) => {
+        expect(await waiting).toBe(true);
+        await bLock.unlock();
+      });
+    }
+    expect(await aclDenials()).toEqual([]);
+    // A name one byte too long is refused before anything is sent.
+    expect(() => a.getLock('x'.repeat(1021))).toThrow(InvalidArgumentError);
+  });
+});
+
+describe('what an ACL cannot stop (docs/security.md says so)', () => {
+  test('one who may publish on the prefix can forge a fair lock grant: the queued waiter believes it holds the lock until its watchdog looks', async () => {
+    const holder = clientAs('app', 'app:');
+    const waiter = clientAs('app', 'app:', { watchdogTimeout: 600 });
+    const lost: unknown[] = [];
+    waiter.on('lockLost', (event) => lost.push(event));
+    const fair = holder.getFairLock('forged');
+    await fair.lock();
+    const waiterLock = waiter.getFairLock('forged');
+    const waiting = waiterLock.tryLock({ waitTime: 20_000 });
+    await until('the waiter is queued', async () => (await fair.inspect()).queue?.length === 1);
+    const [member] = await redis.admin.zrange(queueKeyOf('app:', 'app:forged'), 0, 0);
+    const field = member!.slice(member!.indexOf(':') + 1); // `<lease>:<clientId>:<ownerId>`
+    const forger = new Redis(urlOf('app-exact'), { enableReadyCheck: false });
+    try {
+      expect(await forger.publish(`${grantChannelPrefixOf('app:', 'app:forged')}${waiter.id}`, field)).toBe(1);
+    } finally {
+      forger.disconnect();
+    }
+    expect(await waiting).toBe(true); // while the holder still holds it
+    expect(await fair.isHeldByCurrentOwner()).toBe(true);
+    await until('the waiter learnt it never held it', () => lost.length === 1);
+    await fair.unlock();
+  });
+
+  test('another tenant sees key and channel names (SCAN, PUBSUB) and may flush scripts; one with write access to the prefix may delete a lock', async () => {
+    const owner = clientAs('app', 'app:', { watchdogTimeout: 300 });
+    const waiter = clientAs('app', 'app:');
+    const lost: unknown[] = [];
+    owner.on('lockLost', (event) => lost.push(event));
+    const lock = owner.getLock('seen');
+    await lock.lock();
+    const waiterLock = waiter.getLock('seen');
+    const waiting = waiterLock.tryLock({ waitTime: 20_000, leaseTime: 1000 });
+    await until('the waiter subscribed', async () => (await subscribers(redis.admin, 'app:seen', 'app:')) === 1);
+
+    const other = new Redis(urlOf('other'), { enableReadyCheck: false });
+    const sameTenant = new Redis(urlOf('app-exact'), { enableReadyCheck: false });
+    try {
+      const [, keys] = await other.scan('0', 'MATCH', 'app:*', 'COUNT', 1000);
+      expect(keys).toContain('app:seen');
+      expect(await other.pubsub('CHANNELS', 'app:*')).toEqual([channelOf('app:', 'app:seen')]);
+      expect(await other.script('FLUSH')).toBe('OK'); // allowed by +@all -@dangerous: costs an EVAL, nothing else
+      expect(await sameTenant.del('app:seen')).toBe(1);
+    } finally {
+      other.disconnect();
+      sameTenant.disconnect();
+    }
+    await until('the owner learnt of the loss', () => lost.length === 1);
+    expect(await waiting).toBe(true); // the lock went to the waiter: the delete broke the owner's exclusion
+    await waiterLock.unlock();
+  });
+});
+
+test('the CLI as the exact ACL user: inspect, list and force-unlock work, with no warning and no holder name', async () => {
+  const holder = clientAs('app-exact', 'app:');
+  await holder.getLock('cli').lock();
+  const env = { REDIS_URL: urlOf('app-exact') };
+  const cli = (...args: string[]): ReturnType<typeof runCli> => runCli(['--prefix', 'app:', ...args], env);
+  const inspected = await cli('inspect', 'cli');
+  expect(inspected).toMatchObject({ code: 0, stderr: '' });
+  expect(inspected.stdout).toMatch(/^cli \(key app:cli\): locked, ttl [\d.]+ s, 0 client\(s\) waiting\n {2}held by \S+ × 1, client \(unknown: not connected, or CLIENT LIST refused\)\n$/);
+  expect(await cli('list')).toEqual({ code: 0, stdout: 'cli\n', stderr: '' });
+  expect(await cli('force-unlock', 'cli', '--yes', '--if-holder', holder.id)).toMatchObject({ code: 0, stderr: '' });
+  expect(await redis.admin.exists('app:cli')).toBe(0);
+});

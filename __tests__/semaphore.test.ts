@@ -1,0 +1,243 @@
+// The counting semaphore against a private redis-server: permits never exceeded across
+// processes, multi-permit requests not starved, waiters woken by counted messages (as many as
+// the released permits can serve), and nothing left behind by an abort.
+import { runFixture } from './helpers/child';
+import { usePrivateRedis } from './helpers/privateRedis';
+import { commandCounts } from './helpers/testRedis';
+import { sleep, until } from './helpers/time';
+import { ClientClosedError, LockTimeoutError } from '../src';
+
+const redis = usePrivateRedis();
+let counter = 0;
+const uniqueName = (): string => `sem:${process.pid}:${++counter}`;
+
+/** Script calls so far (ioredis sends EVAL the first time on a connection, EVALSHA afterwards). */
+async function scriptCalls(): Promise<number> {
+  const counts = await commandCounts(redis.admin);
+  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
+}
+
+describe('permits', () => {
+  test('trySetPermits sets only once, also after every permit was taken; addPermits may go below 0', async () => {
+    const sem = redis.client().getSemaphore(uniqueName());
+    expect(await sem.availablePermits()).toBe(0);
+    expect(await sem.trySetPermits(10)).toBe(true);
+    await sem.acquire({ permits: 10 });
+    expect(await sem.availablePermits()).toBe(0);
+    expect(await sem.trySetPermits(10)).toBe(false);
+    await sem.release({ permits: 2 });
+    await sem.addPermits(-5);
+    expect(await sem.availablePermits()).toBe(-3);
+    expect(await sem.tryAcquire()).toBe(false);
+    await sem.release({ permits: 4 });
+    expect(await sem.tryAcquire()).toBe(true);
+    expect(await sem.tryAcquire()).toBe(false);
+  });
+
+  test('a multi-permit acquire takes all of its permits at once or none', async () => {
+    const sem = redis.client().getSemaphore(uniqueName());
+    await sem.trySetPermits(3);
+    expect(await sem.tryAcquire({ permits: 4 })).toBe(false);
+    expect(await sem.availablePermits()).toBe(3);
+    expect(await sem.tryAcquire({ permits: 2 })).toBe(true);
+    expect(await sem.tryAcquire({ permits: 2 })).toBe(false);
+    expect(await sem.availablePermits()).toBe(1);
+    expect(await sem.drainPermits()).toBe(1);
+    expect(await sem.drainPermits()).toBe(0);
+    expect(await sem.availablePermits()).toBe(0);
+  });
+
+  test('a semaphore never set gives no permit: tryAcquire waits out its waitTime and answers false', async () => {
+    const sem = redis.client().getSemaphore(uniqueName());
+    const started = performance.now();
+    expect(await sem.tryAcquire({ waitTime: 300 })).toBe(false);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(290);
+  });
+
+  test('withPermits holds the permits while fn runs and gives them back, also when fn throws', async () => {
+    const sem = redis.client().getSemaphore(uniqueName());
+    await sem.trySetPermits(3);
+    const seen = await sem.withPermits(() => sem.availablePermits(), { permits: 2 });
+    expect(seen).toBe(1);
+    await expect(sem.withPermits(() => Promise.reject(new Error('boom')), { permits: 3 })).rejects.toThrow('boom');
+    expect(await sem.availablePermits()).toBe(3);
+    await sem.acquire({ permits: 3 });
+    await expect(sem.withPermits(() => 1, { waitTime: 50 })).rejects.toBeInstanceOf(LockTimeoutError);
+  });
+});
+
+describe('waking waiters', () => {
+  test('a release of k permits wakes k waiters, each trying once: no more, no fewer', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const sem = redis.client().getSemaphore(name); // another client: no in-process handoff
+    await sem.trySetPermits(0);
+    const got: number[] = [];
+    const waits = [0, 1, 2].map((i) => client.getSemaphore(name).acquire().then(() => got.push(i)));
+    await until('3 waiters are parked', () => client.stats.waiters === 3);
+    await sleep(50); // their retries after subscribing are done
+    const before = await scriptCalls();
+    await sem.release({ permits: 2 });
+    await until('2 waiters hold', () => got.length === 2);
+    await sleep(100);
+    // The release, and one attempt by each of the two woken waiters; the third slept on.
+    expect((await scriptCalls()) - before).toBe(3);
+    expect(got).toHaveLength(2);
+    expect(client.stats.waiters).toBe(1);
+    await sem.release();
+    await Promise.all(waits);
+    expect(got.sort()).toEqual([0, 1, 2]);
+  });
+
+  test('waiters in another client are woken by the release message, not by polling', async () => {
+    const name = uniqueName();
+    const waiting = redis.client();
+    const sem = redis.client().getSemaphore(name);
+    await sem.trySetPermits(1);
+    await sem.acquire();
+    const acquired = waiting.getSemaphore(name).acquire();
+    await until('the waiter is parked', () => waiting.stats.waiters === 1);
+    await sleep(300);
+    const before = await scriptCalls();
+    await sleep(300);
+    expect(await scriptCalls()).toBe(before); // a parked waiter sends nothing
+    await sem.release();
+    await acquired;
+    expect((await scriptCalls()) - before).toBe(2);
+  });
+
+  test('a 2-permit request is not starved by 1-permit takers that keep both permits busy', async () => {
+    const name = uniqueName();
+    await redis.client().getSemaphore(name).trySetPermits(2);
+    let stop = false;
+    let rounds = 0;
+    const takers = [redis.client(), redis.client()].map(async (client) => {
+      const sem = client.getSemaphore(name);
+      while (!stop) {
+        await sem.acquire();
+        rounds++;
+        await sleep(20);
+        await sem.release();
+      }
+    });
+    await until('the takers are going', () => rounds > 4);
+    const big = redis.client().getSemaphore(name);
+    const got = await big.tryAcquire({ permits: 2, waitTime: 5_000 });
+    stop = true;
+    expect(got).toBe(true);
+    // The reservation was consumed by the grant.
+    expect(await redis.admin.exists(`rlock__semaphore_reservation:{${name}}`)).toBe(0);
+    await big.release({ permits: 2 });
+    await Promise.all(takers);
+    expect(await big.availablePermits()).toBe(2);
+  });
+});
+
+describe('leaving nothing behind', () => {
+  test('an aborted multi-permit waiter drops its reservation, its subscription, and wakes those it held back', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(1);
+    const controller = new AbortController();
+    const big = client.getSemaphore(name).acquire({ permits: 2, signal: controller.signal });
+    await until('the reservation is made', async () => (await redis.admin.exists(`rlock__semaphore_reservation:{${name}}`)) === 1);
+    // A 1-permit request may not overtake the reservation.
+    const other = redis.client();
+    const small = other.getSemaphore(name).tryAcquire({ waitTime: 10_000 });
+    await until('the small waiter is parked', () => other.stats.waiters === 1);
+    controller.abort(new Error('stop'));
+    await expect(big).rejects.toThrow('stop');
+    expect(await small).toBe(true);
+    expect(await redis.admin.exists(`rlock__semaphore_reservation:{${name}}`)).toBe(0);
+    expect(client.stats).toMatchObject({ waiters: 0, waitingChannels: 0 });
+    await until('no subscriber is left', async () => (await redis.admin.pubsub('NUMSUB', `rlock__semaphore:{${name}}`))[1] === 0);
+    expect(await sem.availablePermits()).toBe(0);
+  });
+
+  test('close() settles a parked waiter with ClientClosedError', async () => {
+    const client = redis.client();
+    const waiting = client.getSemaphore(uniqueName()).acquire().then(() => 'acquired', (error: unknown) => error);
+    await until('the waiter is parked', () => client.stats.waiters === 1);
+    await client.close();
+    expect(await waiting).toBeInstanceOf(ClientClosedError);
+  });
+});
+
+describe('across processes', () => {
+  test('2 processes × 6 tasks (some taking 2 permits) never hold more than the 4 permits', async () => {
+    const name = uniqueName();
+    await redis.client().getSemaphore(name).trySetPermits(4);
+    const results = await Promise.all([0, 1].map(() => runFixture('permitWorker.ts', [redis.server.url, name, '6', '30', '4', 'plain'], 30_000)));
+    for (const result of results) expect(result).toMatchObject({ code: 0 });
+    expect(await redis.client().getSemaphore(name).availablePermits()).toBe(4);
+    expect(await redis.admin.get(`${name}:holders`)).toBe('0');
+  }, 40_000);
+});
+
+test('one handle acquiring twice takes two permits (never a silent refresh of the first)', async () => {
+  const sem = redis.client().getSemaphore(uniqueName());
+  await sem.trySetPermits(2);
+  await sem.acquire();
+  await sem.acquire();
+  expect(await sem.availablePermits()).toBe(0);
+  expect(await sem.tryAcquire()).toBe(false);
+});
+
+describe('in-process handoff', () => {
+  test('a release hands permits to the parked waiters of its own client without any Redis call, at most 8 in a row', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(1);
+    await sem.acquire();
+    const got: number[] = [];
+    const waits = Array.from({ length: 10 }, (_, i) => client.getSemaphore(name).acquire().then(() => got.push(i)));
+    await until('10 waiters are parked', () => client.stats.waiters === 10);
+    await sleep(50); // their retries after subscribing are done
+    const before = await scriptCalls();
+    for (let i = 0; i < 8; i++) {
+      await sem.release();
+      await until(`waiter ${i} holds`, () => got.length === i + 1);
+    }
+    // Served in the order they parked, and Redis saw nothing.
+    expect(got).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect((await scriptCalls()) - before).toBe(0);
+    // The 9th release goes back to Redis (so the other processes' waiters get their turn): the
+    // release, one attempt by the waiter it woke, and at most one more (its message and the
+    // reply saying no other client waits may each wake one).
+    await sem.release();
+    await until('a 9th waiter holds', () => got.length === 9);
+    await sleep(100);
+    expect((await scriptCalls()) - before).toBeGreaterThanOrEqual(2);
+    expect((await scriptCalls()) - before).toBeLessThanOrEqual(3);
+    await sem.release();
+    await Promise.all(waits);
+    await sem.release();
+    expect(await sem.availablePermits()).toBe(1);
+  });
+
+  test('a handoff gives a waiter no more than the released permits: a 2-permit waiter is passed over for a 1-permit release', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(1);
+    await sem.acquire();
+    const order: string[] = [];
+    // Another client's 3-permit waiter holds the reservation, so this client's 2-permit waiter
+    // cannot reserve and parks as a handoff candidate.
+    const other = redis.client();
+    void other.getSemaphore(name).tryAcquire({ permits: 3, waitTime: 20_000 }).catch(() => undefined);
+    await until('the other client reserved', async () => (await redis.admin.hget(`rlock__semaphore_reservation:{${name}}`, 'permits')) === '3');
+    const big = client.getSemaphore(name).tryAcquire({ permits: 2, waitTime: 20_000 }).then((ok) => order.push(`big ${ok}`));
+    await until('the big waiter parked', () => client.stats.waiters === 1);
+    const small = client.getSemaphore(name).acquire().then(() => order.push('small'));
+    await until('the small waiter parked', () => client.stats.waiters === 2);
+    await sem.release();
+    await small;
+    expect(order).toEqual(['small']);
+    await sem.release({ permits: 2 }); // the 1-permit holder's and one more: the big waiter fits now
+    await big;
+    expect(order).toEqual(['small', 'big true']);
+  });
+});

@@ -1,0 +1,132 @@
+// Redis not there: every call settles soon with RedisUnreachableError naming host:port and the
+// cause, and nothing is queued to run later.
+import { LockClient, RedisUnreachableError } from '../src';
+import { freePort } from '../scripts/redisServer';
+import { usePrivateRedis } from './helpers/privateRedis';
+import { commandCounts } from './helpers/testRedis';
+import { until } from './helpers/time';
+
+const redis = usePrivateRedis();
+const url = (): string => redis.server.url;
+const clients: LockClient[] = [];
+function client(options: ConstructorParameters<typeof LockClient>[0]): LockClient {
+  const made = new LockClient(options);
+  clients.push(made);
+  return made;
+}
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((made) => made.close()));
+});
+
+/** What `call` rejected with, and how long it took. */
+async function failure(call: () => Promise<unknown>): Promise<{ error: RedisUnreachableError; ms: number }> {
+  const started = performance.now();
+  const error = await call().then(() => undefined, (caught: unknown) => caught);
+  expect(error).toBeInstanceOf(RedisUnreachableError);
+  return { error: error as RedisUnreachableError, ms: performance.now() - started };
+}
+
+test('nothing listening: tryLock with a waitTime, lock and withLock fail at once with ECONNREFUSED and the address', async () => {
+  const port = await freePort();
+  const lock = client({ redis: `redis://127.0.0.1:${port}` }).getLock('x');
+  const { error, ms } = await failure(() => lock.tryLock({ waitTime: 2000 }));
+  expect(ms).toBeLessThan(2000);
+  expect(error).toMatchObject({ code: 'ECONNREFUSED', address: `127.0.0.1:${port}`, command: 'acquire', transient: false });
+  expect(error.message).toBe(`acquire: cannot reach Redis at 127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`);
+  expect((await failure(() => lock.lock())).error.code).toBe('ECONNREFUSED');
+  expect((await failure(() => lock.withLock(() => 1))).error.code).toBe('ECONNREFUSED');
+  expect((await failure(() => lock.isLocked())).error.code).toBe('ECONNREFUSED');
+});
+
+test('a wrong password: WRONGPASS, with the address', async () => {
+  await redis.admin.config('SET', 'requirepass', 'secret'); // the admin connection stays authenticated
+  try {
+    const lock = client({ redis: `redis://:wrong@127.0.0.1:${redis.server.port}` }).getLock('x');
+    const { error } = await failure(() => lock.tryLock({ waitTime: 2000 }));
+    expect(error.code).toBe('WRONGPASS');
+    expect(error.message).toMatch(new RegExp(`^acquire: cannot reach Redis at 127\\.0\\.0\\.1:${redis.server.port}: WRONGPASS `));
+  } finally {
+    await redis.admin.config('SET', 'requirepass', '');
+  }
+});
+
+test('an unknown host: the resolver error, with the address', async () => {
+  const lock = client({ redis: 'redis://rlock-no-such-host.invalid:6379' }).getLock('x');
+  const { error } = await failure(() => lock.tryLock());
+  expect(error.code).toMatch(/^(ENOTFOUND|EAI_AGAIN)$/);
+  expect(error.message).toMatch(/^acquire: cannot reach Redis at rlock-no-such-host\.invalid:6379: getaddrinfo (ENOTFOUND|EAI_AGAIN) rlock-no-such-host\.invalid$/);
+});
+
+test('a server that accepts but never answers: offlineTimeout ends the call; once it answers, calls work', async () => {
+  redis.server.pause();
+  try {
+    const paused = client({ redis: url(), offlineTimeout: 300 });
+    const { error } = await failure(() => paused.getLock('x').tryLock({ waitTime: 5000 }));
+    expect(error.code).toBe('ETIMEDOUT');
+    expect(error.message).toMatch(new RegExp(`^acquire: cannot reach Redis at 127\\.0\\.0\\.1:${redis.server.port}: no connection within 300 ms \\(connection \\w+\\) \\(ETIMEDOUT\\)$`));
+    redis.server.resume();
+    await expect(paused.getLock('x').tryLock()).resolves.toBe(true);
+  } finally {
+    redis.server.resume();
+  }
+});
+
+test('an outage after connecting: a call waits offlineTimeout, is never sent, and calls work once Redis is back', async () => {
+  const outage = client({ redis: url(), offlineTimeout: 300 });
+  const lock = outage.getLock('outage');
+  await lock.isLocked();
+  await redis.server.kill();
+  await until('the client saw the connection drop', () => (outage as unknown as { redis: { status: string } }).redis.status !== 'ready');
+  const { error } = await failure(() => lock.tryLock({ waitTime: 5000 }));
+  expect(error.code).toBe('ETIMEDOUT');
+  expect(error.message).toMatch(/no connection within 300 ms \(last error: connect ECONNREFUSED 127\.0\.0\.1:\d+\) \(ETIMEDOUT\)$/);
+  await redis.server.restart();
+  await until('the client is back', () => lock.isLocked().then(() => true, () => false));
+  // The given-up acquire did not ride ioredis's offline queue into the restarted server.
+  expect(await redis.admin.exists('outage')).toBe(0);
+  const counts = await commandCounts(redis.admin);
+  expect((counts.evalsha ?? 0) + (counts.eval ?? 0)).toBe(0);
+  await expect(lock.tryLock()).resolves.toBe(true);
+});
+
+test('a bound passed to the client\'s command(): a deadline or an aborted signal ends the wait before offlineTimeout, nothing sent', async () => {
+  // The lock handles will pass their waitTime's end and their signal here (see the report on
+  // issue 11); until then this is the contract they get.
+  type Command = (name: string, call: () => Promise<unknown>, bound?: { deadline?: number; signals?: AbortSignal[] }) => Promise<unknown>;
+  const outage = client({ redis: url(), offlineTimeout: 60_000 });
+  const command = (outage as unknown as { command: Command }).command.bind(outage);
+  await outage.getLock('bound').isLocked();
+  await redis.server.kill();
+  await until('the client saw the connection drop', () => (outage as unknown as { redis: { status: string } }).redis.status !== 'ready');
+  const sent = jest.fn(async () => 1);
+  const { error } = await failure(() => command('acquire', sent, { deadline: performance.now() + 200 }));
+  expect(error.code).toBe('ETIMEDOUT');
+  expect(error.message).toMatch(/: no connection within \d+ ms \(last error: /);
+  const controller = new AbortController();
+  const reason = new Error('the caller gave up');
+  const waiting = command('acquire', sent, { signals: [controller.signal] });
+  controller.abort(reason);
+  await expect(waiting).rejects.toBe(reason);
+  await expect(command('acquire', sent, { signals: [AbortSignal.abort(reason)] })).rejects.toBe(reason);
+  expect(sent).not.toHaveBeenCalled();
+  await redis.server.restart();
+});
+
+test('an outage after connecting: tryLock settles within its waitTime, and lock() when its signal aborts, before offlineTimeout', async () => {
+  const outage = client({ redis: url(), offlineTimeout: 60_000 });
+  const lock = outage.getLock('bounded');
+  await lock.isLocked();
+  await redis.server.kill();
+  await until('the client saw the connection drop', () => (outage as unknown as { redis: { status: string } }).redis.status !== 'ready');
+  const { error } = await failure(() => lock.tryLock({ waitTime: 300 }));
+  expect(error.code).toBe('ETIMEDOUT');
+  expect(error.message).toMatch(/^acquire: cannot reach Redis at 127\.0\.0\.1:\d+: no connection within \d+ ms \(last error: connect ECONNREFUSED/);
+  const reason = new Error('the caller gave up');
+  const controller = new AbortController();
+  const taking = outage.getLock('bounded').lock({ signal: controller.signal });
+  controller.abort(reason);
+  await expect(taking).rejects.toBe(reason);
+  const fair = outage.getFairLock('bounded:fair').tryLock({ waitTime: 300 });
+  await expect(fair).rejects.toBeInstanceOf(RedisUnreachableError);
+  await redis.server.restart();
+});

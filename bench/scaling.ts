@@ -1,0 +1,136 @@
+// npm run bench:scaling: P processes × (32 / P) tasks on one hot lock, P ∈ {2, 4, 8, 16}, for
+// rlock, rlock's fair lock and redis-semaphore (polling every 10 ms), with a zero-length and a
+// 1 ms critical section. Each comparison is repeated (3 times by default, the order rotated)
+// and reported as medians of per-repetition figures; ratios are taken within one repetition.
+// Writes bench/results/<date>-scaling.json and .md.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { redisFromEnv } from '../scripts/redisServer';
+import { redisSemaphore, rlock, rlockFair } from './contestants';
+import { runWorker } from './scenarios';
+import { jain, quantile, round } from './stats';
+
+const arg = (name: string, fallback: number): number => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const reps = arg('reps', 3);
+const runMs = arg('ms', 3000);
+const processCounts = [2, 4, 8, 16];
+const contestants = [rlock, rlockFair, redisSemaphore];
+
+interface Run {
+  acqPerSec: number;
+  waitP50: number;
+  waitP99: number;
+  waitP999: number;
+  waitMax: number;
+  fairness: number;
+  lostUpdates: number;
+  requestsPerAcq: number;
+  commandsPerAcq: number;
+}
+
+/** Client requests: what a client sends (scripts' inner calls are counted under their own names). */
+const REQUESTS = ['eval', 'evalsha', 'set', 'get', 'subscribe', 'unsubscribe', 'ssubscribe', 'sunsubscribe', 'ping'];
+
+async function stats(admin: Redis): Promise<{ total: number; requests: number }> {
+  const info = await admin.info('commandstats');
+  let total = 0;
+  let requests = 0;
+  for (const [, name, calls] of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    total += Number(calls);
+    if (REQUESTS.includes(name!)) requests += Number(calls);
+  }
+  return { total, requests };
+}
+
+async function run(name: string, url: string, admin: Redis, processes: number, holdMs: number): Promise<Run> {
+  const key = `bench:scaling:${name.replace(/\W/g, '')}:${processes}:${holdMs}:${Date.now()}`;
+  await admin.config('RESETSTAT');
+  const startAt = Date.now() + 3000 + processes * 300; // for the processes to start
+  const deadline = startAt + runMs;
+  const workers = await Promise.all(
+    Array.from({ length: processes }, () => runWorker([name, url, key, String(deadline), String(32 / processes), String(holdMs), String(startAt)])),
+  );
+  const after = await stats(admin);
+  const counts = workers.flatMap((w) => w.counts);
+  const waits = workers.flatMap((w) => w.waits);
+  const acquisitions = counts.reduce((a, b) => a + b, 0);
+  const counter = Number(await admin.get(`${key}:counter`));
+  return {
+    acqPerSec: round(acquisitions / (runMs / 1000), 0),
+    waitP50: round(quantile(waits, 0.5), 2),
+    waitP99: round(quantile(waits, 0.99), 1),
+    waitP999: round(quantile(waits, 0.999), 1),
+    waitMax: round(Math.max(...waits), 1),
+    fairness: round(jain(counts), 3),
+    lostUpdates: acquisitions - counter,
+    // Less the critical section's GET + SET (and this measurement's own GET/INFO/CONFIG).
+    requestsPerAcq: round((after.requests - 2 * acquisitions) / acquisitions, 2),
+    commandsPerAcq: round((after.total - 2 * acquisitions) / acquisitions, 2),
+  };
+}
+
+const median = (values: number[]): number => round(quantile(values, 0.5), 3);
+
+async function main(): Promise<void> {
+  const redis = await redisFromEnv();
+  const admin = new Redis(redis.url);
+  const results: Record<string, Record<string, Run[]>> = {};
+  try {
+    for (const holdMs of [0, 1]) {
+      for (const processes of processCounts) {
+        const label = `${processes}x${32 / processes} hold ${holdMs}`;
+        results[label] = {};
+        for (let rep = 0; rep < reps; rep++) {
+          // Rotate the order so that no contestant always runs first (or last) on a warm machine.
+          const order = contestants.map((_, i) => contestants[(i + rep) % contestants.length]!);
+          for (const c of order) {
+            process.stderr.write(`${label} rep ${rep + 1}/${reps}: ${c.name}\n`);
+            (results[label]![c.name] ??= []).push(await run(c.name, redis.url, admin, processes, holdMs));
+          }
+        }
+      }
+    }
+  } finally {
+    admin.disconnect();
+    await redis.stop();
+  }
+  const lines: string[] = [];
+  for (const holdMs of [0, 1]) {
+    lines.push(
+      '',
+      `### Critical section ${holdMs ? '1 ms' : 'GET + SET only'} (medians of ${reps} repetitions, ratios within a repetition)`,
+      '',
+      '| P × W | library | acq/s | × redis-semaphore | wait p50 / p99 / p99.9 / max ms | fairness | requests/acq | commands/acq | lost |',
+      '|---|---|---|---|---|---|---|---|---|',
+    );
+    for (const processes of processCounts) {
+      const label = `${processes}x${32 / processes} hold ${holdMs}`;
+      const byLib = results[label]!;
+      const base = byLib[redisSemaphore.name]!;
+      for (const c of contestants) {
+        const runs = byLib[c.name]!;
+        const m = (pick: (r: Run) => number): number => median(runs.map(pick));
+        const ratio = median(runs.map((r, i) => r.acqPerSec / base[i]!.acqPerSec));
+        lines.push(
+          `| ${processes} × ${32 / processes} | ${c.name} | ${m((r) => r.acqPerSec)} | ${ratio} | ${m((r) => r.waitP50)} / ${m((r) => r.waitP99)} / ${m((r) => r.waitP999)} / ${m((r) => r.waitMax)} | ${m((r) => r.fairness)} | ${m((r) => r.requestsPerAcq)} | ${m((r) => r.commandsPerAcq)} | ${Math.max(...runs.map((r) => r.lostUpdates))} |`,
+        );
+      }
+    }
+  }
+  const table = lines.join('\n');
+  console.log(table);
+  const date = new Date().toISOString().slice(0, 10);
+  const dir = join(__dirname, 'results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, `${date}-scaling.json`), `${JSON.stringify({ date, reps, runMs, results }, null, 2)}\n`);
+  writeFileSync(join(dir, `${date}-scaling.md`), `${table}\n`);
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exitCode = 1;
+});

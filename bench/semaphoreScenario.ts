@@ -1,0 +1,83 @@
+// `npm run bench -- --semaphore`: permits = 4, 4 processes × 8 tasks on one semaphore, each
+// holding its permit for an INCR + DECR of a holders counter (which also checks the limit).
+// rlock's Semaphore and PermitExpirableSemaphore against redis-semaphore's Semaphore (polling
+// every 10 ms, its default). Acquisitions per second, wait p99, Redis commands per acquisition.
+import { Redis } from 'ioredis';
+import { runWorker } from './scenarios';
+import { jain, quantile, round } from './stats';
+
+export const SEMAPHORE_CONTESTANTS = ['rlock Semaphore', 'rlock PermitExpirableSemaphore', 'redis-semaphore Semaphore'] as const;
+export type SemaphoreContestant = (typeof SEMAPHORE_CONTESTANTS)[number];
+
+export const PERMITS = 4;
+const PROCESSES = 4;
+const TASKS = 8;
+
+export interface SemaphoreFigures {
+  acquisitionsPerSec: number;
+  waitP99: number;
+  waitMax: number;
+  fairness: number;
+  /** From INFO stats (script-internal calls included), less the holders counter's INCR + DECR. */
+  commandsPerAcquisition: number;
+  /** The most holders the counter saw at once (must be ≤ PERMITS). */
+  maxHolders: number;
+}
+
+let seq = 0;
+
+export async function semaphoreContended(contestant: SemaphoreContestant, url: string, ms: number): Promise<SemaphoreFigures> {
+  const admin = new Redis(url);
+  const key = `bench:sem:${process.pid}:${++seq}`;
+  try {
+    const commandsBefore = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
+    const deadline = Date.now() + 5000 + ms; // 5 s for the processes to start (a loaded machine is slow at it)
+    const started = Date.now();
+    const workers = await Promise.all(Array.from({ length: PROCESSES }, () => runWorker<{ counts: number[]; waits: number[]; maxHolders: number }>([contestant, url, key, String(deadline), String(TASKS), String(PERMITS)], 'semaphoreWorker.ts')));
+    const elapsed = (Date.now() - Math.max(started, deadline - ms)) / 1000;
+    const commands = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]) - commandsBefore;
+    const counts = workers.flatMap((w) => w.counts);
+    const waits = workers.flatMap((w) => w.waits);
+    const acquisitions = counts.reduce((a, b) => a + b, 0);
+    return {
+      acquisitionsPerSec: round(acquisitions / elapsed, 0),
+      waitP99: round(quantile(waits, 0.99), 1),
+      waitMax: round(Math.max(...waits), 1),
+      fairness: round(jain(counts), 3),
+      // Less the INCR + DECR in each hold and the two INFO calls.
+      commandsPerAcquisition: round((commands - 2 * acquisitions - 2) / acquisitions),
+      maxHolders: Math.max(...workers.map((w) => w.maxHolders)),
+    };
+  } finally {
+    admin.disconnect();
+  }
+}
+
+
+/** Runs every contestant once; a markdown table, the target's verdicts, and the figures. */
+export async function semaphoreReport(url: string, ms: number, log: (line: string) => void): Promise<{ text: string; figures: Record<string, SemaphoreFigures> }> {
+  const figures: Record<string, SemaphoreFigures> = {};
+  for (const contestant of SEMAPHORE_CONTESTANTS) {
+    log(`semaphore: ${contestant}`);
+    figures[contestant] = await semaphoreContended(contestant, url, ms);
+  }
+  const base = figures['redis-semaphore Semaphore']!;
+  const rows = SEMAPHORE_CONTESTANTS.map((name) => {
+    const f = figures[name]!;
+    return `| ${name} | ${f.acquisitionsPerSec} (${round(f.acquisitionsPerSec / base.acquisitionsPerSec)} ×) | ${f.waitP99} / ${f.waitMax} | ${f.fairness} | ${f.commandsPerAcquisition} | ${f.maxHolders} |`;
+  });
+  const verdicts = SEMAPHORE_CONTESTANTS.filter((name) => name !== 'redis-semaphore Semaphore').map((name) => {
+    const f = figures[name]!;
+    const ok = f.acquisitionsPerSec >= 1.3 * base.acquisitionsPerSec && f.commandsPerAcquisition <= base.commandsPerAcquisition;
+    return `${ok ? 'MET   ' : 'MISSED'} ${name}: ≥ 1.3 × redis-semaphore's acq/s at ≤ its commands: ${round(f.acquisitionsPerSec / base.acquisitionsPerSec)} ×, ${f.commandsPerAcquisition} vs ${base.commandsPerAcquisition} commands`;
+  });
+  const text = [
+    `permits = ${PERMITS}, ${PROCESSES} processes × ${TASKS} tasks, ${ms / 1000} s each`,
+    '| library | acq/s (× redis-semaphore) | wait p99 / max ms | fairness | cmds/acq | max holders |',
+    '|---|---|---|---|---|---|',
+    ...rows,
+    '',
+    ...verdicts,
+  ].join('\n');
+  return { text, figures };
+}

@@ -1,0 +1,76 @@
+// The semaphore scenario's worker process: `tasks` tasks take a permit until the deadline and
+// hold it for an INCR + DECR of a holders counter. Prints one JSON line with its figures.
+import { Redis } from 'ioredis';
+import { Semaphore as RedisSemaphore } from 'redis-semaphore';
+import { LockClient } from './shippedLibrary';
+import type { SemaphoreContestant } from './semaphoreScenario';
+
+type Take = () => Promise<() => Promise<unknown>>;
+
+async function open(contestant: SemaphoreContestant, url: string, key: string, permits: number): Promise<{ take: Take; close: () => Promise<void> }> {
+  if (contestant === 'redis-semaphore Semaphore') {
+    const redis = new Redis(url);
+    return {
+      take: async () => {
+        // acquireTimeout is not a retry setting; raised so that a long wait is measured, not failed.
+        const semaphore = new RedisSemaphore(redis, key, permits, { lockTimeout: 10_000, acquireTimeout: 600_000 });
+        await semaphore.acquire();
+        return () => semaphore.release();
+      },
+      close: async () => void (await redis.quit()),
+    };
+  }
+  const client = new LockClient({ redis: url });
+  if (contestant === 'rlock Semaphore') {
+    const semaphore = client.getSemaphore(key);
+    await semaphore.trySetPermits(permits);
+    return {
+      take: async () => {
+        await semaphore.acquire();
+        return () => semaphore.release();
+      },
+      close: () => client.close(),
+    };
+  }
+  const semaphore = client.getPermitExpirableSemaphore(key);
+  await semaphore.trySetPermits(permits);
+  return {
+    take: async () => {
+      const id = await semaphore.acquire(); // watchdog-kept, as an app would call it
+      return () => semaphore.release(id);
+    },
+    close: () => client.close(),
+  };
+}
+
+async function main(): Promise<void> {
+  const [contestant, url, key, deadlineArg, tasksArg, permitsArg] = process.argv.slice(2);
+  const { take, close } = await open(contestant as SemaphoreContestant, url!, key!, Number(permitsArg));
+  const data = new Redis(url!);
+  const deadline = Number(deadlineArg);
+  const counts: number[] = [];
+  const waits: number[] = [];
+  let maxHolders = 0;
+  await Promise.all(
+    Array.from({ length: Number(tasksArg) }, async (_, task) => {
+      counts[task] = 0;
+      while (Date.now() < deadline) {
+        const start = performance.now();
+        const release = await take();
+        waits.push(performance.now() - start);
+        maxHolders = Math.max(maxHolders, await data.incr(`${key}:holders`));
+        await data.decr(`${key}:holders`);
+        await release();
+        counts[task]!++;
+      }
+    }),
+  );
+  console.log(JSON.stringify({ counts, waits, maxHolders }));
+  await data.quit();
+  await close();
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exitCode = 1;
+});

@@ -1,0 +1,31 @@
+import { LockLostError } from '../errors';
+
+/**
+ * Aborts `scope` (the signal a `withLock`/`withPermit` callback gets) when one of `sources`
+ * aborts (the caller's signal, the watchdog's lost signal), or, for a hold taken with an
+ * explicit lease, when that lease runs out. Returns the undo.
+ */
+export function watchHold(
+  scope: AbortController,
+  sources: (AbortSignal | undefined)[],
+  lease?: { name: string; leaseTime: number; sentAt: number },
+): () => void {
+  const undo: (() => void)[] = [];
+  for (const source of sources) {
+    if (!source) continue;
+    if (source.aborted) scope.abort(source.reason);
+    const listener = (): void => scope.abort(source.reason);
+    source.addEventListener('abort', listener, { once: true });
+    undo.push(() => source.removeEventListener('abort', listener));
+  }
+  if (lease) {
+    // Counted from when the acquire was sent: Redis's TTL started later, so this fires first.
+    const timer = setTimeout(
+      () => scope.abort(new LockLostError(lease.name, `its lease of ${lease.leaseTime} ms ran out`)),
+      Math.max(0, lease.sentAt + lease.leaseTime - performance.now()),
+    );
+    timer.unref();
+    undo.push(() => clearTimeout(timer));
+  }
+  return () => undo.forEach((fn) => fn());
+}

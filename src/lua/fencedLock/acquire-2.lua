@@ -1,0 +1,36 @@
+--[[
+  Takes the lock for an owner (as lock/acquire-1.lua) and, on a first acquire, mints its fencing
+  token; a reentrant acquire keeps the token the hold already has.
+
+  Input:
+    KEYS[1] lock hash key
+    KEYS[2] token key, "rlock__fence:{<lock key>}": the last token minted for this lock (a
+            string, never expired, one per lock name)
+    ARGV[1] lease in ms (the key's new TTL)
+    ARGV[2] owner field, "<clientId>:<ownerId>"
+
+  Output:
+    the holder's token as a string of digits on success (the owner's hold count went up by one);
+    otherwise the lock's remaining TTL in ms (PTTL), an integer.
+
+  A new token is max(last + 1, Redis TIME in µs): a server that restarted without its data (or a
+  replica promoted before the last token reached it) starts again from its clock, not from 1, so
+  it still answers a token above every one minted before, as long as its clock did not go back.
+  A Lua number is a double: exact up to 2^53 µs (year 2255); formatted with %.0f, not tostring,
+  which would answer "1.7e+15".
+]]
+local locked = redis.call('exists', KEYS[1]) == 1
+if locked and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return redis.call('pttl', KEYS[1])
+end
+redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('pexpire', KEYS[1], ARGV[1])
+local last = redis.call('get', KEYS[2])
+if locked and last then
+  return last
+end
+local now = redis.call('time')
+local token = math.max(tonumber(last or '0') + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+token = string.format('%.0f', token)
+redis.call('set', KEYS[2], token)
+return token

@@ -1,0 +1,23 @@
+--[[
+  A storage write guarded by a fencing token, for data kept in Redis: sets the value only if the
+  token is not older than the newest token a write to this key was accepted with.
+
+  Input:
+    KEYS[1] the data key (the caller's own key, no prefix added)
+    KEYS[2] its fence, "rlock__fenced_by:{<data key>}": the newest token accepted for it
+    ARGV[1] the writer's token, a string of digits without leading zeros
+    ARGV[2] the value
+
+  Output:
+    1 written (the fence moves up to the token); 0 refused: a holder with a newer token has
+    written since, so this writer's lock is gone and its write would overwrite newer work.
+
+  Tokens are compared as digit strings (length, then lexically), exact at any size.
+]]
+local newest = redis.call('get', KEYS[2])
+if newest and (#ARGV[1] < #newest or (#ARGV[1] == #newest and ARGV[1] < newest)) then
+  return 0
+end
+redis.call('set', KEYS[1], ARGV[2])
+redis.call('set', KEYS[2], ARGV[1])
+return 1

@@ -1,0 +1,27 @@
+-- A permit-expirable semaphore: a total of permits (a string) and a zset of the permits taken,
+-- permit id -> expiry in Redis ms. A permit whose expiry has passed counts as free at once,
+-- whoever looks (leases run on the Redis server's clock, never a client's); scripts that write
+-- also sweep them.
+local function nowMs()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Free permits at `now`: the total minus the permits still on lease; false when never set.
+local function freePermits(totalKey, permitsKey, now)
+  local total = redis.call('get', totalKey)
+  if not total then
+    return false
+  end
+  return tonumber(total) - redis.call('zcount', permitsKey, '(' .. now, '+inf')
+end
+
+-- Extends a permit still on lease to `now + lease`; false when it is unknown or has expired.
+local function extendPermit(permitsKey, id, now, lease)
+  local expiry = redis.call('zscore', permitsKey, id)
+  if not expiry or tonumber(expiry) <= now then
+    return false
+  end
+  redis.call('zadd', permitsKey, 'XX', now + lease, id)
+  return true
+end

@@ -1,0 +1,27 @@
+--[[
+  Hands a held permit to a waiter of the releasing client: the permit leaves under its id and
+  comes back under the waiter's, with the waiter's lease, without ever being free (no message,
+  no attempt; see PermitExpirableSemaphore.tryRelease).
+
+  Input:
+    KEYS[1] permits taken, zset permit id -> expiry (Redis ms)
+    ARGV[1] the released permit's id
+    ARGV[2] the waiter's new permit id
+    ARGV[3] the waiter's lease in ms
+
+  Output:
+    1 when handed over; 0 when the released permit was not held (unknown, released, or expired:
+    it was free already, and the waiter tries for one as usual).
+]]
+--@include permits.lua
+local now = nowMs()
+local expiry = redis.call('zscore', KEYS[1], ARGV[1])
+if not expiry then
+  return 0
+end
+redis.call('zrem', KEYS[1], ARGV[1])
+if tonumber(expiry) <= now then
+  return 0
+end
+redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+return 1

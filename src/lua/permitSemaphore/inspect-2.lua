@@ -1,0 +1,13 @@
+--[[
+  Read-only: the total and the permits still on lease, with the Redis clock they run on.
+
+  Input:
+    KEYS[1] total permits
+    KEYS[2] permits taken, zset permit id -> expiry (Redis ms)
+
+  Output:
+    {total or false, now (Redis ms), {id1, expiry1, id2, expiry2, ...}} (live permits, soonest first)
+]]
+--@include permits.lua
+local now = nowMs()
+return {redis.call('get', KEYS[1]), now, redis.call('zrangebyscore', KEYS[2], '(' .. now, '+inf', 'WITHSCORES')}

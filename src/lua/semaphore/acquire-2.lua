@@ -1,0 +1,42 @@
+--[[
+  Takes `permits` permits at once if enough are free and no reservation of another waiter
+  needs them; a waiter that is subscribed and asks for more than one permit may claim the
+  reservation when none is held, so that smaller requests stop overtaking it.
+
+  Input:
+    KEYS[1] the semaphore's counter of free permits (a string; missing: never set, 0 free)
+    KEYS[2] its reservation, hash { field, permits } with a TTL
+    ARGV[1] permits asked for (>= 1)
+    ARGV[2] the waiter's field "<clientId>:<waiterId>"
+    ARGV[3] "1" when the waiter may claim the reservation (subscribed, more than one permit)
+    ARGV[4] reservation TTL in ms (renewed by the holder's every attempt)
+
+  Output:
+    {1, 0} taken; {2, 0} refused, the caller holds the reservation; {0, ttl} refused, where ttl
+    is the ms until another waiter's reservation that blocked it runs out, or -1 (no bound:
+    a release will say when to try again).
+]]
+local permits = tonumber(ARGV[1])
+local free = tonumber(redis.call('get', KEYS[1]) or '0')
+local holder = redis.call('hget', KEYS[2], 'field')
+local mine = holder == ARGV[2]
+local reserved = 0
+if holder and not mine then
+  reserved = tonumber(redis.call('hget', KEYS[2], 'permits'))
+end
+if free - reserved >= permits then
+  redis.call('decrby', KEYS[1], permits)
+  if mine then
+    redis.call('del', KEYS[2])
+  end
+  return {1, 0}
+end
+if mine or (not holder and ARGV[3] == '1') then
+  redis.call('hset', KEYS[2], 'field', ARGV[2], 'permits', permits)
+  redis.call('pexpire', KEYS[2], ARGV[4])
+  return {2, 0}
+end
+if holder then
+  return {0, redis.call('pttl', KEYS[2])}
+end
+return {0, -1}

@@ -1,0 +1,252 @@
+import { watchHold } from '../core/holdScope';
+import { diagnostics } from '../diagnostics';
+import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
+import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
+import { permitChannelOf, permitsKeyOf } from '../names';
+import type { LockContext } from '../services/LockContext';
+import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
+import type { ChannelEntry } from '../services/LockPubSub';
+import { LockOwner } from '../services/LockOwner';
+import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
+import { checkTime } from '../options';
+import { type Attempt, Primitive } from './Primitive';
+
+/** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
+interface PermitScripts {
+  rlock_permitSemaphore_acquire(key: string, permitsKey: string, channel: string, id: string, leaseMs: number, publish: PublishCommand): Promise<number | null>;
+  rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, id: string, publish: PublishCommand, releaser: string): Promise<[0 | 1, number]>;
+  rlock_permitSemaphore_handoff(permitsKey: string, id: string, newId: string, leaseMs: number): Promise<0 | 1>;
+  rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
+  rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
+  rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
+  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, delta: number, publish: PublishCommand): Promise<number>;
+  rlock_permitSemaphore_inspect(key: string, permitsKey: string): Promise<[string | null, number, string[]]>;
+}
+
+const scripts = (redis: ScriptedRedis): PermitScripts => redis as unknown as PermitScripts;
+
+/** The watchdog's renew script for permits (lua/permitSemaphore/renew.lua). */
+const RENEW_COMMAND = 'rlock_permitSemaphore_renew';
+
+/**
+ * Redisson's RPermitExpirableSemaphore: every permit has an id and a lease, kept in a zset
+ * `rlock__permits:{<key>}` (id → expiry on the Redis server's clock) beside the total at
+ * `<keyPrefix><name>`; a permit whose lease ran out is free again at once, for every reader.
+ * Permits taken without `leaseTime` are kept by the client's watchdog (batched with the locks'
+ * renewals) and reported lost like a lock (`lockLost`, `withPermit`'s signal); Redisson's never
+ * expire.
+ */
+export class PermitExpirableSemaphore extends Primitive {
+  private readonly permitsKey: string;
+  private readonly channel: string;
+
+  /** @internal Use `client.getPermitExpirableSemaphore(name)`. */
+  constructor(context: LockContext, name: unknown) {
+    super(context, name);
+    this.permitsKey = permitsKeyOf(context.keyPrefix, this.key);
+    this.channel = permitChannelOf(context.keyPrefix, this.key);
+  }
+
+  /** Sets the total of permits if it was never set; true when it did. */
+  async trySetPermits(permits: number): Promise<boolean> {
+    checkCount('permits', permits, 0);
+    this.context.assertOpen();
+    const publish = await this.publishCommand();
+    return (await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_permitSemaphore_trySetPermits(this.key, this.permitsKey, this.channel, permits, publish))) === 1;
+  }
+
+  /** Changes the total of permits by `delta` (may be negative). */
+  async addPermits(delta: number): Promise<void> {
+    checkCount('delta', delta, -Infinity);
+    this.context.assertOpen();
+    const publish = await this.publishCommand();
+    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, delta, publish));
+  }
+
+  /** Waits as long as it takes (or until `signal` aborts) and takes a permit; resolves with its id. */
+  async acquire(options?: ExpirablePermitOptions): Promise<string> {
+    const { leaseTime, signal } = checkPermitOptions(options, ['leaseTime', 'signal']);
+    this.context.assertOpen();
+    const taken = await this.take(leaseTime, Infinity, signal);
+    return taken!.id;
+  }
+
+  /** Takes a permit if it can within `waitTime` (default: one attempt); its id, or null. */
+  async tryAcquire(options?: TryExpirablePermitOptions): Promise<string | null> {
+    const { leaseTime, waitTime, signal } = checkPermitOptions(options, ['leaseTime', 'waitTime', 'signal']);
+    this.context.assertOpen();
+    return (await this.take(leaseTime, waitTime ?? 0, signal))?.id ?? null;
+  }
+
+  /** Gives permit `id` back; throws `PermitNotHeldError` when it is not held (unknown, released, expired). */
+  async release(id: string): Promise<void> {
+    if (!(await this.tryRelease(id))) throw new PermitNotHeldError(this.name, id);
+  }
+
+  /** Gives permit `id` back; false when it was not held (an expired permit is not counted twice). */
+  async tryRelease(id: string): Promise<boolean> {
+    checkPermitId(id);
+    this.context.assertOpen();
+    // Stop renewing first, or a renewal racing the release would report the permit lost.
+    this.context.renewal.remove(this.permitsKey, id);
+    const epoch = this.context.connectionEpoch();
+    const handed = await this.handOver(id);
+    let result = handed?.result;
+    if (result === undefined) {
+      const publish = await this.publishCommand();
+      const [released, reached] = await this.context.command('release', (redis) =>
+        scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, id, publish, this.context.clientId),
+      );
+      result = released;
+      if (handed?.yielded && reached <= 1) {
+        // No other client waits: no turn to give; our waiters, which the message may have found
+        // still standing back, try again now.
+        const entry = this.context.pubsub.peek(this.channel);
+        entry?.local?.stopYielding();
+        entry?.wakeOne();
+      }
+    }
+    // 0 after a reconnect may be the answer to ioredis resending a release that had run.
+    const released = result === 1 || this.context.connectionEpoch() !== epoch;
+    if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
+    return released;
+  }
+
+  /**
+   * A waiter of this client parked on this semaphore takes the permit over in one script call
+   * (no release message, no attempt), at most MAX_LOCAL_HANDOFFS in a row; then the permit goes
+   * back to Redis and this client yields its turn (see Semaphore.release). Undefined result: no
+   * handoff, release as usual.
+   */
+  private async handOver(id: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
+    const local = this.context.pubsub.peek(this.channel)?.local;
+    if (!local?.hasCandidates) {
+      if (local) local.streak = 0;
+      return undefined;
+    }
+    if (local.streak >= MAX_LOCAL_HANDOFFS) {
+      local.yieldTurn();
+      return { yielded: true };
+    }
+    const next = local.claimFirst();
+    if (!next) return undefined;
+    const sentAt = performance.now();
+    let result: 0 | 1 | undefined;
+    try {
+      result = await this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, id, next.candidate.field, next.candidate.lease));
+    } finally {
+      // The waiter holds the permit from the send of this call on; otherwise it tries again.
+      next.deliver(result === 1 ? { sentAt } : undefined);
+    }
+    if (result === 1) local.streak++;
+    return { result, yielded: false };
+  }
+
+  /**
+   * Sets permit `id`'s lease to `leaseTime` ms from now (Redis time); the watchdog stops keeping
+   * it. False when the permit is not held.
+   */
+  async updateLeaseTime(id: string, leaseTime: number): Promise<boolean> {
+    checkPermitId(id);
+    const lease = checkTime('leaseTime', leaseTime, 1);
+    if (lease === undefined) throw new InvalidArgumentError('leaseTime', 'is required');
+    this.context.assertOpen();
+    this.context.renewal.remove(this.permitsKey, id);
+    return (await this.context.command('updateLeaseTime', (redis) => scripts(redis).rlock_permitSemaphore_updateLease(this.permitsKey, id, lease))) === 1;
+  }
+
+  /** Free permits now, counting those whose lease ran out as free (read-only; Redis time). */
+  async availablePermits(): Promise<number> {
+    this.context.assertOpen();
+    return this.context.command('availablePermits', (redis) => scripts(redis).rlock_permitSemaphore_available(this.key, this.permitsKey));
+  }
+
+  /** The total, the free permits, every permit on lease with its remaining lease (Redis time), and how many clients wait. */
+  async inspect(): Promise<PermitSemaphoreInfo> {
+    this.context.assertOpen();
+    const sharded = (await this.publishCommand()) === 'spublish';
+    return this.context.command('inspect', async (redis) => {
+      const [total, now, flat] = await scripts(redis).rlock_permitSemaphore_inspect(this.key, this.permitsKey);
+      const permits: PermitSemaphoreInfo['permits'] = [];
+      for (let i = 0; i < flat.length; i += 2) permits.push({ id: flat[i]!, expiresInMs: Number(flat[i + 1]) - now });
+      const totalPermits = total === null ? null : Number(total);
+      return {
+        name: this.name,
+        key: this.key,
+        totalPermits,
+        availablePermits: (totalPermits ?? 0) - permits.length,
+        permits,
+        waitingClients: await subscriberCount(redis, this.channel, sharded),
+      };
+    });
+  }
+
+  /**
+   * Runs `fn` holding a permit and gives it back in `finally`. `fn`'s signal aborts when the
+   * permit is lost (the watchdog finds it gone, or its `leaseTime` runs out) or `options.signal`
+   * aborts; a permit lost while `fn` ran makes `withPermit` reject with `LockLostError`.
+   */
+  async withPermit<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: TryExpirablePermitOptions): Promise<T> {
+    const { leaseTime, waitTime, signal } = checkPermitOptions(options, ['leaseTime', 'waitTime', 'signal']);
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
+    this.context.assertOpen();
+    const maxWait = waitTime ?? Infinity;
+    const taken = await this.take(leaseTime, maxWait, signal);
+    if (!taken) throw new LockTimeoutError(this.name, maxWait);
+    const scope = new AbortController();
+    const lease = leaseTime === undefined ? undefined : { name: this.name, leaseTime, sentAt: taken.sentAt };
+    const stopWatching = watchHold(scope, [signal, this.context.renewal.lostSignal(this.permitsKey, taken.id)], lease);
+    let outcome: { value: T } | { error: unknown };
+    try {
+      outcome = { value: await fn(scope.signal) };
+    } catch (error) {
+      outcome = { error };
+    } finally {
+      stopWatching();
+    }
+    const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
+    // After a loss the permit is gone already: tryRelease answers false, which is no news.
+    const released = this.tryRelease(taken.id);
+    if ('error' in outcome) {
+      await released.catch(() => undefined);
+      throw outcome.error;
+    }
+    await released;
+    if (lost) throw lost;
+    return outcome.value;
+  }
+
+  /** Takes a permit within `waitTime`: its id and send time, or undefined when the time ran out. */
+  private async take(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<{ id: string; sentAt: number } | undefined> {
+    const { context } = this;
+    // The permit id is the owner's id: a lost permit is reported like a lost lock of that owner.
+    const owner = new LockOwner();
+    const id = owner.id;
+    const lease = leaseTime ?? context.watchdogTimeout;
+    const publish = await this.publishCommand();
+    const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+      // A client that just passed a permit on lets the other clients' waiters have it (see release).
+      if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
+      const sentAt = performance.now();
+      const ttl = await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, id, lease, publish));
+      return ttl === null ? { held: true, sentAt } : { held: false, ttl };
+    };
+    // Parked, the waiter may be handed a permit by a release of this client (see handOver).
+    const sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
+      park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease }, ms, stops),
+    });
+    if (sentAt === undefined) return undefined;
+    owner.holds = 1;
+    if (leaseTime === undefined) {
+      context.renewal.add({ name: this.name, key: this.permitsKey, field: id, owner, renewCommand: RENEW_COMMAND }, sentAt);
+    }
+    const stopped = this.stoppedReason(signal);
+    if (stopped !== undefined) {
+      await this.tryRelease(id).catch(() => undefined);
+      throw stopped;
+    }
+    if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(id), holds: 1, leaseTime });
+    return { id, sentAt };
+  }
+}

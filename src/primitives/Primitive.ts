@@ -1,0 +1,91 @@
+import { nanoid } from 'nanoid';
+import type { Hold, WaitProtocol } from '../core/waitLoop';
+import { waitFor } from '../core/waitLoop';
+import { diagnostics } from '../diagnostics';
+import { checkName } from '../options';
+import type { LockContext } from '../services/LockContext';
+import type { ChannelEntry } from '../services/LockPubSub';
+import type { PublishCommand } from '../services/scripts';
+
+/** The common part of a semaphore's or latch's diagnostics messages; `ownerId` names the call (or permit). */
+export interface PrimitiveEvent {
+  name: string;
+  key: string;
+  clientId: string;
+  ownerId: string;
+}
+
+/** One attempt of a waiting call: taken now (with its send time), or not (sleep at most `ttl` ms; negative: no bound). */
+export type Attempt = { held: true; sentAt: number } | { held: false; ttl: number };
+
+/**
+ * What the semaphores and the latch share: name and key, the client's context, diagnostics,
+ * and a wait through the shared `waitFor` loop whose sleep is a wake-up by message (counted
+ * messages, see ChannelEntry.deliver) unless the primitive parks its waiter otherwise.
+ */
+export abstract class Primitive {
+  readonly name: string;
+  /** The primitive's main Redis key, `<keyPrefix><name>`; its other keys carry it as a hash tag. */
+  readonly key: string;
+
+  protected constructor(
+    protected readonly context: LockContext,
+    name: unknown,
+  ) {
+    this.name = checkName(name, context.keyPrefix);
+    this.key = context.keyPrefix + this.name;
+  }
+
+  protected event(ownerId: string): PrimitiveEvent {
+    return { name: this.name, key: this.key, clientId: this.context.clientId, ownerId };
+  }
+
+  protected publishCommand(): Promise<PublishCommand> {
+    return this.context.publishCommand();
+  }
+
+  /** A fresh id for a call or a permit. */
+  protected newId(): string {
+    return nanoid();
+  }
+
+  /**
+   * Waits through `waitFor`: `attempt` until it takes, sleeping between attempts until a message
+   * on `channel` (or the bound the attempt gave). `park`, when given, replaces the plain wake-up
+   * sleep (the semaphore's waiters: a grant, or permits handed over in-process). Resolves with the send time
+   * of the attempt that took, undefined when `waitTime` ran out.
+   */
+  protected async wait(
+    ownerId: string,
+    channel: string,
+    attempt: (listening: ChannelEntry | undefined) => Promise<Attempt>,
+    waitTime: number,
+    signal: AbortSignal | undefined,
+    extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[]) => Promise<Hold | undefined> | undefined; giveUp?: () => Promise<void> } = {},
+  ): Promise<number | undefined> {
+    const protocol: WaitProtocol = {
+      channel,
+      attempt,
+      sleep: async (entry, ms, stops) => {
+        const parked = extra.park?.(entry, ms, stops);
+        if (parked) return parked;
+        await entry.untilReleased(ms, stops);
+        return undefined;
+      },
+      giveUp: extra.giveUp,
+      waitStarted: () => {
+        if (diagnostics.waitStart.hasSubscribers) diagnostics.waitStart.publish(this.event(ownerId));
+      },
+      waitEnded: (durationMs, acquired) => {
+        if (diagnostics.waitEnd.hasSubscribers) diagnostics.waitEnd.publish({ ...this.event(ownerId), durationMs, acquired });
+      },
+    };
+    const hold: Hold | undefined = await waitFor(this.context, protocol, waitTime, signal);
+    return hold?.sentAt;
+  }
+
+  /** Throws the reason of the first stop (the caller's signal, `close()`) that aborted, if any. */
+  protected stoppedReason(signal: AbortSignal | undefined): unknown {
+    return [signal, this.context.closedSignal].find((stop) => stop?.aborted)?.reason;
+  }
+}

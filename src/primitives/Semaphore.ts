@@ -1,0 +1,235 @@
+import { diagnostics } from '../diagnostics';
+import { InvalidArgumentError, LockTimeoutError } from '../errors';
+import { subscriberCount, type SemaphoreInfo } from '../introspection';
+import { reservationKeyOf, semaphoreChannelOf } from '../names';
+import type { LockContext } from '../services/LockContext';
+import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
+import type { ChannelEntry } from '../services/LockPubSub';
+import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import { checkCount, checkPermitOptions, type PermitOptions, type TryPermitOptions } from './permitOptions';
+import { type Attempt, Primitive } from './Primitive';
+
+/** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
+interface SemaphoreScripts {
+  rlock_semaphore_acquire(key: string, reservationKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number): Promise<[0 | 1 | 2, number]>;
+  rlock_semaphore_add(key: string, reservationKey: string, channel: string, delta: number, publish: PublishCommand, releaser: string): Promise<[number, number]>;
+  rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
+  rlock_semaphore_drain(key: string): Promise<number>;
+  rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
+}
+
+const scripts = (redis: ScriptedRedis): SemaphoreScripts => redis as unknown as SemaphoreScripts;
+
+/**
+ * A counting semaphore, Redisson's RSemaphore: a counter of free permits at `<keyPrefix><name>`;
+ * `acquire` takes permits only when enough are free, all at once; `release` adds them and wakes
+ * as many waiters as they can serve (one counted message). Permits have no owner: a holder that
+ * crashes takes its permits with it (use `getPermitExpirableSemaphore` for permits that come
+ * back). A waiter asking for several permits reserves them once it has to wait, so smaller
+ * requests cannot starve it (see docs/design.md, "Semaphores").
+ */
+export class Semaphore extends Primitive {
+  private readonly channel: string;
+  private readonly reservationKey: string;
+
+  /** @internal Use `client.getSemaphore(name)`. */
+  constructor(context: LockContext, name: unknown) {
+    super(context, name);
+    this.channel = semaphoreChannelOf(context.keyPrefix, this.key);
+    this.reservationKey = reservationKeyOf(context.keyPrefix, this.key);
+  }
+
+  /** Sets the number of permits if it was never set; true when it did. */
+  async trySetPermits(permits: number): Promise<boolean> {
+    checkCount('permits', permits, 0);
+    this.context.assertOpen();
+    const publish = await this.publishCommand();
+    const set = await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_semaphore_trySetPermits(this.key, this.reservationKey, this.channel, permits, publish));
+    return set === 1;
+  }
+
+  /** Adds `delta` permits (negative: removes them; the count may go below 0, and no one gets any until it is back above). */
+  async addPermits(delta: number): Promise<void> {
+    checkCount('delta', delta, -Infinity);
+    this.context.assertOpen();
+    await this.add('addPermits', delta);
+  }
+
+  /** Waits as long as it takes (or until `signal` aborts) and takes `permits` permits (default 1). */
+  async acquire(options?: PermitOptions): Promise<void> {
+    const { permits, signal } = checkPermitOptions(options, ['permits', 'signal']);
+    this.context.assertOpen();
+    await this.take(permits, Infinity, signal);
+  }
+
+  /** Takes `permits` permits if it can within `waitTime` (default: one attempt); true when it did. */
+  async tryAcquire(options?: TryPermitOptions): Promise<boolean> {
+    const { permits, waitTime, signal } = checkPermitOptions(options, ['permits', 'waitTime', 'signal']);
+    this.context.assertOpen();
+    return (await this.take(permits, waitTime ?? 0, signal)) !== undefined;
+  }
+
+  /**
+   * Gives back `permits` permits (default 1). Unchecked, as in Redisson: the semaphore has no
+   * owners. Permits that a waiter of this client parked on this semaphore can use are handed to
+   * it in-process, no Redis call at all (at most MAX_LOCAL_HANDOFFS in a row; then the permits go
+   * back to Redis and wake the other processes' waiters too).
+   */
+  async release(options?: Pick<PermitOptions, 'permits'>): Promise<void> {
+    const { permits } = checkPermitOptions(options, ['permits']);
+    this.context.assertOpen();
+    await this.giveBack(permits);
+    if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(''), permits, released: true });
+  }
+
+  private async giveBack(permits: number): Promise<void> {
+    const { left, yielded } = this.handOver(permits);
+    if (left === 0) return;
+    const [free, reached] = await this.add('release', left);
+    if (!yielded || reached > 1) return;
+    // No other client waits (the message reached ours alone, or no one): no turn to give; our
+    // waiters, which the message may have found still standing back, try again now.
+    const entry = this.context.pubsub.peek(this.channel);
+    entry?.local?.stopYielding();
+    entry?.wake(free);
+  }
+
+  /** Hands released permits to this client's parked waiters that they suffice for; returns the rest, and whether this client yields its turn. */
+  private handOver(permits: number): { left: number; yielded: boolean } {
+    const local = this.context.pubsub.peek(this.channel)?.local;
+    if (!local) return { left: permits, yielded: false };
+    let left = permits;
+    const fits = (candidate: { permits?: number }): boolean => (candidate.permits ?? Infinity) <= left;
+    while (left > 0 && local.streak < MAX_LOCAL_HANDOFFS) {
+      const next = local.claimFirst(fits);
+      if (!next) break;
+      left -= next.candidate.permits!;
+      local.streak++;
+      next.deliver({ sentAt: performance.now() });
+    }
+    if (left === 0) return { left, yielded: false };
+    // A full run of handoffs while waiters here could use these permits: they go back to Redis
+    // and this client yields its turn (its waiters and new callers stand back for a moment), so
+    // that the other processes' waiters get them. Otherwise a new run may start after them.
+    const yielded = local.streak >= MAX_LOCAL_HANDOFFS;
+    if (yielded) local.yieldTurn();
+    else local.streak = 0;
+    return { left, yielded };
+  }
+
+  /** Free permits now (0 when never set; negative after a negative `addPermits`). */
+  async availablePermits(): Promise<number> {
+    this.context.assertOpen();
+    const value = await this.context.command('availablePermits', (redis) => redis.get(this.key));
+    return value === null ? 0 : Number(value);
+  }
+
+  /** Takes every free permit; returns how many. */
+  async drainPermits(): Promise<number> {
+    this.context.assertOpen();
+    return this.context.command('drainPermits', (redis) => scripts(redis).rlock_semaphore_drain(this.key));
+  }
+
+  /** Free permits, the reservation (who, how many, for how long), and how many clients wait. */
+  async inspect(): Promise<SemaphoreInfo> {
+    this.context.assertOpen();
+    const sharded = (await this.publishCommand()) === 'spublish';
+    return this.context.command('inspect', async (redis) => {
+      const replies = await redis.pipeline().get(this.key).hgetall(this.reservationKey).pttl(this.reservationKey).exec();
+      const failed = replies?.find(([error]) => error);
+      if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
+      const [free, reservation, ttl] = replies.map(([, value]) => value) as [string | null, Record<string, string>, number];
+      const [clientId = '', waiterId = ''] = (reservation.field ?? '').split(':');
+      return {
+        name: this.name,
+        key: this.key,
+        availablePermits: free === null ? null : Number(free),
+        reservation: reservation.field ? { clientId, waiterId, permits: Number(reservation.permits), expiresInMs: ttl } : null,
+        waitingClients: await subscriberCount(redis, this.channel, sharded),
+      };
+    });
+  }
+
+  /**
+   * Runs `fn` holding `permits` permits (default 1) and gives them back in `finally`. Waits as
+   * long as it takes unless `waitTime` is given (then rejects with `LockTimeoutError`). `fn`'s
+   * signal aborts when `options.signal` does (permits without owners cannot be lost).
+   */
+  async withPermits<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: TryPermitOptions): Promise<T> {
+    const { permits, waitTime, signal } = checkPermitOptions(options, ['permits', 'waitTime', 'signal']);
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
+    this.context.assertOpen();
+    const maxWait = waitTime ?? Infinity;
+    if ((await this.take(permits, maxWait, signal)) === undefined) throw new LockTimeoutError(this.name, maxWait);
+    try {
+      return await fn(signal ?? new AbortController().signal);
+    } finally {
+      await this.giveBack(permits);
+    }
+  }
+
+  /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
+  private async add(call: string, delta: number): Promise<[number, number]> {
+    const publish = await this.publishCommand();
+    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, delta, publish, this.context.clientId));
+  }
+
+  /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */
+  private async take(permits: number, waitTime: number, signal: AbortSignal | undefined): Promise<number | undefined> {
+    const { context } = this;
+    const callId = this.newId();
+    const field = `${context.clientId}:${callId}`;
+    // Only a request that smaller ones could overtake reserves; it must be subscribed first so
+    // that the release naming it reaches it.
+    const mayReserve = permits > 1;
+    let entry: ChannelEntry | undefined;
+    let reserving = false;
+    let reserved = false;
+    const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+      // A client that just passed permits on lets the other clients' waiters have them: a new
+      // caller that may wait joins its own client's parked waiters instead of barging in.
+      if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
+      if (listening && mayReserve && !entry) {
+        // Registered before the request that may reserve: the grant can beat its reply.
+        entry = listening;
+        entry.expectGrant(field);
+      }
+      const sentAt = performance.now();
+      const [status, ttl] = await context.command('acquire', (redis) =>
+        scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout),
+      );
+      reserving = status === 2;
+      reserved ||= reserving;
+      if (status === 1) return { held: true, sentAt };
+      // The holder renews its reservation by attempting again well before it runs out.
+      return { held: false, ttl: reserving ? Math.floor(context.queueTimeout / 3) : ttl };
+    };
+    let sentAt: number | undefined;
+    try {
+      sentAt = await this.wait(callId, this.channel, attempt, waitTime, signal, {
+        // The reservation's holder waits for its grant; the others may be handed permits by a
+        // release of this client (see release()).
+        park: (woken, ms, stops) =>
+          reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops),
+        giveUp: async () => {
+          if (!reserved) return;
+          const publish = await this.publishCommand();
+          await context
+            .command('leave', (redis) => scripts(redis).rlock_semaphore_leave(this.key, this.reservationKey, this.channel, field, publish))
+            .catch(() => undefined); // the reservation then runs out after queueTimeout
+        },
+      });
+    } finally {
+      entry?.forgetGrant(field);
+    }
+    if (sentAt === undefined) return undefined;
+    // Taken while the caller aborted or the client closed: give the permits back, leave nothing.
+    const stopped = this.stoppedReason(signal);
+    if (stopped !== undefined) {
+      await this.add('release', permits).catch(() => undefined);
+      throw stopped;
+    }
+    if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(callId), permits });
+    return sentAt;
+  }
+}

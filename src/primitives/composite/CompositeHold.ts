@@ -1,0 +1,103 @@
+import type { LockHandle } from '../../core/LockHandle';
+import { LockLostError, NotLockOwnerError } from '../../errors';
+
+/** A member lock taken for a composite: its own handle (a fork) and when its acquire was sent. */
+export interface TakenMember {
+  handle: LockHandle;
+  sentAt: number;
+}
+
+/**
+ * What a MultiLock or RedLock holds once it got enough members: the members taken, and when the
+ * whole counts as lost: fewer than `needed` members still held (each member's own watchdog found
+ * it gone, or could not renew it in time), or the validity running out (a `leaseTime` was given).
+ */
+export class CompositeHold {
+  private readonly lost = new AbortController();
+  private readonly undo: (() => void)[] = [];
+
+  constructor(
+    private readonly name: string,
+    readonly members: readonly TakenMember[],
+    needed: number,
+    /** performance.now() when the whole stops being valid; undefined while watchdogs keep the members. */
+    readonly validUntil: number | undefined,
+    onLost: (error: LockLostError) => void,
+  ) {
+    let held = members.length;
+    const lose = (reason: string): void => {
+      if (this.lost.signal.aborted) return;
+      const error = new LockLostError(name, reason);
+      this.lost.abort(error);
+      onLost(error);
+    };
+    for (const { handle } of members) {
+      const memberLost = handle.lostSignal();
+      if (!memberLost) continue;
+      const listener = (): void => {
+        held--;
+        if (held < needed) lose(`member "${handle.name}" was lost (${String((memberLost.reason as Error)?.message)}); ${held} of ${members.length} held, ${needed} needed`);
+      };
+      if (memberLost.aborted) listener();
+      else {
+        memberLost.addEventListener('abort', listener, { once: true });
+        this.undo.push(() => memberLost.removeEventListener('abort', listener));
+      }
+    }
+    if (validUntil !== undefined) {
+      const timer = setTimeout(() => lose(`its validity ran out (leaseTime minus the time acquiring took)`), Math.max(0, validUntil - performance.now()));
+      timer.unref();
+      this.undo.push(() => clearTimeout(timer));
+    }
+  }
+
+  /** Aborts with a `LockLostError` when the whole is lost. */
+  get lostSignal(): AbortSignal {
+    return this.lost.signal;
+  }
+
+  /**
+   * Gives back every member in parallel, each bounded by `timeout` when given (a paused server
+   * must not stall unlock; its member then expires by itself). A member its owner no longer holds
+   * (lost, expired) is not an error: unlock wants it free and it is. Other failures are thrown
+   * after every member was tried, unless `tolerate` says how many members may fail.
+   */
+  async release(timeout: number | undefined, tolerate: number): Promise<void> {
+    for (const stop of this.undo.splice(0)) stop();
+    const results = await Promise.allSettled(this.members.map(({ handle }) => within(handle.unlock(), timeout)));
+    const failures = results.flatMap((result) =>
+      result.status === 'rejected' && !(result.reason instanceof NotLockOwnerError) ? [result.reason as unknown] : [],
+    );
+    if (failures.length > tolerate) throw failures[0];
+  }
+}
+
+/** Settles like `promise`, or resolves with undefined after `ms` (leaving `promise` to run on). */
+export async function within<T>(promise: Promise<T>, ms: number | undefined): Promise<T | undefined> {
+  if (ms === undefined) return promise;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Sleeps `ms`, or rejects with `signal.reason` as soon as it aborts. */
+export function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason as Error);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal!.reason as Error);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,139 @@
+import { EventEmitter } from 'node:events';
+import { nanoid } from 'nanoid';
+import { LockHandle } from '../../core/LockHandle';
+import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../../errors';
+import { checkLockOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from '../../options';
+import type { CompositeHold } from './CompositeHold';
+
+export interface CompositeLockEvents {
+  /** The lock, held through `lock()`/`tryLock()` or `withLock`, was lost (see each class for when). */
+  lost: [LockLostError];
+}
+
+/**
+ * What MultiLock and RedLock share: one lock made of member locks (RLock or FairLock handles, on
+ * one or several Redis servers), the public calls, and the life of a hold. Each acquisition takes
+ * every member through a fresh handle of its own (`fork()`), so a late answer to an abandoned
+ * attempt is given back without touching a newer hold, and two `withLock` calls on one instance
+ * are two owners, as with `RLock`.
+ *
+ * Not reentrant: a `withLock` nested in another on the same members waits for itself.
+ */
+export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
+  /** The members' names, joined by `+`. */
+  readonly name: string;
+  protected readonly members: readonly LockHandle[];
+  /** Names this instance in NotLockOwnerError. */
+  private readonly id = nanoid();
+  /** The hold of `lock()`/`tryLock()` (one at a time; `withLock` holds its own). */
+  protected current: CompositeHold | undefined;
+  private acquiring = false;
+
+  protected constructor(locks: unknown, argument = 'locks') {
+    super();
+    if (!Array.isArray(locks) || locks.length === 0) {
+      throw new InvalidArgumentError(argument, `must be a non-empty array of lock handles (client.getLock(name)), got ${Array.isArray(locks) ? 'an empty array' : typeof locks}`);
+    }
+    const seen = new Set<string>();
+    locks.forEach((lock: unknown, i) => {
+      if (!(lock instanceof LockHandle)) throw new InvalidArgumentError(`${argument}[${i}]`, 'must be a lock handle from client.getLock() or client.getFairLock()');
+      // The same lock of the same client twice would be one hold counted as two.
+      if (seen.has(lock.identity)) throw new InvalidArgumentError(`${argument}[${i}]`, `is lock "${lock.name}" of a client already in the list`);
+      seen.add(lock.identity);
+    });
+    this.members = [...(locks as LockHandle[])];
+    this.name = this.members.map((member) => member.name).join('+');
+  }
+
+  /**
+   * Takes enough members within `waitTime` (0: one round); resolves with the hold, or undefined
+   * when the time ran out having given back whatever it took.
+   */
+  protected abstract acquireMembers(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<CompositeHold | undefined>;
+
+  /** Gives back what a hold took (MultiLock: every member must answer; RedLock: bounded, best effort). */
+  protected abstract releaseHold(hold: CompositeHold): Promise<void>;
+
+  /** Whether someone holds the whole lock now (each class says what that means). */
+  abstract isLocked(): Promise<boolean>;
+
+  /** Waits as long as it takes (or until `signal` aborts) and takes the lock. */
+  async lock(options?: LockOptions): Promise<void> {
+    const { leaseTime, signal } = checkLockOptions(options, false);
+    await this.take(leaseTime, Infinity, signal);
+  }
+
+  /** Takes the lock if it can within `waitTime` (default: one round); true when it did. */
+  async tryLock(options?: TryLockOptions): Promise<boolean> {
+    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
+    return this.take(leaseTime, waitTime ?? 0, signal);
+  }
+
+  /** Gives back the hold of `lock()`/`tryLock()`; throws `NotLockOwnerError` when there is none. */
+  async unlock(): Promise<void> {
+    const hold = this.current;
+    if (!hold) throw new NotLockOwnerError(this.name, this.id);
+    this.current = undefined;
+    await this.releaseHold(hold);
+  }
+
+  /**
+   * Runs `fn` holding the lock and gives it back in `finally`. `fn`'s signal aborts when the lock
+   * is lost or `options.signal` aborts; a loss while `fn` ran makes `withLock` reject with
+   * `LockLostError` even if `fn` resolved.
+   */
+  async withLock<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: WithLockOptions): Promise<T> {
+    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
+    const maxWait = waitTime ?? Infinity;
+    const hold = await this.acquireMembers(leaseTime, maxWait, signal);
+    if (!hold) throw new LockTimeoutError(this.name, maxWait);
+    const scope = new AbortController();
+    const undo: (() => void)[] = [];
+    for (const source of [signal, hold.lostSignal]) {
+      if (!source) continue;
+      if (source.aborted) scope.abort(source.reason);
+      const listener = (): void => scope.abort(source.reason);
+      source.addEventListener('abort', listener, { once: true });
+      undo.push(() => source.removeEventListener('abort', listener));
+    }
+    let outcome: { value: T } | { error: unknown };
+    try {
+      outcome = { value: await fn(scope.signal) };
+    } catch (error) {
+      outcome = { error };
+    } finally {
+      for (const stop of undo) stop();
+    }
+    const lost = hold.lostSignal.aborted ? (hold.lostSignal.reason as LockLostError) : undefined;
+    let releaseError: unknown;
+    try {
+      await this.releaseHold(hold);
+    } catch (error) {
+      releaseError = error;
+    }
+    if ('error' in outcome) throw outcome.error;
+    if (lost) throw lost;
+    if (releaseError !== undefined) throw releaseError;
+    return outcome.value;
+  }
+
+  /** Reports a loss of a hold: the `lost` event. */
+  protected readonly reportLost = (error: LockLostError): void => {
+    this.emit('lost', error);
+  };
+
+  private async take(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<boolean> {
+    if (this.current || this.acquiring) {
+      throw new LockUsageError(`this ${this.constructor.name} "${this.name}" already ${this.current ? 'holds it' : 'is acquiring it'}; it is not reentrant. Use withLock() for concurrent sections.`);
+    }
+    this.acquiring = true;
+    try {
+      const hold = await this.acquireMembers(leaseTime, waitTime, signal);
+      this.current = hold;
+      return hold !== undefined;
+    } finally {
+      this.acquiring = false;
+    }
+  }
+}

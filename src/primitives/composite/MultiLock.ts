@@ -1,0 +1,73 @@
+import type { LockHandle } from '../../core/LockHandle';
+import { CompositeHold, pause } from './CompositeHold';
+import { CompositeLock } from './CompositeLock';
+
+/** The first random back-off after a round that could not take every member, in ms; it doubles up to MAX. */
+const FIRST_BACKOFF_MS = 5;
+const MAX_BACKOFF_MS = 100;
+
+/**
+ * Redisson's RedissonMultiLock: held only while every member lock is held. The members may live
+ * on independent Redis servers (one client each), or on one.
+ *
+ * A round tries every member once, in parallel; if any is taken by someone else, it gives back
+ * what it took, sleeps a random back-off (doubling, up to 100 ms), then waits for the member that
+ * refused it (pub/sub, as `tryLock` waits), holding nothing else, and tries the others once more.
+ * It never waits while it holds a member another MultiLock waits for, so overlapping MultiLocks
+ * cannot deadlock whatever order their members are listed in; the random back-off breaks the
+ * symmetry that would otherwise let two of them take one member each and give back forever.
+ *
+ * `leaseTime` applies to each member; the whole is valid until the first member's lease ends.
+ * Without it each member is kept by its own client's watchdog, and the loss of any member is the
+ * loss of the whole: the `lost` event, and `withLock`'s signal aborts.
+ */
+export class MultiLock extends CompositeLock {
+  constructor(locks: readonly LockHandle[]) {
+    super(locks);
+  }
+
+  /** Whether every member is locked (by anyone): then no MultiLock over them can be taken. */
+  async isLocked(): Promise<boolean> {
+    const locked = await Promise.all(this.members.map((member) => member.isLocked()));
+    return locked.every(Boolean);
+  }
+
+  protected async acquireMembers(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<CompositeHold | undefined> {
+    const deadline = performance.now() + waitTime;
+    let backoff = FIRST_BACKOFF_MS;
+    let blocker: number | undefined;
+    for (;;) {
+      const handles = this.members.map((member) => member.fork());
+      const sentAt: (number | undefined)[] = [];
+      if (blocker !== undefined) {
+        // Holding nothing, wait for the member that refused us last round.
+        sentAt[blocker] = await handles[blocker]!.acquireHold(leaseTime, Math.max(0, deadline - performance.now()), signal);
+        if (sentAt[blocker] === undefined) return undefined;
+      }
+      const results = await Promise.allSettled(handles.map((handle, i) => (i === blocker ? Promise.resolve(sentAt[i]) : handle.acquireHold(leaseTime, 0, signal))));
+      let refused: number | undefined;
+      let failure: { error: unknown } | undefined;
+      results.forEach((result, i) => {
+        if (result.status === 'rejected') failure ??= { error: result.reason };
+        else if ((sentAt[i] = result.value) === undefined) refused ??= i;
+      });
+      if (!failure && refused === undefined) {
+        const members = handles.map((handle, i) => ({ handle, sentAt: sentAt[i]! }));
+        const validUntil = leaseTime === undefined ? undefined : Math.min(...members.map((member) => member.sentAt)) + leaseTime;
+        return new CompositeHold(this.name, members, members.length, validUntil, this.reportLost);
+      }
+      // All or nothing: give back what this round took before anything else.
+      await Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.unlock().catch(() => undefined))));
+      if (failure) throw failure.error;
+      const left = deadline - performance.now();
+      if (left <= 0) return undefined;
+      blocker = refused;
+      await pause(Math.min(left, Math.random() * backoff), signal);
+      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+    }
+  }
+
+  protected releaseHold(hold: CompositeHold): Promise<void> {
+    return hold.release(undefined, 0);
+  }
+}

@@ -1,0 +1,158 @@
+import type { LockHandle } from '../../core/LockHandle';
+import { ClientClosedError, InvalidArgumentError } from '../../errors';
+import { CompositeHold, pause, within } from './CompositeHold';
+import { CompositeLock } from './CompositeLock';
+
+export interface RedLockOptions {
+  /** How long one member's acquire may take before it counts as failed, in ms. Default 100. */
+  attemptTimeout?: number;
+  /** Mean pause between rounds, in ms; each pause is random in [0.5, 1.5) × this. Default 100. */
+  retryDelay?: number;
+  /** Clock drift allowed per ms of lease (redis.io: 0.01), plus 2 ms. Default 0.01. */
+  driftFactor?: number;
+}
+
+const OPTION_KEYS = ['attemptTimeout', 'retryDelay', 'driftFactor'];
+
+/**
+ * The Redlock algorithm (redis.io, "Distributed locks with Redis"; Redisson's RedissonRedLock)
+ * over N member locks on N independent Redis masters. A round tries every member in parallel,
+ * each bounded by `attemptTimeout`; it holds when a majority (N/2 + 1) was taken and the time
+ * spent is below the lease minus the drift allowance (`lease × driftFactor + 2 ms`). The validity
+ * is what remains: `start + lease − drift`. Otherwise it gives back every member it took (a late
+ * answer from a member that timed out is given back when it comes), pauses a random delay and
+ * tries again within `waitTime`.
+ *
+ * With `leaseTime`, the whole is lost when the validity ends. Without it, each member is kept by
+ * its own client's watchdog (the validity check uses the shortest `watchdogTimeout`), and the
+ * whole is lost once fewer than a majority of the members taken are still held.
+ *
+ * Its safety rests on timing assumptions (bounded network delay, process pauses and clock
+ * drift) and on servers that do not restart empty within a lease; see docs/topologies.md.
+ */
+export class RedLock extends CompositeLock {
+  /** The majority: N/2 + 1 members. */
+  readonly quorum: number;
+  private readonly attemptTimeout: number;
+  private readonly retryDelay: number;
+  private readonly driftFactor: number;
+
+  constructor(locks: readonly LockHandle[], options?: RedLockOptions) {
+    super(locks);
+    const checked = checkRedLockOptions(options);
+    this.attemptTimeout = checked.attemptTimeout;
+    this.retryDelay = checked.retryDelay;
+    this.driftFactor = checked.driftFactor;
+    this.quorum = Math.floor(this.members.length / 2) + 1;
+  }
+
+  /** Whether a majority of the members answer (within `attemptTimeout`) that they are locked. */
+  async isLocked(): Promise<boolean> {
+    const answers = await Promise.all(this.members.map((member) => within(member.isLocked(), this.attemptTimeout).catch(() => false)));
+    return answers.filter(Boolean).length >= this.quorum;
+  }
+
+  /** Ms left of the validity of the hold of `lock()`/`tryLock()` taken with a `leaseTime`; undefined otherwise. */
+  remainingValidity(): number | undefined {
+    const until = this.current?.validUntil;
+    return until === undefined ? undefined : Math.max(0, until - performance.now());
+  }
+
+  protected async acquireMembers(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<CompositeHold | undefined> {
+    const deadline = performance.now() + waitTime;
+    const lease = leaseTime ?? Math.min(...this.members.map((member) => member.watchdogTimeout));
+    const drift = Math.floor(lease * this.driftFactor) + 2;
+    for (;;) {
+      signal?.throwIfAborted();
+      const start = performance.now();
+      const handles = this.members.map((member) => member.fork());
+      const closed: ClientClosedError[] = [];
+      // One timer bounds the whole round: every attempt was sent at its start.
+      let timer: NodeJS.Timeout | undefined;
+      const expired = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), this.attemptTimeout);
+      });
+      let sentAt: (number | undefined)[];
+      try {
+        sentAt = await Promise.all(handles.map((handle) => this.attempt(handle, leaseTime, signal, closed, expired)));
+      } finally {
+        clearTimeout(timer);
+      }
+      const taken = handles.flatMap((handle, i) => (sentAt[i] === undefined ? [] : [{ handle, sentAt: sentAt[i] }]));
+      const validUntil = start + lease - drift;
+      if (!signal?.aborted && closed.length === 0 && taken.length >= this.quorum && performance.now() < validUntil) {
+        return new CompositeHold(this.name, taken, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost);
+      }
+      await this.giveBack(taken.map((member) => member.handle));
+      signal?.throwIfAborted();
+      // A member's client was closed: that is the caller's doing, not a fault to ride out.
+      if (closed.length > 0) throw closed[0];
+      const left = deadline - performance.now();
+      if (left <= 0) return undefined;
+      await pause(Math.min(left, this.retryDelay * (0.5 + Math.random())), signal);
+    }
+  }
+
+  protected releaseHold(hold: CompositeHold): Promise<void> {
+    // A minority of members down or paused does not make unlock fail: their holds expire.
+    return hold.release(this.attemptTimeout, this.members.length - this.quorum);
+  }
+
+  /**
+   * One member's acquire, bounded: its send time, or undefined when refused, failed or too slow.
+   * An attempt abandoned by the timeout may still take the member later; it is given back then.
+   */
+  private async attempt(
+    handle: LockHandle,
+    leaseTime: number | undefined,
+    signal: AbortSignal | undefined,
+    closed: ClientClosedError[],
+    expired: Promise<undefined>,
+  ): Promise<number | undefined> {
+    let abandoned = false;
+    const acquiring = handle.acquireHold(leaseTime, 0, signal);
+    acquiring.then(
+      (sentAt) => {
+        if (abandoned && sentAt !== undefined) handle.unlock().catch(() => undefined);
+      },
+      () => {
+        // Failed (connection lost mid-call, client closed): it may have run; make sure it is undone.
+        if (!signal?.aborted) handle.unlock().catch(() => undefined);
+      },
+    );
+    try {
+      const sentAt = await Promise.race([acquiring, expired]);
+      // From here on a success is too late to count: a call still pending is abandoned.
+      abandoned = true;
+      return sentAt;
+    } catch (error) {
+      if (error instanceof ClientClosedError) closed.push(error);
+      return undefined;
+    }
+  }
+
+  private async giveBack(handles: LockHandle[]): Promise<void> {
+    await Promise.all(handles.map((handle) => within(handle.unlock(), this.attemptTimeout).catch(() => undefined)));
+  }
+}
+
+function checkRedLockOptions(options: unknown): Required<RedLockOptions> {
+  if (options === undefined) return { attemptTimeout: 100, retryDelay: 100, driftFactor: 0.01 };
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new InvalidArgumentError('options', 'must be an object');
+  for (const key of Object.keys(options)) {
+    if (!OPTION_KEYS.includes(key)) throw new InvalidArgumentError(`options.${key}`, `is not an option; expected one of ${OPTION_KEYS.join(', ')}`);
+  }
+  const raw = options as Record<string, unknown>;
+  const whole = (name: string, value: unknown, fallback: number, min: number): number => {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > 600_000) {
+      throw new InvalidArgumentError(`options.${name}`, `must be a whole number of ms from ${min} to 600000, got ${String(value)}`);
+    }
+    return value;
+  };
+  const driftFactor = raw.driftFactor ?? 0.01;
+  if (typeof driftFactor !== 'number' || !(driftFactor >= 0 && driftFactor < 0.5)) {
+    throw new InvalidArgumentError('options.driftFactor', `must be a number from 0 to below 0.5, got ${String(driftFactor)}`);
+  }
+  return { attemptTimeout: whole('attemptTimeout', raw.attemptTimeout, 100, 1), retryDelay: whole('retryDelay', raw.retryDelay, 100, 0), driftFactor };
+}

@@ -1,0 +1,70 @@
+import { InvalidArgumentError } from '../errors';
+import { checkPlainObject, checkSignal, checkTime, describe } from '../options';
+
+/** The largest permit count or delta accepted (Redis counts in 64 bits; this keeps sums exact in JS). */
+export const MAX_PERMITS = 2_147_483_647;
+
+export interface PermitOptions {
+  /** Permits to take or give back at once. Default 1. */
+  permits?: number;
+  /** Aborting rejects the call with `signal.reason` and leaves nothing behind. */
+  signal?: AbortSignal;
+}
+
+export interface TryPermitOptions extends PermitOptions {
+  /** How long to wait, in ms. Default 0: a single attempt. */
+  waitTime?: number;
+}
+
+export interface ExpirablePermitOptions {
+  /** Lease in ms after which the permit comes back by itself; omit to have the watchdog keep it. */
+  leaseTime?: number;
+  signal?: AbortSignal;
+}
+
+export interface TryExpirablePermitOptions extends ExpirablePermitOptions {
+  /** How long to wait, in ms. Default 0: a single attempt. */
+  waitTime?: number;
+}
+
+export interface AwaitOptions {
+  /** How long to wait for the count to reach 0, in ms. Default: as long as it takes. */
+  waitTime?: number;
+  signal?: AbortSignal;
+}
+
+/** A whole number within [min, MAX_PERMITS] (or ±MAX_PERMITS when `min` is negative). */
+export function checkCount(argument: string, value: unknown, min: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < Math.max(min, -MAX_PERMITS) || value > MAX_PERMITS) {
+    throw new InvalidArgumentError(argument, `must be a whole number from ${Math.max(min, -MAX_PERMITS)} to ${MAX_PERMITS}, got ${describe(value)}`);
+  }
+  return value;
+}
+
+interface Checked {
+  permits: number;
+  waitTime: number | undefined;
+  leaseTime: number | undefined;
+  signal: AbortSignal | undefined;
+}
+
+/** Validates the options object of a semaphore or latch call; `allowed` lists the keys it takes. */
+export function checkPermitOptions(options: unknown, allowed: readonly ('permits' | 'waitTime' | 'leaseTime' | 'signal')[]): Checked {
+  if (options === undefined) return { permits: 1, waitTime: undefined, leaseTime: undefined, signal: undefined };
+  const raw = checkPlainObject('options', options, allowed);
+  return {
+    permits: raw.permits === undefined ? 1 : checkCount('options.permits', raw.permits, 1),
+    waitTime: checkTime('options.waitTime', raw.waitTime, 0),
+    leaseTime: checkTime('options.leaseTime', raw.leaseTime, 1),
+    signal: checkSignal('options.signal', raw.signal),
+  };
+}
+
+/** Checks a permit id given back to a permit-expirable semaphore. */
+export function checkPermitId(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 64) {
+    throw new InvalidArgumentError('permitId', `must be a permit id returned by acquire(), got ${describe(value)}`);
+  }
+  return value;
+}
+

@@ -1,0 +1,38 @@
+/**
+ * Hides the password of URLs in `text` (`redis://user:secret@host` → `redis://user:***@host`;
+ * userinfo without a `:` is all password to Redis, so it goes entirely) before the text reaches an
+ * error message or the CLI's output. Greedy up to the last `@` before the path, as URL parsers read it.
+ */
+export function redactUrls(text: string): string {
+  return text.replace(/\/\/([^/\s]*)@/g, (_, userinfo: string) => {
+    const colon = userinfo.indexOf(':');
+    return colon < 0 ? '//***@' : `//${userinfo.slice(0, colon)}:***@`;
+  });
+}
+
+/** Commands whose arguments carry credentials. */
+const SECRET_COMMANDS = new Set(['auth', 'hello', 'migrate']);
+
+/**
+ * ioredis attaches the failed command to its errors (`error.command = { name, args }`): for AUTH
+ * that is the username and password, printed by every logger that shows an error's properties.
+ * Blanks those arguments in `error` and its causes, in place (the same object may already be in
+ * other hands), and returns `error`.
+ */
+export function redactError<T>(error: T): T {
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+    const command = (current as { command?: { name?: unknown; args?: unknown } }).command;
+    if (command && typeof command.name === 'string' && SECRET_COMMANDS.has(command.name.toLowerCase()) && Array.isArray(command.args)) {
+      command.args = command.args.map(() => '(redacted)');
+    }
+    current = current.cause;
+  }
+  return error;
+}
+
+/** A URL to print: its password hidden; not shown at all if an `@` is left that redactUrls could not place. */
+export function displayUrl(url: string): string {
+  const shown = redactUrls(url);
+  return shown.includes('@') && !/\/\/([^/\s]*:)?\*\*\*@/.test(shown) ? '(not shown: it may hold a password)' : shown;
+}

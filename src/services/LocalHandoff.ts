@@ -1,0 +1,142 @@
+import type { Hold } from '../core/waitLoop';
+import type { ChannelEntry } from './LockPubSub';
+
+/** A parked waiter of this client that a release of the same client may hand the lock to. */
+export interface Candidate {
+  /** The waiter's owner field `<clientId>:<ownerId>` and the lease it asked for. */
+  readonly field: string;
+  readonly lease: number;
+  /** A semaphore's waiter: the permits it waits for (handed over in-process, see Semaphore.release). */
+  readonly permits?: number;
+  /**
+   * Takes the waiter out of its sleep for a handoff; returns how to tell it the outcome (the
+   * hold, or undefined to try again), or undefined when it stopped waiting meanwhile.
+   */
+  claim(): ((hold: Hold | undefined) => void) | undefined;
+}
+
+/** Local handoffs in a row before the lock goes back to Redis for the other processes. */
+export const MAX_LOCAL_HANDOFFS = 8;
+
+/** How long a client that passed the lock on keeps its own new callers from taking it back. */
+const YIELD_MS = 50;
+
+/**
+ * Cohorting for RLock, per client and lock: a release whose client has waiters parked on the
+ * same lock hands it to the first of them in the release script itself (no message, no
+ * attempt), at most MAX_LOCAL_HANDOFFS times in a row. Then it releases for real and yields:
+ * until another client's release message arrives (or YIELD_MS pass, in case nobody else took
+ * it), its own release message wakes none of its waiters and its new callers do not barge in,
+ * so the waiters of the other processes get their turn. Waiters of one client are served in
+ * the order they parked.
+ */
+export class LocalHandoff {
+  private readonly candidates: Candidate[] = [];
+  /** Local handoffs since the lock last came from (or went to) another client. */
+  streak = 0;
+  private yieldTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    /** The release message of this client: its own clientId. */
+    private readonly clientId: string,
+    private readonly wakeOne: () => void,
+  ) {}
+
+  get yielding(): boolean {
+    return this.yieldTimer !== undefined;
+  }
+
+  park(candidate: Candidate): void {
+    this.candidates.push(candidate);
+  }
+
+  unpark(candidate: Candidate): void {
+    const i = this.candidates.indexOf(candidate);
+    if (i >= 0) this.candidates.splice(i, 1);
+  }
+
+  get hasCandidates(): boolean {
+    return this.candidates.length > 0;
+  }
+
+  /**
+   * The first parked waiter that is still waiting (and that `fits`, if given: the others keep
+   * their place), taken out of its sleep.
+   */
+  claimFirst(fits?: (candidate: Candidate) => boolean): { candidate: Candidate; deliver: (hold: Hold | undefined) => void } | undefined {
+    for (let i = 0; i < this.candidates.length; ) {
+      const candidate = this.candidates[i]!;
+      if (fits && !fits(candidate)) {
+        i++;
+        continue;
+      }
+      this.candidates.splice(i, 1);
+      const deliver = candidate.claim();
+      if (deliver) return { candidate, deliver };
+    }
+    return undefined;
+  }
+
+  /** A release message arrived; false when it must not wake anyone (our own, while yielding). */
+  heard(message: string): boolean {
+    if (message === this.clientId) return !this.yielding;
+    // The lock went through another client (or an admin's force-unlock): our turn may come.
+    this.streak = 0;
+    this.stopYielding();
+    return true;
+  }
+
+  /** Called with a real release after a run of local handoffs. */
+  yieldTurn(): void {
+    this.streak = 0;
+    this.stopYielding();
+    this.yieldTimer = setTimeout(() => {
+      this.yieldTimer = undefined;
+      this.wakeOne(); // nobody else took it: our waiters try again
+    }, YIELD_MS).unref();
+  }
+
+  stopYielding(): void {
+    if (this.yieldTimer !== undefined) clearTimeout(this.yieldTimer);
+    this.yieldTimer = undefined;
+  }
+}
+
+/**
+ * Sleeps on `entry` as a handoff candidate until a release message, a local handoff (resolves
+ * with the hold handed over), or `ms`; the entry's LocalHandoff is made on first need.
+ */
+export async function sleepAsCandidate(
+  entry: ChannelEntry,
+  clientId: string,
+  waiter: Pick<Candidate, 'field' | 'lease' | 'permits'>,
+  ms: number,
+  stops: AbortSignal[],
+): Promise<Hold | undefined> {
+  const local = (entry.local ??= new LocalHandoff(clientId, () => entry.wakeOne()));
+  let outcome: Promise<Hold | undefined> | undefined;
+  let interrupt: (() => void) | undefined;
+  const candidate: Candidate = {
+    ...waiter,
+    claim: () => {
+      if (!interrupt) return undefined; // not parked (any more)
+      let deliver!: (hold: Hold | undefined) => void;
+      outcome = new Promise((resolve) => (deliver = resolve));
+      interrupt();
+      return deliver;
+    },
+  };
+  local.park(candidate);
+  try {
+    await entry.untilReleased(ms, stops, (stop) => {
+      interrupt = stop;
+      return () => {
+        interrupt = undefined;
+        local.unpark(candidate);
+      };
+    });
+  } finally {
+    local.unpark(candidate);
+  }
+  return outcome;
+}
