@@ -19,6 +19,9 @@ const EXACT_COMMANDS =
 /** What the semaphores and the latch add to the exact recipe (docs/security.md; keep the two identical). */
 const SEMAPHORE_COMMANDS = '+incrby +decrby +decr +zcount';
 
+/** What the read-write lock adds to the exact recipe (docs/security.md; keep the two identical). */
+const READ_WRITE_COMMANDS = '+hdel +zcard +pexpireat';
+
 const USERS: Record<string, string> = {
   // The issue's recipe: everything but @dangerous, on the prefix only.
   app: 'on >pw-app resetkeys resetchannels ~app:* &app:* +@all -@dangerous',
@@ -28,6 +31,8 @@ const USERS: Record<string, string> = {
   'app-names': `on >pw-names resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS} +client|list`,
   // The exact recipe plus what the semaphores and the latch run in their scripts.
   'app-sem': `on >pw-sem resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS} ${SEMAPHORE_COMMANDS}`,
+  // The exact recipe plus what the read-write lock runs in its scripts.
+  'app-rw': `on >pw-rw resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS} ${READ_WRITE_COMMANDS}`,
   // Another tenant.
   other: 'on >pw-other resetkeys resetchannels ~other:* &other:* +@all -@dangerous',
 };
@@ -234,6 +239,38 @@ test('as ACL user app-sem (the exact recipe plus the semaphores\' commands): sem
   expect(await opened).toBe(true);
   expect((await latch.inspect()).count).toBe(0);
   expect(await aclDenials()).toEqual([]);
+});
+
+test("as ACL user app-rw (the exact recipe plus the read-write lock's commands): reads, a waiting writer woken by message, downgrade, watchdog, leave, force unlock, nothing refused but CLIENT LIST", async () => {
+  await redis.admin.call('ACL', 'LOG', 'RESET');
+  await redis.admin.script('FLUSH'); // so that the EVAL fallback on NOSCRIPT runs too
+  const a = clientAs('app-rw', 'app:', { watchdogTimeout: 300 });
+  const b = clientAs('app-rw', 'app:');
+  const rw = a.getReadWriteLock('rw');
+  await rw.readLock().lock();
+  expect(await b.getReadWriteLock('rw').readLock().tryLock({ leaseTime: 200 })).toBe(true);
+  const writer = b.getReadWriteLock('rw').writeLock();
+  const writing = writer.tryLock({ waitTime: 10_000 });
+  await until('the writer waits', async () => (await rw.readLock().inspect()).waitingWriters === 1);
+  await new Promise((resolve) => setTimeout(resolve, 700)); // past two watchdog leases, and the short lease ran out
+  expect(await rw.readLock().getHoldCount()).toBe(1);
+  await rw.readLock().unlock();
+  expect(await writing).toBe(true);
+  await b.getReadWriteLock('rw').readLock().tryLock({ waitTime: 50 }); // gives up behind the writer
+  const downgraded = b.getReadWriteLock('rw2');
+  await downgraded.writeLock().lock();
+  await downgraded.readLock().lock();
+  await downgraded.writeLock().unlock();
+  expect(await downgraded.readLock().isLocked()).toBe(true);
+  const aborted = new AbortController();
+  const leaving = a.getReadWriteLock('rw2').writeLock().lock({ signal: aborted.signal });
+  await until('the second writer waits', async () => (await downgraded.readLock().inspect()).waitingWriters === 1);
+  aborted.abort();
+  await expect(leaving).rejects.toMatchObject({ name: 'AbortError' });
+  expect(await a.getReadWriteLock('rw2').readLock().forceUnlock()).toBe(true);
+  await writer.unlock();
+  // inspect() asks CLIENT LIST for holder names, which the exact recipe leaves out on purpose.
+  expect((await aclDenials()).filter((denial) => denial !== 'app-rw command:client|list')).toEqual([]);
 });
 
 describe('tenants apart: a user scoped to other: cannot touch app: locks', () => {
