@@ -63,6 +63,24 @@ test('inspect --kind shows a semaphore (free permits, reservation), a permit-exp
   expect(await waiting).toBe(true);
 });
 
+test('inspect --kind rw shows a read-write lock: holders with their mode, waiting writers; list finds it', async () => {
+  const client = redis.client({ name: 'catalog' });
+  const rw = client.getReadWriteLock('cli:rw');
+  await rw.writeLock().lock();
+  await rw.readLock().lock();
+  const waiting = redis.client().getReadWriteLock('cli:rw').writeLock().tryLock({ waitTime: 20_000 });
+  waiting.catch(() => undefined); // settled by close() if an expectation below fails first
+  await until('the writer waits', async () => (await rw.readLock().inspect()).waitingWriters === 1);
+  const text = await run(['--url', redis.server.url, 'inspect', '--kind', 'rw', 'cli:rw']);
+  expect(text).toMatchObject({ code: 0, stderr: '' });
+  expect(text.stdout).toMatch(/^cli:rw \(key cli:rw\): locked, ttl \d+\.\d s, 1 client\(s\) waiting\n {2}held by \S+ × 1 \((read|write)\), client "catalog"\n {2}held by \S+ × 1 \((read|write)\), client "catalog"\n {2}mode write, 1 writer\(s\) waiting\n$/);
+  const list = await run(['--url', redis.server.url, 'list', '--match', 'cli:rw']);
+  expect(list.stdout).toBe('cli:rw\n');
+  await rw.writeLock().unlock();
+  await rw.readLock().unlock();
+  expect(await waiting).toBe(true);
+});
+
 test('inspect shows a fenced lock\'s token; list finds fenced locks', async () => {
   const token = await redis.client({ name: 'ledger' }).getFencedLock('ledger:1').lock();
   const text = await run(['--url', redis.server.url, 'inspect', 'ledger:1']);

@@ -174,7 +174,7 @@ function describeTtl(ttl: number): string {
 function formatInfo(info: LockInfo): string {
   const head = `${info.name} (key ${info.key}): ${info.locked ? 'locked' : 'free'}, ${describeTtl(info.ttl)}, ${info.waitingClients} client(s) waiting`;
   const holders = info.holders.map(
-    (h) => `  held by ${h.clientId}:${h.ownerId} × ${h.holdCount}, client ${h.clientName === undefined ? '(unknown: not connected, or CLIENT LIST refused)' : JSON.stringify(h.clientName)}`,
+    (h) => `  held by ${h.clientId}:${h.ownerId} × ${h.holdCount}${h.mode ? ` (${h.mode})` : ''}, client ${h.clientName === undefined ? '(unknown: not connected, or CLIENT LIST refused)' : JSON.stringify(h.clientName)}`,
   );
   return [head, ...holders].join('\n');
 }
@@ -247,10 +247,16 @@ function buildProgram(): Command {
 
   program
     .command('inspect <name>')
-    .description('who holds a lock, its TTL, and how many clients wait on it (--kind: a semaphore or latch instead)')
-    .addOption(new Option('--kind <kind>', 'what <name> is').choices(['lock', 'semaphore', 'permits', 'latch']).default('lock'))
+    .description('who holds a lock, its TTL, and how many clients wait on it (--kind: a read-write lock, semaphore or latch instead)')
+    .addOption(new Option('--kind <kind>', 'what <name> is').choices(['lock', 'rw', 'semaphore', 'permits', 'latch']).default('lock'))
     .action(async (name: string, opts: { kind: string }) => {
       await withClient(program, async (client, options) => {
+        if (opts.kind === 'rw') {
+          const info = await client.getReadWriteLock(name).readLock().inspect();
+          const mode = `  mode ${info.mode ?? 'free'}, ${info.waitingWriters ?? 0} writer(s) waiting`;
+          console.log(options.json ? JSON.stringify(info) : `${formatInfo(info)}\n${mode}`);
+          return;
+        }
         if (opts.kind !== 'lock') {
           const other = await inspectOther(client, name, opts.kind);
           console.log(options.json ? JSON.stringify(other) : formatOther(other));
