@@ -8,6 +8,7 @@ import {
 } from '../src';
 import { runFixture } from './helpers/child';
 import { commandCounts, RedisServer } from './helpers/testRedis';
+import type { ScriptedRedis } from '../src/services/scripts';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -112,14 +113,14 @@ describe('the Redis protocol', () => {
     clients.push(client);
     const key = uniqueName();
     const channel = `rlock__channel:{${key}}`;
-    expect(await conn.rlock_acquire(key, 10_000, 'c:a')).toBeNull();
-    expect(await conn.rlock_acquire(key, 10_000, 'c:a')).toBeNull();
-    const pttl = await conn.rlock_acquire(key, 10_000, 'c:b');
+    expect(await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:a')).toBeNull();
+    expect(await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:a')).toBeNull();
+    const pttl = await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:b');
     expect(pttl).toBeGreaterThan(9_000);
     expect(pttl).toBeLessThanOrEqual(10_000);
-    expect(await conn.rlock_release(key, channel, `${key}:latch1`, 'c:b', '0', 1000, 'publish')).toBeNull();
-    expect(await conn.rlock_release(key, channel, `${key}:latch2`, 'c:a', '0', 1000, 'publish')).toBe(0);
-    expect(await conn.rlock_release(key, channel, `${key}:latch3`, 'c:a', '0', 1000, 'publish')).toBe(1);
+    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, `${key}:latch1`, 'c:b', '0', 1000, 'publish')).toBeNull();
+    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, `${key}:latch2`, 'c:a', '0', 1000, 'publish')).toBe(0);
+    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, `${key}:latch3`, 'c:a', '0', 1000, 'publish')).toBe(1);
     await client.close();
     expect(conn.status).toBe('ready'); // a connection passed in stays open
     await conn.quit();
@@ -132,10 +133,10 @@ describe('the Redis protocol', () => {
     const key = uniqueName();
     const channel = `rlock__channel:{${key}}`;
     const latch = `rlock__unlock_latch:{${key}}:req1`;
-    await conn.rlock_acquire(key, 10_000, 'c:a');
-    await conn.rlock_acquire(key, 10_000, 'c:a');
-    expect(await conn.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
-    expect(await conn.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
+    await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:a');
+    await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:a');
+    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
+    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
     expect(await conn.hget(key, 'c:a')).toBe('1');
     await client.close();
     await conn.quit();

@@ -167,4 +167,35 @@ describe.each(topologies)('%s', (_label, start) => {
     const info = await c.inspect('a');
     expect(info.holders).toEqual([expect.objectContaining({ clientId: c.id, holdCount: 1, clientName: 'topo-client' })]);
   });
+
+  test('fair locks on many slots: served in arrival order, handed over by the grant message, queue keys in the lock slot', async () => {
+    const holder = client();
+    const waiters = [client({ queueTimeout: 900 }), client({ queueTimeout: 900 }), client({ queueTimeout: 900 })];
+    for (let round = 0; round < 4; round++) {
+      const name = uniqueName();
+      const lock = holder.getFairLock(name);
+      await lock.lock(); // 30 s lease: only a message can hand it over in time
+      const order: number[] = [];
+      const waiting: Promise<void>[] = [];
+      for (const [i, waiter] of waiters.entries()) {
+        waiting.push(
+          waiter.getFairLock(name).withLock(async () => {
+            order.push(i);
+            await sleep(5);
+          }),
+        );
+        await until(`waiter ${i} is queued`, async () => (await lock.inspect()).queue?.length === i + 1);
+      }
+      // Past the 900 ms queue timeout: the heartbeats keep the entries (a grant's first lease is
+      // 900 ms too, so the watchdog must extend it early on every topology).
+      await sleep(1200);
+      expect((await lock.inspect()).queue).toHaveLength(3);
+      const releasedAt = performance.now();
+      await lock.unlock();
+      await Promise.all(waiting);
+      expect(order).toEqual([0, 1, 2]);
+      expect(performance.now() - releasedAt).toBeLessThan(5000);
+    }
+  }, 60_000);
 });
+

@@ -4,13 +4,15 @@ import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
 import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError } from './errors';
 import { diagnostics } from './diagnostics';
-import { ExpirationRenewal, type RenewalTarget } from './ExpirationRenewal';
-import type { LockContext } from './LockContext';
-import { LockPubSub } from './LockPubSub';
+import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
+import type { LockContext } from './services/LockContext';
+import { LockPubSub } from './services/LockPubSub';
+import { QueueHeartbeat } from './services/QueueHeartbeat';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
 import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
-import { RLock } from './RLock';
-import { defineScripts, type PublishCommand } from './scripts';
+import { FairLock } from './primitives/FairLock';
+import { RLock } from './primitives/RLock';
+import { defineScripts, type PublishCommand, type ScriptedRedis } from './services/scripts';
 
 /** Payload of the `lockLost` event. */
 export interface LockLostEvent {
@@ -91,6 +93,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly ownsRedis: boolean;
   private readonly pubsub: LockPubSub;
   private readonly renewal: ExpirationRenewal;
+  private readonly heartbeat: QueueHeartbeat;
   /** Aborted by close(): wakes every parked waiter with ClientClosedError. */
   private readonly closing = new AbortController();
   private waiterCount = 0;
@@ -152,8 +155,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       throw new InvalidArgumentError('options.redis', 'must not have an ioredis keyPrefix; use the LockClient option keyPrefix');
     }
     this.unname = this.ownsRedis ? () => undefined : nameConnection(this.redis, connName);
-    defineScripts(this.redis);
-    const redis = this.redis;
+    const redis = defineScripts(this.redis);
     // disconnectTimeout 0: on disconnect() ioredis otherwise arms a ref'ed 2 s timer that waits
     // for a socket 'close' which never comes when the socket was already gone (Redis down), and
     // that timer would hold the process open after close().
@@ -176,6 +178,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         this.emit('renewalFailed', error);
       },
     );
+    this.heartbeat = new QueueHeartbeat(redis, checked.queueTimeout, redis.isCluster ? (key) => calculateSlot(key) : () => 0);
     // After a reconnect Redis may have restarted empty or failed over: check every kept lock now
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
     let wasReady = this.redis.status === 'ready';
@@ -191,7 +194,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       keyPrefix: this.keyPrefix,
       watchdogTimeout: this.watchdogTimeout,
       syncReplicas: checked.syncReplicas,
+      queueTimeout: checked.queueTimeout,
       redis,
+      isCluster: redis.isCluster,
+      heartbeat: this.heartbeat,
       pubsub: this.pubsub,
       renewal: this.renewal,
       assertOpen: () => this.assertOpen(),
@@ -214,6 +220,15 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   getLock(name: string): RLock {
     this.assertOpen();
     return new RLock(this.context, name);
+  }
+
+  /**
+   * A handle on the fair lock `name`: first come, first served across processes, the lock handed
+   * straight to the next waiter on release (see docs/design.md, "The fair lock").
+   */
+  getFairLock(name: string): FairLock {
+    this.assertOpen();
+    return new FairLock(this.context, name);
   }
 
   /**
@@ -268,6 +283,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     if (this.closed) return;
     this.closed = true;
     this.renewal.close();
+    this.heartbeat.close();
     this.redis.off('ready', this.onReconnect);
     this.redis.off('close', this.onDrop);
     this.unname();
@@ -293,14 +309,14 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * Redis has not answered (paused, unreachable, a connection the user owns); a reply that
    * arrives later is dropped.
    */
-  private command<T>(name: string, call: (redis: Redis | Cluster) => Promise<T>): Promise<T> {
+  private command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const settle = (error: Error): void => {
         this.inFlight.delete(settle);
         reject(error);
       };
       this.inFlight.add(settle);
-      call(this.redis).then(
+      call(this.redis as ScriptedRedis).then(
         (value) => {
           if (!this.inFlight.delete(settle)) return;
           resolve(value);

@@ -1,5 +1,4 @@
 import type { Cluster, Redis } from 'ioredis';
-import { channelOf } from './names';
 
 /** One owner holding a lock. */
 export interface LockHolder {
@@ -18,8 +17,20 @@ export interface LockInfo {
   holders: LockHolder[];
   /** Remaining lease in ms; -2 when there is no lock, -1 when it never expires (as PTTL). */
   ttl: number;
-  /** Connections subscribed to the lock's release channel: clients with waiters parked on it. */
+  /** Clients with waiters parked on the lock (for a plain lock: connections subscribed to its release channel). */
   waitingClients: number;
+  /** A fair lock's queue, first in line first: who waits, with the lease each asked for. */
+  queue?: QueuedWaiter[];
+}
+
+/** One waiter in a fair lock's queue. */
+export interface QueuedWaiter {
+  clientId: string;
+  ownerId: string;
+  leaseMs: number;
+  /** Remaining time before the entry is dropped unless its client refreshes it, in ms. */
+  expiresInMs: number;
+  clientName: string | undefined;
 }
 
 /** Connection names are `rlock:<clientId>:<name>`, so that an operator (and inspect) can tell who is who. */
@@ -38,9 +49,11 @@ export function isLockHash(hash: Record<string, string>): boolean {
   return fields.length > 0 && fields.every((field) => OWNER_FIELD.test(field) && HOLD_COUNT.test(hash[field]!));
 }
 
-/** HGETALL, PTTL and PUBSUB NUMSUB (SHARDNUMSUB when sharded) in one round trip; then CLIENT LIST for names, if anyone holds it. */
-export async function inspectLock(redis: Redis | Cluster, name: string, key: string, sharded: boolean): Promise<LockInfo> {
-  const channel = channelOf(key);
+/**
+ * HGETALL, PTTL and PUBSUB NUMSUB (SHARDNUMSUB when sharded) of the release `channel` in one
+ * round trip; then CLIENT LIST for names, if anyone holds it.
+ */
+export async function inspectLock(redis: Redis | Cluster, name: string, key: string, channel: string, sharded: boolean): Promise<LockInfo> {
   const pipeline = redis.pipeline().hgetall(key).pttl(key);
   const replies = await (sharded ? pipeline.pubsub('SHARDNUMSUB', channel) : pipeline.pubsub('NUMSUB', channel)).exec();
   const failed = replies?.find(([error]) => error);
@@ -71,7 +84,7 @@ async function subscribersOnEveryNode(cluster: Cluster, channel: string): Promis
 }
 
 /** clientId → name, from the connection names; empty when CLIENT LIST is not allowed. */
-async function clientNames(redis: Redis | Cluster): Promise<Map<string, string>> {
+export async function clientNames(redis: Redis | Cluster): Promise<Map<string, string>> {
   const names = new Map<string, string>();
   for (const node of masters(redis)) {
     let list: string;

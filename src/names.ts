@@ -27,3 +27,21 @@ export function latchPrefixOf(key: string): string {
 
 /** What the release scripts publish; Redisson's UNLOCK_MESSAGE. */
 export const UNLOCK_MESSAGE = '0';
+
+/** A fair lock's queue, zset member → arrival order: `rlock__queue:{<key>}`. */
+export function queueKeyOf(key: string): string {
+  return tagged('rlock__queue', key);
+}
+
+/** A fair lock's queue deadlines, zset member → Redis ms: `rlock__queue_expiry:{<key>}`. */
+export function queueExpiryKeyOf(key: string): string {
+  return tagged('rlock__queue_expiry', key);
+}
+
+/**
+ * Where a fair lock's release hands the lock to a waiter of client `clientId`: the prefix
+ * `rlock__grant:{<key>}:` plus the clientId, one channel per client and lock, in the lock's slot.
+ */
+export function grantChannelPrefixOf(key: string): string {
+  return `${tagged('rlock__grant', key)}:`;
+}

@@ -32,6 +32,13 @@ export interface LockClientOptions {
    * at the cost of the replication delay; WAIT holds the command connection meanwhile.
    */
   syncReplicas?: { replicas: number; timeout: number };
+  /**
+   * Fair locks: how long a queued waiter's entry lives unless its client refreshes it (every
+   * third of it, one call per client). It bounds what a stopped or unreachable waiting process
+   * costs the queue (all its waiters together, once), and how long a lock handed to a process
+   * that no longer answers stays with it. Default 5 000 ms.
+   */
+  queueTimeout?: number;
 }
 
 /** A Cluster for the client to create (and close): ioredis's `new Cluster(clusterNodes, clusterOptions)`. */
@@ -68,9 +75,13 @@ export interface ResolvedClientOptions {
   keyPrefix: string;
   name: string;
   syncReplicas: { replicas: number; timeout: number } | undefined;
+  queueTimeout: number;
 }
 
-const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix', 'name', 'syncReplicas'];
+/** The smallest fair-lock queue timeout: it is refreshed every third of it. */
+export const MIN_QUEUE_TIMEOUT_MS = 300;
+
+const CLIENT_OPTION_KEYS = ['redis', 'watchdogTimeout', 'keyPrefix', 'name', 'syncReplicas', 'queueTimeout'];
 const SYNC_OPTION_KEYS = ['replicas', 'timeout'];
 const LIST_OPTION_KEYS = ['match', 'count'];
 const MAX_CLIENT_NAME_LENGTH = 128;
@@ -199,6 +210,7 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
     name: name.replace(/\s/g, '_'),
     redis: redis as LockClientOptions['redis'],
     watchdogTimeout: checkTime('options.watchdogTimeout', raw.watchdogTimeout, MIN_WATCHDOG_TIMEOUT_MS) ?? 30_000,
+    queueTimeout: checkTime('options.queueTimeout', raw.queueTimeout, MIN_QUEUE_TIMEOUT_MS) ?? 5_000,
     keyPrefix,
   };
 }

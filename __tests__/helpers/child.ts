@@ -9,14 +9,17 @@ export interface FixtureProcess {
   readonly lines: string[];
   /** Resolves with the first stdout line (past or future) that `test` accepts. */
   line(test: (line: string) => boolean, timeoutMs?: number): Promise<string>;
+  /** Writes one line to the child's stdin. */
+  send(line: string): void;
   /** Resolves with the exit code, or rejects if the process outlives `timeoutMs` (it is then killed). */
   exited(timeoutMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
 }
 
 export function startFixture(fixture: string, args: string[], nodeArgs: string[] = []): FixtureProcess {
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(__dirname, '..', 'fixtures', fixture), ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
+  child.stdin!.on('error', () => undefined); // a killed child closes its end
   const lines: string[] = [];
   const listeners = new Set<(line: string) => void>();
   createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -31,6 +34,9 @@ export function startFixture(fixture: string, args: string[], nodeArgs: string[]
   return {
     child,
     lines,
+    send(line) {
+      child.stdin!.write(`${line}\n`);
+    },
     line(test, timeoutMs = 20_000) {
       const seen = lines.find(test);
       if (seen !== undefined) return Promise.resolve(seen);
@@ -70,6 +76,8 @@ export function startFixture(fixture: string, args: string[], nodeArgs: string[]
 
 /** Runs a fixture to its end; resolves with its exit code, or rejects if it outlives `timeoutMs`. */
 export async function runFixture(fixture: string, args: string[], timeoutMs = 20_000): Promise<{ code: number | null; stderr: string }> {
-  const { code, stderr } = await startFixture(fixture, args).exited(timeoutMs);
+  const fixtureProcess = startFixture(fixture, args);
+  fixtureProcess.child.stdin!.end();
+  const { code, stderr } = await fixtureProcess.exited(timeoutMs);
   return { code, stderr };
 }

@@ -21,15 +21,65 @@ export class ChannelEntry {
   confirmed = false;
   /** SUBSCRIBE failed; retried on the next reconnect or slot refresh. */
   failed = false;
+  /**
+   * Targeted wake-ups (a fair lock's grants): the message names the owner field it is for.
+   * Waiters register before they ask to be queued, because a grant can beat the reply to that
+   * request; a grant for a registered waiter that is not parked yet is kept until it parks.
+   */
+  private readonly expected = new Map<string, ((granted: boolean) => void) | undefined>();
+  private readonly grantedEarly = new Set<string>();
+
+  /** A message arrived on the channel. */
+  deliver(message: string): void {
+    if (this.expected.size > 0 && this.expected.has(message)) {
+      const parked = this.expected.get(message);
+      if (parked) parked(true);
+      else this.grantedEarly.add(message);
+      return;
+    }
+    this.wakeOne();
+  }
 
   /** Wakes one parked waiter, or stores one permit when none is parked and none is stored. */
   wakeOne(): void {
     if (this.semaphore.getValue() < 1) this.semaphore.release();
   }
 
+  /** Every waiter tries again (a reconnect or a moved slot may have lost messages). */
   wakeAll(): void {
     const missing = this.refCount - this.semaphore.getValue();
     if (missing > 0) this.semaphore.release(missing);
+    for (const parked of this.expected.values()) parked?.(false);
+  }
+
+  /** From now on a message naming `field` is a grant for this waiter. */
+  expectGrant(field: string): void {
+    this.expected.set(field, undefined);
+  }
+
+  forgetGrant(field: string): void {
+    this.expected.delete(field);
+    this.grantedEarly.delete(field);
+  }
+
+  /** Resolves true on a grant for `field`, false after `ms` or on `wakeAll`; rejects like `untilSubscribed` on abort. */
+  async untilGranted(field: string, ms: number, stops: AbortSignal[]): Promise<boolean> {
+    let granted = false;
+    await boundedWait(ms, stops, (done) => {
+      if (this.grantedEarly.delete(field)) {
+        granted = true;
+        done();
+        return undefined;
+      }
+      this.expected.set(field, (value) => {
+        granted = value;
+        done();
+      });
+      return () => {
+        if (this.expected.has(field)) this.expected.set(field, undefined);
+      };
+    });
+    return granted;
   }
 
   /** Resolves once subscribed or after `ms`, whichever is first; rejects with the reason of the first of `stops` to abort. */
@@ -209,7 +259,7 @@ export class LockPubSub {
   private connect(sharded: boolean): Redis | Cluster {
     if (this.subscriber) return this.subscriber;
     const subscriber = this.createSubscriber(sharded);
-    const wake = (channel: string): void => this.entries.get(channel)?.wakeOne();
+    const wake = (channel: string, message: string): void => this.entries.get(channel)?.deliver(message);
     subscriber.on('message', wake);
     subscriber.on('smessage', wake);
     // ioredis resubscribes by itself after a reconnect; releases published while we were away

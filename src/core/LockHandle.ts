@@ -1,45 +1,65 @@
 import { nanoid } from 'nanoid';
-import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError, RedisCommandError } from './errors';
-import type { LockContext } from './LockContext';
-import { LockOwner, runAsOwner, scopedOwner } from './LockOwner';
-import { diagnostics } from './diagnostics';
-import { inspectLock, type LockInfo } from './introspection';
-import { channelOf, latchPrefixOf, UNLOCK_MESSAGE } from './names';
-import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from './options';
+import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../errors';
+import { diagnostics } from '../diagnostics';
+import type { LockInfo } from '../introspection';
+import { latchPrefixOf } from '../names';
+import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
+import type { LockContext } from '../services/LockContext';
+import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
+import type { ScriptedRedis } from '../services/scripts';
+import type { Hold, WaitProtocol } from './waitLoop';
 
 /**
  * How long a release latch outlives its call, in ms. It only matters when ioredis resends a
  * release whose reply was lost, which happens on reconnect; a successful reply deletes it.
  */
-const RELEASE_LATCH_TTL_MS = 60_000;
+export const RELEASE_LATCH_TTL_MS = 60_000;
 
-/** How long a waiter pauses after Redis refused an attempt during a failover. */
-const TRANSIENT_RETRY_MS = 200;
+/** The common part of every diagnostics message. */
+export interface LockEvent {
+  name: string;
+  key: string;
+  clientId: string;
+  ownerId: string;
+}
 
 /**
- * A reentrant distributed lock, Redisson's RLock: a Redis hash `<clientId>:<ownerId> → holds`.
- * Outside `withLock` the handle is its own owner and not reentrant; inside `withLock(fn)`, every
+ * The life cycle every exclusive lock shares (RLock, FairLock): owners and `withLock` scopes,
+ * the hold bookkeeping, the watchdog registration, lost-lock signals, idempotent releases and
+ * the read-only calls on the lock hash `<clientId>:<ownerId> → holds`. A primitive supplies its
+ * protocol: how to acquire (usually through `waitFor`), the release script, and force-unlock.
+ *
+ * Outside `withLock` a handle is its own owner and not reentrant; inside `withLock(fn)`, every
  * handle of the same client and name acts as the scope's owner, so nested holds count up.
  */
-export class RLock {
+export abstract class LockHandle {
   readonly name: string;
   /** The Redis key of the lock hash: `<keyPrefix><name>`. */
   readonly key: string;
   private ownOwner: LockOwner | undefined;
 
-  /** @internal Use `client.getLock(name)`. */
-  constructor(
-    private readonly context: LockContext,
+  protected constructor(
+    protected readonly context: LockContext,
     name: unknown,
   ) {
     this.name = checkName(name, context.keyPrefix);
     this.key = context.keyPrefix + this.name;
   }
 
-  /** One lock of one client, for the owner scopes: `<clientId>\n<key>`. */
-  private get identity(): string {
-    return `${this.context.clientId}\n${this.key}`;
-  }
+  /**
+   * Takes the lock for `owner` within `waitTime` (0: one attempt), booking nothing; resolves with
+   * the hold, or undefined when the time ran out. Usually `waitFor` with the primitive's protocol.
+   */
+  protected abstract acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined>;
+
+  /** One release script call: nil not the owner, 0 holds remain, 1 the owner's last hold went. */
+  protected abstract releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null>;
+
+  /** Deletes the lock whoever holds it and wakes (or hands it to) waiters; true when there was one. */
+  abstract forceUnlock(): Promise<boolean>;
+
+  /** Who holds the lock, its TTL, and who waits (see `LockInfo`). */
+  abstract inspect(): Promise<LockInfo>;
 
   /** Waits as long as it takes (or until `signal` aborts) and takes the lock. */
   async lock(options?: LockOptions): Promise<void> {
@@ -104,29 +124,6 @@ export class RLock {
     return outcome.value;
   }
 
-  /** Deletes the lock whoever holds it and wakes waiters at once; true when there was one. */
-  async forceUnlock(): Promise<boolean> {
-    this.context.assertOpen();
-    const { key } = this;
-    const publish = await this.context.publishCommand();
-    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, channelOf(key), UNLOCK_MESSAGE, publish));
-    if (diagnostics.forceUnlocked.hasSubscribers) {
-      diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
-    }
-    return holders.length > 0;
-  }
-
-  /**
-   * Who holds the lock (clientId, ownerId, hold count, and the holding client's `name` when its
-   * connection is still there), its remaining TTL, and how many clients wait on it: HGETALL,
-   * PTTL and PUBSUB NUMSUB in one round trip, then CLIENT LIST for the names.
-   */
-  async inspect(): Promise<LockInfo> {
-    this.context.assertOpen();
-    const sharded = (await this.context.publishCommand()) === 'spublish';
-    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, sharded));
-  }
-
   /** Holds of the current owner (0 when none). */
   async getHoldCount(): Promise<number> {
     this.context.assertOpen();
@@ -153,9 +150,25 @@ export class RLock {
     return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.key));
   }
 
-  /** The common part of every diagnostics message. */
-  private event(owner: LockOwner): { name: string; key: string; clientId: string; ownerId: string } {
+  /** One lock of one client, for the owner scopes: `<clientId>\n<key>`. */
+  private get identity(): string {
+    return `${this.context.clientId}\n${this.key}`;
+  }
+
+  protected event(owner: LockOwner): LockEvent {
     return { name: this.name, key: this.key, clientId: this.context.clientId, ownerId: owner.id };
+  }
+
+  /** The wait diagnostics of `owner`, for a `WaitProtocol`. */
+  protected waitEvents(owner: LockOwner): Pick<WaitProtocol, 'waitStarted' | 'waitEnded'> {
+    return {
+      waitStarted: () => {
+        if (diagnostics.waitStart.hasSubscribers) diagnostics.waitStart.publish(this.event(owner));
+      },
+      waitEnded: (durationMs, acquired) => {
+        if (diagnostics.waitEnd.hasSubscribers) diagnostics.waitEnd.publish({ ...this.event(owner), durationMs, acquired });
+      },
+    };
   }
 
   /** The handle's own owner, made on first use (a process may keep many handles). */
@@ -163,7 +176,7 @@ export class RLock {
     return (this.ownOwner ??= new LockOwner());
   }
 
-  private field(owner: LockOwner): string {
+  protected field(owner: LockOwner): string {
     return `${this.context.clientId}:${owner.id}`;
   }
 
@@ -183,126 +196,30 @@ export class RLock {
       throw new LockUsageError(
         `this handle of lock "${this.name}" already ${owner.holds > 0 ? 'holds it' : 'is acquiring it'}; ` +
           'a handle is not reentrant outside withLock, so two tasks sharing one cannot both enter. ' +
-          'Use client.getLock() per task, or withLock() for reentrant sections.',
+          'Use a handle per task, or withLock() for reentrant sections.',
       );
     }
     return owner;
   }
 
-  /**
-   * The waiter loop: try; subscribe; try again; sleep until a release message or the pttl; repeat.
-   * Resolves with when (performance.now()) the successful attempt was sent, or undefined on timeout.
-   */
+  /** Takes the lock for `owner` and books the hold; resolves with the send time, or undefined on timeout. */
   private async acquire(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<number | undefined> {
-    signal?.throwIfAborted();
     owner.pending++;
     try {
-      const deadline = performance.now() + waitTime;
-      // Already subscribed by other waiters of this client: every release from now on reaches us.
-      const listening = this.context.pubsub.peek(channelOf(this.key));
-      const alreadyListening = listening?.confirmed === true;
-      let sentAt = performance.now();
-      // A call that may wait rides out a failover (see attemptWhileWaiting); one that may not, reports it.
-      let ttl = waitTime > 0 ? await this.attemptWhileWaiting(owner, leaseTime) : await this.attempt(owner, leaseTime);
-      if (ttl === null) return await this.acquired(owner, leaseTime, sentAt, signal ? [signal] : []);
-      if (waitTime <= 0) return undefined;
-
-      // Stopped by the caller's signal or by client.close(); no controller of its own, as a
-      // process may park 10 000s of waiters.
-      const stops = signal ? [signal, this.context.closedSignal] : [this.context.closedSignal];
-      const untrack = this.context.trackWaiter();
-      const channel = channelOf(this.key);
-      const entry = this.context.pubsub.join(channel);
-      const waitFrom = performance.now();
-      let got = false;
-      if (diagnostics.waitStart.hasSubscribers) diagnostics.waitStart.publish(this.event(owner));
-      try {
-        // Retrying only once subscribed closes the race with a release published before that;
-        // if the subscription was already there (the same entry, confirmed) before our first
-        // attempt, no release can have slipped by and the retry is skipped.
-        if (alreadyListening && entry === listening) {
-          await entry.untilReleased(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), stops);
-        } else {
-          await entry.untilSubscribed(Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now()), stops);
-        }
-        for (;;) {
-          sentAt = performance.now();
-          ttl = await this.attemptWhileWaiting(owner, leaseTime);
-          if (ttl === null) {
-            const result = await this.acquired(owner, leaseTime, sentAt, stops);
-            got = true;
-            return result;
-          }
-          const remaining = deadline - performance.now();
-          if (remaining <= 0) return undefined;
-          // A lost message costs at most the holder's pttl, never liveness.
-          await entry.untilReleased(Math.min(ttl < 0 ? Infinity : ttl, remaining), stops);
-        }
-      } finally {
-        this.context.pubsub.leave(channel, entry);
-        untrack();
-        if (diagnostics.waitEnd.hasSubscribers) {
-          diagnostics.waitEnd.publish({ ...this.event(owner), durationMs: performance.now() - waitFrom, acquired: got });
-        }
-      }
+      const hold = await this.acquireFor(owner, leaseTime, waitTime, signal);
+      if (hold === undefined) return undefined;
+      return await this.acquired(owner, leaseTime, hold, signal ? [signal, this.context.closedSignal] : [this.context.closedSignal]);
     } finally {
       owner.pending--;
     }
   }
 
-  /**
-   * An attempt of a waiter: a refusal Redis will not repeat for long (`RedisCommandError.transient`:
-   * failover, loading, a slot in flux; refused, not run) does not end the wait; it is retried
-   * after a short pause, within the waitTime.
-   */
-  private async attemptWhileWaiting(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
-    try {
-      return await this.attempt(owner, leaseTime);
-    } catch (error) {
-      if (error instanceof RedisCommandError && error.transient) return TRANSIENT_RETRY_MS;
-      throw error;
-    }
-  }
-
-  private async attempt(owner: LockOwner, leaseTime: number | undefined): Promise<number | null> {
-    const lease = leaseTime ?? this.context.watchdogTimeout;
-    const field = this.field(owner);
-    const sync = this.context.syncReplicas;
-    if (sync) return this.syncedAttempt(owner, lease, field, sync);
-    return this.context.command('acquire', (redis) => redis.rlock_acquire(this.key, lease, field));
-  }
-
-  /**
-   * Synced acquire: the lock counts only once enough replicas have it, or a failover could hand
-   * it to a second owner. WAIT vouches only for the writes of the connection it runs on, so it
-   * rides in the acquire's pipeline: ioredis sends a pipeline down one connection (on Cluster,
-   * to the master of the key's slot, and its node connections never reconnect); on a single
-   * connection a reconnect in between (the epoch moved) could have resent WAIT alone, so that
-   * counts as unconfirmed. Unconfirmed: give the hold back and report a failed attempt that may
-   * be retried after the sync timeout.
-   */
-  private async syncedAttempt(owner: LockOwner, lease: number, field: string, sync: { replicas: number; timeout: number }): Promise<number | null> {
-    const epoch = this.context.connectionEpoch();
-    const [ttl, acked] = await this.context.command('acquire', async (redis) => {
-      const replies = await redis.pipeline().rlock_acquire(this.key, lease, field).wait(sync.replicas, sync.timeout).exec();
-      const [acquire, wait] = replies ?? [];
-      if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
-      // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
-      return [acquire[1] as number | null, wait && !wait[0] ? (wait[1] as number) : -1] as const;
-    });
-    if (ttl !== null) return ttl;
-    if (acked >= sync.replicas && epoch === this.context.connectionEpoch()) return null;
-    owner.holds++;
-    await this.release(owner).catch(() => undefined);
-    return sync.timeout;
-  }
-
-  /** Books a successful attempt; one that raced an abort is given back, leaving nothing behind. */
-  private async acquired(owner: LockOwner, leaseTime: number | undefined, sentAt: number, stops: AbortSignal[]): Promise<number> {
+  /** Books a hold; one that raced an abort is given back, leaving nothing behind. Returns its send time. */
+  private async acquired(owner: LockOwner, leaseTime: number | undefined, { sentAt, expiresAt }: Hold, stops: AbortSignal[]): Promise<number> {
     owner.holds++;
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(owner), holds: owner.holds, leaseTime });
     if (leaseTime === undefined) {
-      this.context.renewal.add({ name: this.name, key: this.key, field: this.field(owner), owner }, sentAt);
+      this.context.renewal.add({ name: this.name, key: this.key, field: this.field(owner), owner }, sentAt, expiresAt);
     }
     const stopped = stops.find((stop) => stop.aborted);
     if (stopped) {
@@ -313,7 +230,7 @@ export class RLock {
   }
 
   /** Gives back one hold; returns whether the lock was released entirely. */
-  private async release(owner: LockOwner): Promise<boolean> {
+  protected async release(owner: LockOwner): Promise<boolean> {
     const { key } = this;
     const field = this.field(owner);
     const latch = latchPrefixOf(key) + nanoid();
@@ -323,11 +240,8 @@ export class RLock {
     // racing this release would find the lock gone and report it lost. If the release fails,
     // the lock then expires within its lease.
     if (holdsBefore <= 1) this.context.renewal.remove(key, field);
-    const publish = await this.context.publishCommand();
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
-    let result = await this.context.command('release', (redis) =>
-      redis.rlock_release(key, channelOf(key), latch, field, UNLOCK_MESSAGE, RELEASE_LATCH_TTL_MS, publish),
-    );
+    let result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch));
     if (result !== null && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {
       // The reply came, so ioredis will not resend this call: the latch has done its job.
@@ -359,13 +273,7 @@ export class RLock {
   }
 
   /** Aborts `scope` when the lock is lost or `signal` aborts; returns the undo. */
-  private watchScope(
-    owner: LockOwner,
-    leaseTime: number | undefined,
-    signal: AbortSignal | undefined,
-    scope: AbortController,
-    sentAt: number,
-  ): () => void {
+  private watchScope(owner: LockOwner, leaseTime: number | undefined, signal: AbortSignal | undefined, scope: AbortController, sentAt: number): () => void {
     const forward = (source: AbortSignal) => () => scope.abort(source.reason);
     const undo: (() => void)[] = [];
     for (const source of [signal, this.context.renewal.lostSignal(this.key, this.field(owner))]) {

@@ -15,23 +15,9 @@
   Output:
     nil when the owner holds nothing; 0 when holds remain; 1 when the lock was released.
 
-  The latch makes a resent partial release answer what the first one did instead of
-  decrementing twice (Redisson #4871, #6651): ioredis resends a command whose reply was lost to
-  a reconnect. A full release needs no latch: its resend finds the owner's field gone and
-  answers nil, which the client, knowing the connection dropped meanwhile and that it held
-  exactly one hold, reads as "released". Not writing it saves a DEL on every common unlock.
+  See includes/releaseHold.lua for the latch.
 ]]
-local done = redis.call('get', KEYS[3])
-if done then
-  return tonumber(done)
-end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-  return nil
-end
-if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then
-  redis.call('del', KEYS[1])
+--@include releaseHold.lua
+return releaseHold(KEYS[1], KEYS[3], ARGV[1], ARGV[3], function()
   redis.call(ARGV[4], KEYS[2], ARGV[2])
-  return 1
-end
-redis.call('set', KEYS[3], 0, 'px', ARGV[3])
-return 0
+end)

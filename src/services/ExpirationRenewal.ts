@@ -1,26 +1,35 @@
-import type { Cluster, Redis } from 'ioredis';
-import { LockLostError } from './errors';
+import { LockLostError } from '../errors';
+import { batchesOf } from './batches';
+import type { ScriptedRedis } from './scripts';
 import type { LockOwner } from './LockOwner';
 
 /** One lock kept alive for one owner. */
 export interface RenewalTarget {
   name: string;
   key: string;
-  /** `<clientId>:<ownerId>` */
+  /** `<clientId>:<ownerId>` (or whatever names the hold in the key, e.g. a permit id) */
   field: string;
   owner: LockOwner;
+  /**
+   * The script that renews this kind of hold, default `rlock_renew` (lock/renew.lua). Every
+   * renew script takes KEYS = the keys, ARGV[1] = the lease, ARGV[2..] = the fields, and answers
+   * 1 (renewed) or 0 (lost) per key; holds of one kind and slot share a call.
+   */
+  renewCommand?: string;
 }
 
 interface RenewalEntry extends RenewalTarget {
   /** Aborted with a `LockLostError` on loss; made only when someone asks (withLock does). */
   lost?: AbortController;
   /**
-   * When Redis expires the lock at the earliest (performance.now() ms): the send time of the
-   * last call that confirmed the lease, plus the lease. Redis set the TTL after that send, so
-   * the key cannot expire before this instant.
+   * When the owner stops believing it holds the lock (performance.now() ms): the earliest
+   * instant Redis can expire it (the send time of the last call that confirmed the lease, plus
+   * the lease: Redis set the TTL after that send) minus a margin, see `lostAt`.
    */
-  expiresAt: number;
+  lostAt: number;
 }
+
+const DEFAULT_RENEW = 'rlock_renew';
 
 /** Keys renewed by one script call; large enough that 10 000 held locks cost 10 calls a period. */
 const BATCH_SIZE = 1000;
@@ -36,11 +45,14 @@ export class ExpirationRenewal {
   /** Fires at the earliest lease end that no renewal has pushed back yet. */
   private deadlineTimer: NodeJS.Timeout | undefined;
   private deadlineAt = Infinity;
+  /** An extra renewal before the next tick, for a hold whose first lease is short (a fair-lock grant). */
+  private earlyTimer: NodeJS.Timeout | undefined;
+  private earlyAt = Infinity;
   private renewing = false;
   private closed = false;
 
   constructor(
-    private readonly redis: Redis | Cluster,
+    private readonly redis: ScriptedRedis,
     private readonly leaseMs: number,
     /** Batches must not mix hash slots on Cluster; this says which batch a key belongs to. */
     private readonly batchOf: (key: string) => string | number,
@@ -54,17 +66,36 @@ export class ExpirationRenewal {
 
   /**
    * Starts renewing a lock whose acquire call was sent at `sentAt` (performance.now()); a second
-   * call for the same lock and owner is a no-op.
+   * call for the same lock and owner is a no-op. `expiresAt`, when given, is when Redis may
+   * expire the hold at the earliest if that is sooner than a full lease (a fair-lock grant lives
+   * at most the queue timeout until its owner extends it): it is renewed halfway there.
    */
-  add(target: RenewalTarget, sentAt: number): void {
+  add(target: RenewalTarget, sentAt: number, expiresAt = sentAt + this.leaseMs): void {
     const id = entryId(target.key, target.field);
     if (this.closed || this.entries.has(id)) return;
-    const entry: RenewalEntry = { name: target.name, key: target.key, field: target.field, owner: target.owner, expiresAt: sentAt + this.leaseMs };
+    const lease = Math.min(expiresAt, sentAt + this.leaseMs) - sentAt;
+    const entry: RenewalEntry = { ...target, lostAt: lostAt(sentAt, lease) };
     this.entries.set(id, entry);
     // Timers outlive the last entry until their next run: a lock taken and released over and
     // over then costs no timer churn.
     this.timer ??= setInterval(() => void this.renewAll(), Math.floor(this.leaseMs / 3)).unref();
-    this.armDeadline(entry.expiresAt);
+    this.armDeadline(entry.lostAt);
+    // A short first lease (shorter than the time to the next tick) is renewed halfway there.
+    const now = performance.now();
+    if (lease < this.leaseMs) this.armEarly(now + (entry.lostAt - now) / 2);
+  }
+
+  private armEarly(at: number): void {
+    if (at >= this.earlyAt) return;
+    if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
+    this.earlyAt = at;
+    this.earlyTimer = setTimeout(() => {
+      this.earlyTimer = undefined;
+      this.earlyAt = Infinity;
+      // A tick in flight was batched before this hold was added: come back right after it.
+      if (this.renewing) this.armEarly(performance.now() + 5);
+      else void this.renewAll();
+    }, Math.max(0, at - performance.now())).unref();
   }
 
   has(key: string, field: string): boolean {
@@ -95,20 +126,13 @@ export class ExpirationRenewal {
     if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
     this.deadlineTimer = undefined;
     this.deadlineAt = Infinity;
+    if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
+    this.earlyTimer = undefined;
+    this.earlyAt = Infinity;
   }
 
-  /**
-   * The owner must stop believing before Redis can expire the lock, or a paused or unreachable
-   * Redis would let a second owner in while the first still works under its lock. A margin of
-   * a tenth of the lease (at most 1 s) absorbs timer and event-loop lag.
-   */
-  private get margin(): number {
-    return Math.min(this.leaseMs / 10, 1000);
-  }
-
-  /** Makes sure the deadline timer fires no later than `expiresAt - margin`. */
-  private armDeadline(expiresAt: number): void {
-    const at = expiresAt - this.margin;
+  /** Makes sure the deadline timer fires no later than `at`. */
+  private armDeadline(at: number): void {
     if (at >= this.deadlineAt) return;
     if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
     this.deadlineAt = at;
@@ -123,10 +147,10 @@ export class ExpirationRenewal {
     const now = performance.now();
     let next = Infinity;
     for (const entry of [...this.entries.values()]) {
-      if (entry.expiresAt - this.margin <= now) {
+      if (entry.lostAt <= now) {
         this.lose(entry, `no renewal was confirmed before its lease of ${this.leaseMs} ms ran out (Redis slow or unreachable)`);
       } else {
-        next = Math.min(next, entry.expiresAt);
+        next = Math.min(next, entry.lostAt);
       }
     }
     if (next < Infinity) this.armDeadline(next);
@@ -149,33 +173,19 @@ export class ExpirationRenewal {
     if (this.renewing) return;
     this.renewing = true;
     try {
-      await Promise.all(this.batches().map((batch) => this.renewBatch(batch)));
+      await Promise.all(batchesOf(this.entries.values(), (entry) => `${entry.renewCommand ?? DEFAULT_RENEW}\n${this.batchOf(entry.key)}`, BATCH_SIZE).map((batch) => this.renewBatch(batch)));
     } finally {
       this.renewing = false;
     }
-  }
-
-  private batches(): RenewalEntry[][] {
-    const groups = new Map<string | number, RenewalEntry[]>();
-    const batches: RenewalEntry[][] = [];
-    for (const entry of this.entries.values()) {
-      const group = this.batchOf(entry.key);
-      let batch = groups.get(group);
-      if (!batch || batch.length >= BATCH_SIZE) {
-        batch = [];
-        groups.set(group, batch);
-        batches.push(batch);
-      }
-      batch.push(entry);
-    }
-    return batches;
   }
 
   private async renewBatch(batch: RenewalEntry[]): Promise<void> {
     let renewed: (0 | 1)[];
     const sentAt = performance.now();
     try {
-      renewed = await this.redis.rlock_renew(
+      const renew = (this.redis as unknown as Record<string, ScriptedRedis['rlock_renew']>)[batch[0]!.renewCommand ?? DEFAULT_RENEW]!;
+      renewed = await renew.call(
+        this.redis,
         batch.length,
         ...batch.map((entry) => entry.key),
         this.leaseMs,
@@ -193,14 +203,14 @@ export class ExpirationRenewal {
       // re-added while the call was in flight belongs to a newer hold.
       if (this.entries.get(entryId(entry.key, entry.field)) !== entry) return;
       if (renewed[i] === 1) {
-        entry.expiresAt = sentAt + this.leaseMs;
-        earliest = Math.min(earliest, entry.expiresAt);
+        entry.lostAt = lostAt(sentAt, this.leaseMs);
+        earliest = Math.min(earliest, entry.lostAt);
       } else {
         this.lose(entry, 'the watchdog found it no longer held by its owner');
       }
     });
     // The deadline may now lie later: re-arm from scratch once per batch.
-    if (earliest < Infinity && this.deadlineTimer !== undefined && this.deadlineAt < earliest - this.margin) {
+    if (earliest < Infinity && this.deadlineTimer !== undefined && this.deadlineAt < earliest) {
       clearTimeout(this.deadlineTimer);
       this.deadlineTimer = undefined;
       this.deadlineAt = Infinity;
@@ -210,9 +220,18 @@ export class ExpirationRenewal {
 
   private earliestExpiry(): number {
     let earliest = Infinity;
-    for (const entry of this.entries.values()) earliest = Math.min(earliest, entry.expiresAt);
+    for (const entry of this.entries.values()) earliest = Math.min(earliest, entry.lostAt);
     return earliest;
   }
+}
+
+/**
+ * The owner must stop believing before Redis can expire the lock, or a paused or unreachable
+ * Redis would let a second owner in while the first still works under its lock. A margin of a
+ * tenth of the lease (at most 1 s) absorbs timer and event-loop lag.
+ */
+function lostAt(sentAt: number, lease: number): number {
+  return sentAt + lease - Math.min(lease / 10, 1000);
 }
 
 function entryId(key: string, field: string): string {

@@ -1,0 +1,276 @@
+// The fair lock against a private redis-server: first come, first served across processes, the
+// release handing the lock straight to the next waiter, and dead or stopped waiters never
+// blocking the queue for long.
+import { startFixture, type FixtureProcess, runFixture } from './helpers/child';
+import { usePrivateRedis } from './helpers/privateRedis';
+import { commandCounts } from './helpers/testRedis';
+import { until } from './helpers/time';
+import { InvalidArgumentError, LockUsageError } from '../src';
+
+const redis = usePrivateRedis();
+let counter = 0;
+const uniqueName = (): string => `fair:${process.pid}:${++counter}`;
+const children: FixtureProcess[] = [];
+
+afterEach(() => {
+  for (const child of children.splice(0)) {
+    child.child.kill('SIGCONT');
+    child.child.kill('SIGKILL');
+  }
+});
+
+function waiterProcess(name: string, queueTimeout: number, holdMs: number, watchdogTimeout = 30_000): FixtureProcess {
+  const child = startFixture('fairWaiter.ts', [redis.server.url, name, String(queueTimeout), String(holdMs), String(watchdogTimeout)]);
+  children.push(child);
+  return child;
+}
+
+async function queueLength(name: string): Promise<number> {
+  return (await redis.client().getFairLock(name).inspect()).queue?.length ?? 0;
+}
+
+/** Script calls so far (ioredis sends EVAL the first time on a connection, EVALSHA afterwards). */
+async function scriptCalls(): Promise<number> {
+  const counts = await commandCounts(redis.admin);
+  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
+}
+
+const acquiredAt = (child: FixtureProcess, id: string): Promise<number> =>
+  child.line((line) => line.startsWith(`acquired ${id} `)).then((line) => Number(line.split(' ')[2]));
+
+describe('first come, first served across processes', () => {
+  test('waiters queued from 3 processes are served in their order of arrival, each handed the lock by the release alone', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    const processes = [waiterProcess(name, 30_000, 20), waiterProcess(name, 30_000, 20), waiterProcess(name, 30_000, 20)];
+    await Promise.all(processes.map((p) => p.line((line) => line.startsWith('ready'))));
+    // Arrival order: p2, p0, p1 (not the order the processes were started in).
+    for (const [i, index] of [2, 0, 1].entries()) {
+      processes[index]!.send(`wait w${index}`);
+      await until(`waiter ${index} is queued`, async () => (await queueLength(name)) === i + 1);
+    }
+    const info = await holder.inspect();
+    expect(info.queue!.map((waiter) => waiter.leaseMs)).toEqual([30_000, 30_000, 30_000]);
+    const before = await scriptCalls();
+    await holder.unlock();
+    const times = await Promise.all([acquiredAt(processes[2]!, 'w2'), acquiredAt(processes[0]!, 'w0'), acquiredAt(processes[1]!, 'w1')]);
+    expect(times[0]).toBeLessThan(times[1]!);
+    expect(times[1]).toBeLessThan(times[2]!);
+    await Promise.all(processes.map((p, i) => p.line((line) => line === `released w${i}`)));
+    // One release by the holder and one by each waiter: no waiter came back to ask (direct
+    // handoff), no process was woken to retry in vain.
+    expect((await scriptCalls()) - before).toBe(4);
+    expect(await holder.isLocked()).toBe(false);
+    expect(await redis.admin.exists(`rlock__queue:{${name}}`, `rlock__queue_expiry:{${name}}`)).toBe(0);
+  }, 30_000);
+
+  test('no lost update: 3 processes × 4 tasks on one fair lock', async () => {
+    const name = uniqueName();
+    const results = await Promise.all([0, 1, 2].map(() => runFixture('counterWorker.ts', [redis.server.url, name, '15', 'fair'])));
+    for (const result of results) expect(result).toMatchObject({ code: 0 });
+    expect(await redis.admin.get(`${name}:counter`)).toBe(String(3 * 4 * 15));
+  }, 30_000);
+
+  test('a newcomer does not jump a queue whose lock just became free', async () => {
+    const name = uniqueName();
+    const a = redis.client();
+    const b = redis.client();
+    const holder = a.getFairLock(name);
+    await holder.lock({ leaseTime: 10_000 });
+    const queued = b.getFairLock(name).tryLock({ waitTime: 10_000 });
+    await until('b is queued', async () => (await queueLength(name)) === 1);
+    await holder.unlock();
+    // The release handed the lock to b: a third party's single attempt finds it taken.
+    expect(await redis.client().getFairLock(name).tryLock()).toBe(false);
+    expect(await queued).toBe(true);
+  });
+});
+
+describe('dead and stopped waiters', () => {
+  test('waiters of a killed process are skipped by the release itself, all of them at once', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    const dead = waiterProcess(name, 30_000, 0);
+    const live = waiterProcess(name, 30_000, 0);
+    await Promise.all([dead, live].map((p) => p.line((line) => line.startsWith('ready'))));
+    for (const id of ['d1', 'd2', 'd3']) dead.send(`wait ${id}`);
+    await until('3 dead-to-be waiters are queued', async () => (await queueLength(name)) === 3);
+    live.send('wait l1');
+    await until('the live waiter is queued behind them', async () => (await queueLength(name)) === 4);
+    dead.child.kill('SIGKILL');
+    await until('the killed process has no subscription left', async () => {
+      const [, count] = (await redis.admin.pubsub('NUMSUB', `rlock__grant:{${name}}:${dead.lines[0]!.split(' ')[1]}`)) as [string, number];
+      return Number(count) === 0;
+    });
+    const released = performance.now();
+    await holder.unlock();
+    await live.line((line) => line.startsWith('acquired l1'));
+    // Well below the 30 s queue timeout: the dead entries cost nothing.
+    expect(performance.now() - released).toBeLessThan(3_000);
+  }, 30_000);
+
+  test('a stopped process is skipped once its entries run out: k stopped waiters cost one queue timeout together', async () => {
+    const name = uniqueName();
+    const queueTimeout = 1_000;
+    const holder = redis.client({ queueTimeout }).getFairLock(name);
+    await holder.lock();
+    const stopped = waiterProcess(name, queueTimeout, 0);
+    const live = waiterProcess(name, queueTimeout, 0);
+    await Promise.all([stopped, live].map((p) => p.line((line) => line.startsWith('ready'))));
+    for (const id of ['s1', 's2', 's3']) stopped.send(`wait ${id}`);
+    await until('3 waiters of the process to stop are queued', async () => (await queueLength(name)) === 3);
+    live.send('wait l1');
+    await until('the live waiter is queued behind them', async () => (await queueLength(name)) === 4);
+    stopped.child.kill('SIGSTOP');
+    const released = performance.now();
+    await holder.unlock(); // granted to s1, whose process does not answer
+    await live.line((line) => line.startsWith('acquired l1'), 15_000);
+    const waited = performance.now() - released;
+    // The grant to s1 lives one queue timeout; s2 and s3 ran out meanwhile, together. Three
+    // timeouts in turn (Redisson #1353) would take ≥ 3 s.
+    expect(waited).toBeGreaterThan(queueTimeout * 0.9);
+    expect(waited).toBeLessThan(queueTimeout * 2.5);
+    stopped.child.kill('SIGCONT');
+  }, 30_000);
+
+  test('a lost grant message costs at most a third of the queue timeout: the heartbeat finds the entry gone', async () => {
+    const name = uniqueName();
+    const queueTimeout = 1_500;
+    const a = redis.client({ queueTimeout });
+    const b = redis.client({ queueTimeout });
+    const holder = a.getFairLock(name);
+    await holder.lock({ leaseTime: 20_000 });
+    const waiting = b.getFairLock(name).tryLock({ waitTime: 15_000 });
+    await until('b is queued', async () => (await queueLength(name)) === 1);
+    // Release by hand with a grant channel nobody listens to (receivers not trusted): b gets
+    // the lock in Redis, but no message.
+    const field = Object.keys(await redis.admin.hgetall(name))[0]!;
+    const scripted = a as unknown as { context: { redis: import('../src/services/scripts').ScriptedRedis } };
+    const released = performance.now();
+    await scripted.context.redis.rlock_fairLock_release(name, `rlock__queue:{${name}}`, `rlock__queue_expiry:{${name}}`, `rlock__unlock_latch:{${name}}:x`, field, 1000, queueTimeout, 'nowhere:', 'publish', 0);
+    expect(await waiting).toBe(true);
+    expect(performance.now() - released).toBeLessThan(queueTimeout / 3 + 1_000);
+  }, 30_000);
+});
+
+describe('giving up leaves nothing behind', () => {
+  test('a timed-out or aborted waiter leaves the queue at once; others keep their place', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    const first = redis.client().getFairLock(name).tryLock({ waitTime: 10_000 });
+    await until('first is queued', async () => (await queueLength(name)) === 1);
+    expect(await redis.client().getFairLock(name).tryLock({ waitTime: 200 })).toBe(false);
+    const controller = new AbortController();
+    const aborted = redis.client().getFairLock(name).lock({ signal: controller.signal });
+    await until('the second waiter is queued', async () => (await queueLength(name)) === 2);
+    controller.abort();
+    await expect(aborted).rejects.toMatchObject({ name: 'AbortError' });
+    expect(await queueLength(name)).toBe(1);
+    await holder.unlock();
+    expect(await first).toBe(true);
+  });
+
+  test('a grant that reaches a waiter as it gives up is passed on to the next in line', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    const client = redis.client();
+    const controller = new AbortController();
+    const giving = client.getFairLock(name).lock({ signal: controller.signal });
+    await until('the first waiter is queued', async () => (await queueLength(name)) === 1);
+    const next = redis.client().getFairLock(name).tryLock({ waitTime: 10_000 });
+    await until('the next waiter is queued', async () => (await queueLength(name)) === 2);
+    // Abort and release in the same tick: the grant may or may not have reached the first waiter.
+    controller.abort();
+    await holder.unlock();
+    await expect(giving).rejects.toMatchObject({ name: 'AbortError' });
+    expect(await next).toBe(true);
+  });
+
+  test('10 000 aborted waits leave no queue entry and no client state', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    for (let round = 0; round < 20; round++) {
+      await Promise.all(
+        Array.from({ length: 500 }, () => client.getFairLock(name).tryLock({ waitTime: 5 })),
+      );
+    }
+    expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
+    expect(await redis.admin.zcard(`rlock__queue:{${name}}`)).toBe(0);
+    expect(await redis.admin.zcard(`rlock__queue_expiry:{${name}}`)).toBe(0);
+  }, 60_000);
+});
+
+describe('the RLock interface', () => {
+  test('reentrant inside withLock, holds counted; forceUnlock hands the lock to the head of the queue', async () => {
+    expect.assertions(4);
+    const name = uniqueName();
+    const client = redis.client();
+    const fair = client.getFairLock(name);
+    await fair.withLock(async () => {
+      await client.getFairLock(name).lock();
+      expect(await fair.getHoldCount()).toBe(2);
+      await client.getFairLock(name).unlock();
+      expect(await fair.isHeldByCurrentOwner()).toBe(true);
+    });
+    await fair.lock();
+    const waiting = redis.client().getFairLock(name).tryLock({ waitTime: 10_000 });
+    await until('a waiter is queued', async () => (await queueLength(name)) === 1);
+    expect(await redis.client().getFairLock(name).forceUnlock()).toBe(true);
+    expect(await waiting).toBe(true);
+  });
+
+  test('a handed-over grant under the watchdog is extended before its short first lease runs out', async () => {
+    const name = uniqueName();
+    const queueTimeout = 600;
+    const a = redis.client({ queueTimeout, watchdogTimeout: 3_000 });
+    const b = redis.client({ queueTimeout, watchdogTimeout: 3_000 });
+    const lost: unknown[] = [];
+    b.on('lockLost', (event) => lost.push(event));
+    const holder = a.getFairLock(name);
+    await holder.lock();
+    const waiting = b.getFairLock(name).withLock(async (signal) => {
+      // Held well past the grant's 600 ms first lease and past a whole watchdog lease.
+      await until('3.5 s passed', () => signal.aborted, 3_500).catch(() => undefined);
+      return signal.aborted;
+    });
+    await until('b is queued', async () => (await queueLength(name)) === 1);
+    await holder.unlock();
+    expect(await waiting).toBe(false);
+    expect(lost).toEqual([]);
+  }, 20_000);
+
+  test('queue deadlines come from Redis time, not the client clock', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    const waiting = redis.client({ queueTimeout: 7_000 }).getFairLock(name).tryLock({ waitTime: 10_000 });
+    await until('queued', async () => (await queueLength(name)) === 1);
+    const [deadline] = (await redis.admin.zrange(`rlock__queue_expiry:{${name}}`, 0, 0, 'WITHSCORES')).slice(1);
+    const [seconds, micros] = await redis.admin.time();
+    const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    expect(Number(deadline) - redisNow).toBeGreaterThan(5_000);
+    expect(Number(deadline) - redisNow).toBeLessThanOrEqual(7_000);
+    await holder.unlock();
+    expect(await waiting).toBe(true);
+  });
+
+  test('a second acquire of one owner while the first waits is refused before Redis; bad names too', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    const client = redis.client();
+    const handle = client.getFairLock(name);
+    const first = handle.tryLock({ waitTime: 10_000 });
+    await expect(handle.tryLock({ waitTime: 100 })).rejects.toBeInstanceOf(LockUsageError);
+    expect(() => client.getFairLock('')).toThrow(InvalidArgumentError);
+    expect(() => client.getFairLock(42 as unknown as string)).toThrow(InvalidArgumentError);
+    await holder.unlock();
+    expect(await first).toBe(true);
+  });
+});

@@ -1,0 +1,110 @@
+import { RedisCommandError } from '../errors';
+import type { LockContext } from '../services/LockContext';
+import type { ChannelEntry } from '../services/LockPubSub';
+
+/** How long a waiter pauses after Redis refused an attempt during a failover. */
+const TRANSIENT_RETRY_MS = 200;
+
+/**
+ * A hold just taken: `sentAt` (performance.now()) is no later than when Redis granted it, and
+ * `expiresAt`, when set, is when Redis may expire it at the earliest if that is sooner than
+ * `sentAt` plus the lease asked for (a fair lock's handed-over grant).
+ */
+export interface Hold {
+  sentAt: number;
+  expiresAt?: number;
+}
+
+/** What one attempt found: the primitive is held now, or not (sleep at most `ttl`; negative: no bound). */
+export type AttemptResult = ({ held: true } & Hold) | { held: false; ttl: number };
+
+/**
+ * What a primitive tells the shared waiting loop: how to try, where its wake-ups come from,
+ * and what a wake-up means. RLock's waiters retry on a broadcast release message; the fair
+ * lock's are handed the lock by the release itself (the wake-up is the grant).
+ */
+export interface WaitProtocol {
+  /** The pub/sub channel whose messages wake this waiter (joined once the first attempt failed). */
+  readonly channel: string;
+  /** One attempt. `listening`: the waiter is subscribed, so it may queue itself. */
+  attempt(listening: boolean): Promise<AttemptResult>;
+  /**
+   * Sleeps until a wake-up or `ms`; resolves with a hold when the wake-up itself handed the lock
+   * over (no attempt needed), undefined to attempt again.
+   */
+  sleep(entry: ChannelEntry, ms: number, stops: AbortSignal[]): Promise<Hold | undefined>;
+  /** Called once when the loop ends without the lock after having joined the channel. */
+  giveUp?(): Promise<void>;
+  /** Diagnostics: the first attempt failed and the caller starts waiting; and how that wait ended. */
+  waitStarted?(): void;
+  waitEnded?(durationMs: number, acquired: boolean): void;
+}
+
+/**
+ * The waiting loop every primitive shares: try; subscribe; try again; sleep until a message or
+ * the bound the attempt gave; repeat; within `waitTime`, until a stop aborts (the caller's signal
+ * or `client.close()`). Resolves with the hold, or undefined when `waitTime` ran out.
+ */
+export async function waitFor(context: LockContext, protocol: WaitProtocol, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+  signal?.throwIfAborted();
+  const deadline = performance.now() + waitTime;
+  // Already subscribed by other waiters of this client: every release from now on reaches us,
+  // so the first attempt may already queue (the fair lock) and no retry is needed after joining.
+  const listening = context.pubsub.peek(protocol.channel);
+  const alreadyListening = listening?.confirmed === true;
+  // A call that may wait rides out a failover; one that may not, reports it.
+  const first = waitTime > 0 ? await attemptWhileWaiting(protocol, alreadyListening) : await protocol.attempt(false);
+  if (first.held) return first;
+  if (waitTime <= 0) return undefined;
+
+  // Stopped by the caller's signal or by client.close(); no controller of its own, as a process
+  // may park 10 000s of waiters.
+  const stops = signal ? [signal, context.closedSignal] : [context.closedSignal];
+  const untrack = context.trackWaiter();
+  const entry = context.pubsub.join(protocol.channel);
+  const waitFrom = performance.now();
+  protocol.waitStarted?.();
+  let got = false;
+  try {
+    let ttl = first.ttl;
+    const bound = (): number => Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now());
+    // Retrying only once subscribed closes the race with a release published before that; if the
+    // subscription was already there before our first attempt, nothing slipped by.
+    let woken: Hold | undefined;
+    if (alreadyListening && entry === listening) woken = await protocol.sleep(entry, bound(), stops);
+    else await entry.untilSubscribed(bound(), stops);
+    for (;;) {
+      if (woken) {
+        got = true;
+        return woken;
+      }
+      const result = await attemptWhileWaiting(protocol, true);
+      if (result.held) {
+        got = true;
+        return result;
+      }
+      ttl = result.ttl;
+      if (deadline - performance.now() <= 0) return undefined;
+      // A lost message costs at most the bound, never liveness.
+      woken = await protocol.sleep(entry, bound(), stops);
+    }
+  } finally {
+    context.pubsub.leave(protocol.channel, entry);
+    untrack();
+    if (!got && protocol.giveUp) await protocol.giveUp();
+    protocol.waitEnded?.(performance.now() - waitFrom, got);
+  }
+}
+
+/**
+ * A refusal Redis will not repeat for long (`RedisCommandError.transient`: failover, loading, a
+ * slot in flux; refused, not run) does not end a wait: it is retried after a short pause.
+ */
+async function attemptWhileWaiting(protocol: WaitProtocol, listening: boolean): Promise<AttemptResult> {
+  try {
+    return await protocol.attempt(listening);
+  } catch (error) {
+    if (error instanceof RedisCommandError && error.transient) return { held: false, ttl: TRANSIENT_RETRY_MS };
+    throw error;
+  }
+}

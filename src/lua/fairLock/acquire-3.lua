@@ -1,0 +1,53 @@
+--[[
+  Takes the fair lock for an owner when it is free and nobody queued before it, enters it again
+  when the owner holds it, or (enqueue = 1) puts the owner at the back of the queue.
+
+  Input:
+    KEYS[1] lock hash key
+    KEYS[2] queue (zset, arrival order)
+    KEYS[3] queue deadlines (zset, Redis ms)
+    ARGV[1] member "<leaseMs>:<clientId>:<ownerId>"
+    ARGV[2] "1" to join (or stay in) the queue when the lock is not free for us, "0" to only try
+    ARGV[3] "1" when the owner already holds the lock (re-entry), "0" when it holds nothing: then
+            a field of its own in the hash is a grant made while it waited, taken as is
+    ARGV[4] queue timeout in ms: an entry not refreshed for this long is dead
+    ARGV[5] grant channel prefix "rlock__grant:{<lock key>}:" (the clientId is appended)
+    ARGV[6] publish command ("publish" or "spublish")
+    ARGV[7] "1" when PUBLISH's receiver count can be trusted (see grantNext)
+
+  Output:
+    nil when the owner holds the lock now; otherwise the lock's PTTL in ms (-1: no TTL).
+]]
+--@include fairQueue.lua
+local member = ARGV[1]
+local lease, field = string.match(member, '^(%d+):(.*)$')
+local queueTimeout = tonumber(ARGV[4])
+
+if redis.call('hexists', KEYS[1], field) == 1 then
+  if ARGV[3] == '1' then
+    redis.call('hincrby', KEYS[1], field, 1)
+  end
+  redis.call('pexpire', KEYS[1], lease)
+  removeEntry(member)
+  return nil
+end
+
+local now = nowMs()
+if redis.call('exists', KEYS[1]) == 0 then
+  local granted = grantNext(now, member, queueTimeout, ARGV[5], ARGV[6], ARGV[7])
+  if not granted or granted == member then
+    redis.call('hset', KEYS[1], field, 1)
+    redis.call('pexpire', KEYS[1], lease)
+    return nil
+  end
+end
+
+if ARGV[2] == '1' then
+  if not redis.call('zscore', KEYS[3], member) then
+    local last = redis.call('zrange', KEYS[2], -1, -1, 'withscores')
+    redis.call('zadd', KEYS[2], last[2] and tonumber(last[2]) + 1 or 1, member)
+  end
+  redis.call('zadd', KEYS[3], now + queueTimeout, member)
+  touchQueue(queueTimeout)
+end
+return redis.call('pttl', KEYS[1])

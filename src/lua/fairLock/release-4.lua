@@ -1,0 +1,25 @@
+--[[
+  Gives back one hold of the owner; on the last one hands the lock straight to the first live
+  waiter in the queue (or deletes it when nobody waits).
+
+  Input:
+    KEYS[1] lock hash key
+    KEYS[2] queue (zset, arrival order)
+    KEYS[3] queue deadlines (zset, Redis ms)
+    KEYS[4] latch key of this release request (written only by a partial release; see
+            lock/release-3.lua for why)
+    ARGV[1] owner field "<clientId>:<ownerId>"
+    ARGV[2] latch TTL in ms
+    ARGV[3] queue timeout in ms
+    ARGV[4] grant channel prefix "rlock__grant:{<lock key>}:"
+    ARGV[5] publish command ("publish" or "spublish")
+    ARGV[6] "1" when PUBLISH's receiver count can be trusted
+
+  Output:
+    nil when the owner holds nothing; 0 when holds remain; 1 when the owner's last hold went.
+]]
+--@include fairQueue.lua
+--@include releaseHold.lua
+return releaseHold(KEYS[1], KEYS[4], ARGV[1], ARGV[2], function()
+  grantNext(nowMs(), nil, tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6])
+end)

@@ -1,0 +1,64 @@
+-- The fair lock's queue, shared by its scripts (pulled in with --@include).
+--   KEYS[1] the lock hash (field "<clientId>:<ownerId>" -> hold count, as the plain lock)
+--   KEYS[2] the queue: zset member -> arrival order
+--   KEYS[3] the queue deadlines: zset member -> Redis time (ms) after which the entry is dead
+-- A member is "<leaseMs>:<clientId>:<ownerId>": the waiter's lease rides along, so whoever hands
+-- the lock over knows how long the grant may live. Deadlines come from Redis's clock (TIME), never
+-- a client's, so a client whose clock runs fast cannot evict live waiters (Redisson's queue can).
+
+local function nowMs()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Entries whose waiters stopped refreshing them (a stopped or dead process) go all at once, so
+-- k dead waiters cost one queue timeout together, not one each (Redisson #1353).
+local function purgeExpired(now)
+  local dead = redis.call('zrangebyscore', KEYS[3], '-inf', now)
+  for i = 1, #dead do
+    redis.call('zrem', KEYS[2], dead[i])
+  end
+  if #dead > 0 then
+    redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+  end
+end
+
+local function removeEntry(member)
+  redis.call('zrem', KEYS[2], member)
+  redis.call('zrem', KEYS[3], member)
+end
+
+-- The queue keys outlive their last refresh by one timeout: by then every entry in them is dead.
+local function touchQueue(queueTimeout)
+  redis.call('pexpire', KEYS[2], queueTimeout)
+  redis.call('pexpire', KEYS[3], queueTimeout)
+end
+
+-- Hands the free lock to the first live waiter (direct handoff: the waiter need not come back to
+-- ask). Pops heads until one is granted; `self` is the caller's own member, which is returned
+-- without a message (the caller takes the lock itself). A grant lives min(lease, queueTimeout):
+-- a waiter that is gone (stopped) holds the lock up the queue timeout at most; a live one
+-- extends it. PUBLISH reaching nobody means the waiter's process is gone (its subscription
+-- went with its connection): skipped in the same call, unless receivers cannot be counted
+-- (classic pub/sub on a Cluster counts one node only). Returns the member granted, or false.
+local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand, trustReceivers)
+  purgeExpired(now)
+  while true do
+    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+    if not head then
+      return false
+    end
+    removeEntry(head)
+    if head == self then
+      return head
+    end
+    local lease, field = string.match(head, '^(%d+):(.*)$')
+    local clientId = string.match(field, '^([^:]*):')
+    local heard = redis.call(publishCommand, channelPrefix .. clientId, field)
+    if heard > 0 or trustReceivers ~= '1' then
+      redis.call('hset', KEYS[1], field, 1)
+      redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
+      return head
+    end
+  end
+end

@@ -1,0 +1,169 @@
+import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { waitFor, type Hold } from '../core/waitLoop';
+import { diagnostics } from '../diagnostics';
+import { LockUsageError } from '../errors';
+import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
+import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../names';
+import type { LockContext } from '../services/LockContext';
+import type { ChannelEntry } from '../services/LockPubSub';
+import type { LockOwner } from '../services/LockOwner';
+import type { QueuedEntry } from '../services/QueueHeartbeat';
+import type { ScriptedRedis } from '../services/scripts';
+
+const MEMBER = /^(\d+):([\w-]{21}):([\w-]{21})$/;
+
+/**
+ * A fair lock (Redisson's RFairLock, seed 003): the same reentrant hash as `RLock`, plus a queue
+ * in Redis, so owners are served first come, first served across all processes. A release hands
+ * the lock straight to the first live waiter (it becomes the owner inside the release script) and
+ * tells only that waiter's client, on a channel of its own: no other process wakes, and the new
+ * owner needs no further round trip. See docs/design.md, "The fair lock".
+ */
+export class FairLock extends LockHandle {
+  /** @internal Use `client.getFairLock(name)`. */
+  constructor(context: LockContext, name: unknown) {
+    super(context, name);
+  }
+
+  /** Deletes the lock whoever holds it and hands it to the first live waiter; true when there was one. */
+  async forceUnlock(): Promise<boolean> {
+    this.context.assertOpen();
+    const { key } = this;
+    const [publish, trust] = await this.publishing();
+    const holders = await this.context.command('forceUnlock', (redis) =>
+      redis.rlock_fairLock_forceUnlock(key, queueKeyOf(key), queueExpiryKeyOf(key), this.context.queueTimeout, grantChannelPrefixOf(key), publish, trust),
+    );
+    if (diagnostics.forceUnlocked.hasSubscribers) {
+      diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
+    }
+    return holders.length > 0;
+  }
+
+  /** Holders, TTL, and the queue in order (who waits, with their leases and how long their entries live). */
+  async inspect(): Promise<LockInfo> {
+    this.context.assertOpen();
+    const { key, name } = this;
+    return this.context.command('inspect', async (redis) => {
+      const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(queueKeyOf(key), 0, -1).zrange(queueExpiryKeyOf(key), 0, -1, 'WITHSCORES').time().exec();
+      const failed = replies?.find(([error]) => error);
+      if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
+      const [hash, ttl, members, deadlines, time] = replies.map(([, value]) => value) as [Record<string, string>, number, string[], string[], [string, string]];
+      const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+      const deadlineOf = new Map<string, number>();
+      for (let i = 0; i < deadlines.length; i += 2) deadlineOf.set(deadlines[i]!, Number(deadlines[i + 1]));
+      const queue: QueuedWaiter[] = [];
+      for (const member of members) {
+        const match = MEMBER.exec(member);
+        const deadline = deadlineOf.get(member);
+        // An entry past its deadline is dead: the next script call drops it.
+        if (!match || deadline === undefined || deadline <= now) continue;
+        queue.push({ clientId: match[2]!, ownerId: match[3]!, leaseMs: Number(match[1]), expiresInMs: deadline - now, clientName: undefined });
+      }
+      const holders = Object.entries(hash).map(([field, count]) => {
+        const [clientId = '', ownerId = ''] = field.split(':');
+        return { clientId, ownerId, holdCount: Number(count), clientName: undefined as string | undefined };
+      });
+      if (holders.length + queue.length > 0) {
+        const names = await clientNames(redis);
+        for (const party of [...holders, ...queue]) party.clientName = names.get(party.clientId);
+      }
+      const waitingClients = new Set(queue.map((waiter) => waiter.clientId)).size;
+      return { name, key, locked: holders.length > 0, holders, ttl, waitingClients, queue };
+    });
+  }
+
+  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+    // Two acquires of one owner at once would share one queue entry and one grant.
+    if (owner.pending > 1) throw new LockUsageError(`an owner of fair lock "${this.name}" is already acquiring it; acquire it once per owner at a time`);
+    const { key, context } = this;
+    const { queueTimeout } = context;
+    const lease = leaseTime ?? context.watchdogTimeout;
+    const field = this.field(owner);
+    const member = `${lease}:${field}`;
+    const channel = grantChannelPrefixOf(key) + context.clientId;
+    const [publish, trust] = await this.publishing();
+    const reentrant = owner.holds > 0 ? 1 : 0;
+    // The send time of the latest call that found this waiter still queued: no grant can be
+    // older, so a grant's TTL (min(lease, queueTimeout)) runs at the earliest from there.
+    let queuedAt: number | undefined;
+    let entry: ChannelEntry | undefined;
+    let beat: QueuedEntry | undefined;
+    const grantTtl = Math.min(lease, queueTimeout);
+    try {
+      return await waitFor(
+        context,
+        {
+          channel,
+          attempt: async (listening) => {
+            if (listening && !entry) {
+              // Registered before the request to queue: the grant can beat its reply.
+              entry = context.pubsub.peek(channel);
+              entry?.expectGrant(field);
+            }
+            const sentAt = performance.now();
+            const ttl = await context.command('acquire', (redis) =>
+              redis.rlock_fairLock_acquire(key, queueKeyOf(key), queueExpiryKeyOf(key), member, listening ? 1 : 0, reentrant, queueTimeout, grantChannelPrefixOf(key), publish, trust),
+            );
+            if (ttl === null) return { held: true, sentAt };
+            if (listening) {
+              queuedAt = sentAt;
+              if (!beat) {
+                beat = {
+                  lockKey: key,
+                  queueKey: queueKeyOf(key),
+                  expiryKey: queueExpiryKeyOf(key),
+                  member,
+                  refreshed: (at, queued) => {
+                    if (queued) queuedAt = Math.max(queuedAt ?? at, at);
+                    // Granted (its message lost), dropped, or the lock ran out unreleased: ask again now.
+                    else entry?.wakeAll();
+                  },
+                };
+                context.heartbeat.add(beat);
+              }
+            }
+            // Grants come by message; the bound only covers a holder that vanished without one.
+            return { held: false, ttl };
+          },
+          sleep: async (woken, ms, stops) => {
+            if (!(await woken.untilGranted(field, ms, stops)) || queuedAt === undefined) return undefined;
+            const expiresAt = queuedAt + grantTtl;
+            // A grant that may already be half gone (the message came late), or shorter than an
+            // explicit lease, is confirmed by one more attempt, which takes it with the full lease.
+            if (leaseTime !== undefined ? leaseTime > queueTimeout : expiresAt - performance.now() < grantTtl / 2) return undefined;
+            return { sentAt: queuedAt, expiresAt };
+          },
+          giveUp: async () => {
+            if (queuedAt === undefined) return;
+            await context
+              .command('leave', (redis) =>
+                redis.rlock_fairLock_leave(key, queueKeyOf(key), queueExpiryKeyOf(key), member, queueTimeout, grantChannelPrefixOf(key), publish, trust),
+              )
+              .catch(() => undefined); // the entry then runs out after queueTimeout
+          },
+          ...this.waitEvents(owner),
+        },
+        waitTime,
+        signal,
+      );
+    } finally {
+      entry?.forgetGrant(field);
+      if (beat) context.heartbeat.remove(beat);
+    }
+  }
+
+  protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {
+    const { key } = this;
+    const [publish, trust] = await this.publishing();
+    return redis.rlock_fairLock_release(key, queueKeyOf(key), queueExpiryKeyOf(key), latch, field, RELEASE_LATCH_TTL_MS, this.context.queueTimeout, grantChannelPrefixOf(key), publish, trust);
+  }
+
+  /**
+   * How grants are published, and whether PUBLISH's receiver count tells a gone waiter: on a
+   * Cluster it counts the subscribers of one node only, so there a gone waiter is only found
+   * when its queue entry runs out.
+   */
+  private async publishing(): Promise<['publish' | 'spublish', 0 | 1]> {
+    return [await this.context.publishCommand(), this.context.isCluster ? 0 : 1];
+  }
+}

@@ -1,0 +1,125 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Cluster, Redis } from 'ioredis';
+
+/**
+ * The Lua scripts, grouped by primitive under `lua/<primitive>/`, one file per operation named
+ * `<operation>-<numberOfKeys>.lua` (no count: the caller passes it, as `renew` does). A line
+ * `--@include <file>` pulls in a shared fragment from `lua/includes/`. Registering
+ * them with `defineCommand` gives EVALSHA with a transparent fallback to EVAL on NOSCRIPT, e.g.
+ * after `SCRIPT FLUSH` or a restart. Commands are named `rlock_<operation>` for the plain lock
+ * and `rlock_<primitive>_<operation>` for the others.
+ */
+const LUA_DIR = join(__dirname, '..', 'lua');
+
+/** Every `lua/<primitive>/<operation>.lua`; `lua/includes/` holds fragments, not scripts. */
+function scriptFiles(): string[] {
+  return readdirSync(LUA_DIR, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && entry.name !== 'includes')
+    .flatMap((folder) => readdirSync(join(LUA_DIR, folder.name)).filter((file) => file.endsWith('.lua')).map((file) => `${folder.name}/${file}`))
+    .sort();
+}
+
+/** Classic pub/sub, or sharded pub/sub (Redis >= 7 Cluster: a message goes to one shard only). */
+export type PublishCommand = 'publish' | 'spublish';
+
+/**
+ * The script commands `defineCommand` adds to a connection, for the plain and the fair lock; a
+ * primitive with scripts of its own declares their signatures beside it the same way. Kept out
+ * of ioredis's own types (no module augmentation): a user's ioredis types must not change
+ * because they installed rlock.
+ */
+export interface ScriptCommands {
+  rlock_acquire(key: string, leaseMs: number, field: string): Promise<number | null>;
+  rlock_release(
+    key: string,
+    channel: string,
+    latchKey: string,
+    field: string,
+    message: string,
+    latchTtlMs: number,
+    publishCommand: PublishCommand,
+  ): Promise<0 | 1 | null>;
+  rlock_forceUnlock(key: string, channel: string, message: string, publishCommand: PublishCommand): Promise<string[]>;
+  rlock_renew(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
+  rlock_fairLock_acquire(
+    key: string,
+    queueKey: string,
+    expiryKey: string,
+    member: string,
+    enqueue: 0 | 1,
+    reentrant: 0 | 1,
+    queueTimeoutMs: number,
+    grantChannelPrefix: string,
+    publishCommand: PublishCommand,
+    trustReceivers: 0 | 1,
+  ): Promise<number | null>;
+  rlock_fairLock_release(
+    key: string,
+    queueKey: string,
+    expiryKey: string,
+    latchKey: string,
+    field: string,
+    latchTtlMs: number,
+    queueTimeoutMs: number,
+    grantChannelPrefix: string,
+    publishCommand: PublishCommand,
+    trustReceivers: 0 | 1,
+  ): Promise<0 | 1 | null>;
+  rlock_fairLock_leave(
+    key: string,
+    queueKey: string,
+    expiryKey: string,
+    member: string,
+    queueTimeoutMs: number,
+    grantChannelPrefix: string,
+    publishCommand: PublishCommand,
+    trustReceivers: 0 | 1,
+  ): Promise<0 | 1>;
+  rlock_fairLock_forceUnlock(
+    key: string,
+    queueKey: string,
+    expiryKey: string,
+    queueTimeoutMs: number,
+    grantChannelPrefix: string,
+    publishCommand: PublishCommand,
+    trustReceivers: 0 | 1,
+  ): Promise<string[]>;
+  rlock_fairLock_heartbeat(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
+}
+
+/** A connection with the scripts registered. */
+export type ScriptedRedis = (Redis | Cluster) & ScriptCommands;
+
+const COMMAND_PREFIX = 'rlock_';
+
+let sources: { name: string; numberOfKeys?: number; lua: string }[] | undefined;
+
+function readWithIncludes(file: string): string {
+  return readFileSync(join(LUA_DIR, file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) =>
+    readFileSync(join(LUA_DIR, 'includes', name), 'utf8'),
+  );
+}
+
+function loadSources(): NonNullable<typeof sources> {
+  sources ??= scriptFiles().map((file) => {
+    const match = /^(\w+)\/(\w+?)(?:-(\d+))?\.lua$/.exec(file);
+    if (!match) throw new Error(`bad script file name ${file}`);
+    const [, primitive, operation, keys] = match;
+    return {
+      name: COMMAND_PREFIX + (primitive === 'lock' ? operation : `${primitive}_${operation}`),
+      numberOfKeys: keys === undefined ? undefined : Number(keys),
+      lua: readWithIncludes(file),
+    };
+  });
+  return sources;
+}
+
+/** Registers the scripts on a connection once; a connection shared by two clients is fine. */
+export function defineScripts(redis: Redis | Cluster): ScriptedRedis {
+  for (const { name, numberOfKeys, lua } of loadSources()) {
+    if (typeof (redis as unknown as Record<string, unknown>)[name] === 'function') continue;
+    redis.defineCommand(name, numberOfKeys === undefined ? { lua } : { numberOfKeys, lua });
+  }
+  return redis as ScriptedRedis;
+}
