@@ -9,7 +9,7 @@ let next = 0;
 function hold(sent: number, granted: number, end: number, more: Partial<Hold> = {}): Hold {
   const id = next++;
   return {
-    w: 0, id, lock: 'L', field: `c:${id}`, via: 'test', begun: sent, firstSent: sent, firstReplied: granted, sent, granted,
+    w: 0, id, lock: 'L', field: `c:${id}`, via: 'test', begun: sent, queuedSent: null, queuedReplied: null, sent, granted,
     waitTime: null, end, released: end + 1, outcome: 'released', toldAt: null, counted: true, ...more,
   };
 }
@@ -102,14 +102,15 @@ test("a killed worker's hold ends at the kill", () => {
 });
 
 test('FIFO: a waiter queued first must not be granted after one queued later, unless a fault fell in between', () => {
-  // Both waited (first attempt refused, granted at a later one).
-  const first = hold(0, 0, 30, { firstSent: 0, firstReplied: 1, sent: 12, granted: 13 });
-  const second = hold(0, 0, 11, { firstSent: 2, firstReplied: 3, sent: 9, granted: 10 });
+  const first = hold(0, 13, 20, { queuedSent: 0, queuedReplied: 1 });
+  const second = hold(2, 10, 12, { queuedSent: 2, queuedReplied: 3 });
   expect(checkFifo([first, second], [], [])).toHaveLength(1);
   expect(checkFifo([first, second], [], [{ kind: 'sub-kill', at: 5, end: 5 }])).toEqual([]);
-  // Granted in order: fine.
-  const inOrder = hold(0, 0, 30, { firstSent: 2, firstReplied: 3, sent: 14, granted: 15 });
-  expect(checkFifo([first, inOrder], [], [])).toEqual([]);
+  // Granted in order: fine; queued at overlapping times (order unknown): not judged.
+  expect(checkFifo([first, hold(2, 21, 22, { queuedSent: 2, queuedReplied: 3 })], [], [])).toEqual([]);
+  expect(checkFifo([first, hold(0.5, 10, 12, { queuedSent: 0.5, queuedReplied: 3 })], [], [])).toEqual([]);
+  // Never queued (granted at the first try): not judged.
+  expect(checkFifo([first, hold(2, 10, 12)], [], [])).toEqual([]);
 });
 
 test('a forced owner whose release ran across a reconnect is listed as untold, not excused, and only then', () => {

@@ -157,16 +157,18 @@ function describe({ lock, a, b }: Overlap, forces: Force[], faults: Fault[]): st
 }
 
 /**
- * FIFO order of grants (fair lock): a waiter queued strictly before another (its first attempt's
- * reply came before the other's first attempt was sent) must not be granted strictly after it
- * (its successful attempt sent after the other's grant reply), unless a fault fell in between.
- * Only acquisitions that waited (more than one attempt) are queued.
+ * FIFO order of grants (fair lock). Under exclusion the grant replies come in the order Redis
+ * granted: a holder releases only after its own grant reply, so the next grant comes later.
+ * A waiter queued strictly before another (its last queueing reply came before the other's
+ * first queueing attempt was sent) must then be granted before it, unless a fault fell between
+ * its queueing and its grant (a restart empties the queue, a pause or a killed connection can
+ * let its entry run out, a force hands the lock on).
  */
 export function checkFifo(holds: Hold[], forces: Force[], faults: Fault[]): string[] {
   const violations: string[] = [];
   const byLock = new Map<string, Hold[]>();
   for (const hold of holds) {
-    if (hold.sent <= hold.firstSent) continue; // granted at the first attempt: never queued
+    if (hold.queuedSent === null || hold.queuedReplied === null) continue; // never queued
     const list = byLock.get(hold.lock);
     if (list) list.push(hold);
     else byLock.set(hold.lock, [hold]);
@@ -175,18 +177,18 @@ export function checkFifo(holds: Hold[], forces: Force[], faults: Fault[]): stri
     forces.some((f) => f.lock === lock && f.holders.length > 0 && f.done >= from && f.sent <= to) ||
     faults.some((f) => f.end >= from && f.at <= to);
   for (const [lock, queued] of byLock) {
-    queued.sort((x, y) => x.firstReplied - y.firstReplied);
-    const byFirstSent = [...queued].sort((x, y) => x.firstSent - y.firstSent);
-    // Walk the later waiters in order of enqueue send; `latest` is the earlier-queued waiter
-    // granted latest (largest sent) among those queued strictly before.
+    const byQueued = [...queued].sort((x, y) => x.queuedReplied! - y.queuedReplied!);
+    const byQueueSent = [...queued].sort((x, y) => x.queuedSent! - y.queuedSent!);
+    // Walk the later waiters in order of their queueing; `latest` is the waiter granted latest
+    // among those queued strictly before the current one.
     let i = 0;
     let latest: Hold | undefined;
-    for (const b of byFirstSent) {
-      while (i < queued.length && queued[i]!.firstReplied < b.firstSent) {
-        if (!latest || queued[i]!.sent > latest.sent) latest = queued[i];
+    for (const b of byQueueSent) {
+      while (i < byQueued.length && byQueued[i]!.queuedReplied! < b.queuedSent!) {
+        if (!latest || byQueued[i]!.granted > latest.granted) latest = byQueued[i];
         i++;
       }
-      if (latest && latest.sent > b.granted && !faultBetween(lock, latest.firstSent, latest.sent)) {
+      if (latest && latest.granted > b.granted && !faultBetween(lock, latest.queuedSent!, latest.granted)) {
         violations.push(`FIFO on ${lock}: ${describeHold(latest)} was queued before ${describeHold(b)} but granted after it`);
       }
     }

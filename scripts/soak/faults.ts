@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { LockClient } from '../../src';
 import type { RedisServer } from '../redisServer';
 import { now } from './clock';
+import type { Primitive } from './primitives';
 import type { Fault, FaultKind, Force } from './records';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -28,6 +29,8 @@ export interface FaultPlan {
   downMs: number;
   chaosLock: string;
   keyPrefix: string;
+  /** The primitive's handle for the force-unlocking operator. */
+  getLock: Primitive['getLock'];
   /** Kills a worker -9 (and starts a replacement); resolves with its number once it is replaced. */
   killWorker: () => Promise<number | undefined>;
 }
@@ -63,7 +66,7 @@ async function forceLoop(server: RedisServer, plan: FaultPlan, records: FaultRec
   const connection = new Redis(server.url, { disconnectTimeout: 0, connectionName: FORCER_NAME });
   connection.on('error', () => undefined);
   const client = new LockClient({ redis: connection, keyPrefix: plan.keyPrefix, name: FORCER_NAME });
-  const lock = client.getLock(plan.chaosLock);
+  const lock = plan.getLock(client, plan.chaosLock);
   let holders: string[] = [];
   const onForce = (message: unknown): void => {
     holders = (message as { holders: string[] }).holders;

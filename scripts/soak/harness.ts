@@ -113,6 +113,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       downMs: 200,
       chaosLock: CHAOS_LOCK,
       keyPrefix,
+      getLock: primitive.getLock,
       killWorker: async () => {
         const alive = workers.filter((w) => w.killedAt === undefined && w.child.exitCode === null);
         const victim = alive[Math.floor(Math.random() * alive.length)];
@@ -188,7 +189,7 @@ async function judge(input: JudgeInput): Promise<SoakReport> {
   }
   const holds: Hold[] = [];
   for (const [key, g] of grants) {
-    const grant = { w: g.w, id: g.id, lock: g.lock, field: g.field, via: g.via, begun: g.begun, firstSent: g.firstSent, firstReplied: g.firstReplied, sent: g.sent, granted: g.granted, waitTime: g.waitTime };
+    const grant = { w: g.w, id: g.id, lock: g.lock, field: g.field, via: g.via, begun: g.begun, queuedSent: g.queuedSent, queuedReplied: g.queuedReplied, sent: g.sent, granted: g.granted, waitTime: g.waitTime };
     const e = ends.get(key);
     if (e) {
       holds.push({ ...grant, end: e.end, released: e.released, outcome: e.outcome, toldAt: e.toldAt, counted: e.counted });

@@ -10,8 +10,8 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 export class HoldRecorder {
   field: string | undefined;
-  firstSent: number | undefined;
-  firstReplied: number | undefined;
+  queuedSent: number | undefined;
+  queuedReplied: number | undefined;
   lastSent: number | undefined;
   granted: number | undefined;
   /** The first script sent after the grant: a reentrant acquire, or the release. */
@@ -51,6 +51,8 @@ export interface ErrorReading {
   holdGone(error: unknown): HoldOutcome | undefined;
   /** The call gave up waiting (timeout, abort): a miss, not an error. */
   miss(error: unknown): string | undefined;
+  /** Whether a script call (EVALSHA/EVAL arguments) asks to be queued (fair lock). */
+  enqueues?(args: unknown[]): boolean;
 }
 
 export class Recorder {
@@ -85,13 +87,12 @@ export class Recorder {
       }
       if (rec && rec.field === undefined && (name === 'evalsha' || name === 'eval')) {
         rec.lastSent = now();
-        if (rec.firstSent === undefined) {
-          rec.firstSent = rec.lastSent;
-          const promise = (command as { promise?: Promise<unknown> }).promise;
-          promise?.then(
-            () => (rec.firstReplied ??= now()),
-            () => (rec.firstReplied ??= now()),
-          );
+        if (this.errors.enqueues?.((command as { args: unknown[] }).args)) {
+          rec.queuedSent ??= rec.lastSent;
+          const replied = (): void => {
+            rec.queuedReplied = now();
+          };
+          (command as { promise?: Promise<unknown> }).promise?.then(replied, replied);
         }
       }
       return send(command, stream);
@@ -108,7 +109,7 @@ export class Recorder {
     this.active.set(field, rec);
     this.emit({
       k: 'g', w: this.worker, id: rec.id, lock, field, via: rec.via, begun: rec.begun,
-      firstSent: rec.firstSent ?? sent, firstReplied: rec.firstReplied ?? rec.granted, sent, granted: rec.granted, waitTime: rec.waitTime,
+      queuedSent: rec.queuedSent ?? null, queuedReplied: rec.queuedReplied ?? null, sent, granted: rec.granted, waitTime: rec.waitTime,
     });
   }
 

@@ -28,9 +28,13 @@ export interface GrantLine {
   via: string;
   /** When the acquiring call was made. */
   begun: number;
-  /** Send time of the first attempt and when its reply came (a fair lock enqueues there). */
-  firstSent: number;
-  firstReplied: number;
+  /**
+   * Queued primitives (fair lock): the send time of the first attempt that asked to be queued,
+   * and the reply time of the last one (a waiter dropped from the queue joins again at the back
+   * with a later attempt); null when the call never asked to be queued.
+   */
+  queuedSent: number | null;
+  queuedReplied: number | null;
   /** Send time of the successful attempt: Redis cannot have granted it earlier. */
   sent: number;
   /** When the grant reply was in (the library's acquired event): Redis granted it before. */

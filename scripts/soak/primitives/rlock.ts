@@ -19,7 +19,7 @@ export interface PrimitiveAdapter {
 }
 
 /** The lock interface RLock and FairLock share. */
-type LockLike = Pick<RLock, 'lock' | 'tryLock' | 'unlock' | 'withLock'>;
+export type LockLike = Pick<RLock, 'lock' | 'tryLock' | 'unlock' | 'withLock' | 'forceUnlock'>;
 
 const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
 const randomInt = (min: number, max: number): number => min + Math.floor(Math.random() * (max - min + 1));
@@ -30,9 +30,10 @@ export const lockErrors: ErrorReading = {
     error instanceof LockTimeoutError ? 'timeout' : (error as Error | undefined)?.name === 'TimeoutError' ? 'abort' : undefined,
 };
 
-export function lockAdapter(getLock: (client: LockClient, name: string) => LockLike, acquiredChannel: string): PrimitiveAdapter {
+export function lockAdapter(getLock: (client: LockClient, name: string) => LockLike, errors: ErrorReading = lockErrors): PrimitiveAdapter {
+  const acquiredChannel = 'rlock:acquired';
   return {
-    errors: lockErrors,
+    errors,
     setup(client, recorder) {
       const onAcquired = (message: unknown): void => {
         const { clientId, ownerId, name } = message as { clientId: string; ownerId: string; name: string };
@@ -111,7 +112,10 @@ export function lockAdapter(getLock: (client: LockClient, name: string) => LockL
 /** At most one holder at a time. */
 export const exclusive: Invariant = { conflicts: () => true, fifo: false };
 
+const getLock = (client: LockClient, name: string): LockLike => client.getLock(name);
+
 export const rlock = {
-  adapter: lockAdapter((client, name) => client.getLock(name), 'rlock:acquired'),
+  adapter: lockAdapter(getLock),
   invariant: exclusive,
+  getLock,
 };
