@@ -2,7 +2,7 @@
 // "chaos" lock, on a private redis-server that the harness faults while they run. The checker
 // (checker.ts), not the library, decides whether the primitive kept its promise.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { type Redis } from 'ioredis';
@@ -83,6 +83,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const start = now();
   const deadline = start + options.durationMs;
   const lines: WorkerLine[] = [];
+  // Streamed, not built at the end: a long run's lines outgrow the longest string V8 can make.
+  const linesOut = options.linesFile ? createWriteStream(options.linesFile) : undefined;
   const workers: WorkerProcess[] = [];
   const spawnWorker = (): void => {
     const worker = workers.length;
@@ -92,7 +94,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       giveUpAt: deadline + options.leaseTime + 1000,
     };
     const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
-    createInterface({ input: child.stdout! }).on('line', (line) => lines.push(JSON.parse(line) as WorkerLine));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      lines.push(JSON.parse(line) as WorkerLine);
+      linesOut?.write(`${line}\n`);
+    });
     let stderr = '';
     child.stderr!.on('data', (chunk) => (stderr += chunk));
     if (process.env.SOAK_DEBUG) child.stderr!.pipe(process.stderr);
@@ -140,9 +145,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     for (const e of exits) {
       if (e.killedAt === undefined && e.code !== 0) violations.push(`worker ${e.worker} exited with ${e.code ?? e.signal}: ${e.stderr.slice(0, 2000)}`);
     }
-    if (options.linesFile) {
-      const all = [...lines, ...records.faults.map((f) => ({ k: 'fault', ...f })), ...records.forces.map((f) => ({ k: 'force', ...f }))];
-      writeFileSync(options.linesFile, all.map((line) => JSON.stringify(line)).join('\n'));
+    if (linesOut) {
+      for (const f of records.faults) linesOut.write(`${JSON.stringify({ k: 'fault', ...f })}\n`);
+      for (const f of records.forces) linesOut.write(`${JSON.stringify({ k: 'force', ...f })}\n`);
+      await new Promise((resolve) => linesOut.end(resolve));
     }
     const killedAt = new Map(exits.filter((e) => e.killedAt !== undefined).map((e) => [e.worker, e.killedAt!]));
     return await judge({ options, lines, records, killedAt, violations, locks, keyPrefix, admin, data, start, deadline, invariant: primitive.invariant, workerCount: workers.length });
