@@ -9,6 +9,7 @@ import { until } from './helpers/time';
 const redis = usePrivateRedis();
 
 test('inspect() shows holders with their client names, the TTL and the waiting clients', async () => {
+  expect.assertions(5); // three of them in the callback: it must run
   const holder = redis.client({ name: 'billing-worker 7' });
   const waiting = redis.client({ name: 'api' });
   const lock = holder.getLock('orders:1');

@@ -95,10 +95,13 @@ test('a pause past the lease excuses an owner told late', () => {
   expect(check([a, b], [], [pause])).toMatchObject({ violations: [], excused: { pause: 1 } });
 });
 
-test("a killed worker's hold ends at the kill", () => {
-  const dead = hold(0, 1, 5, { outcome: 'killed', released: 5 });
-  expect(check([dead, hold(6, 7, 9)]).overlaps).toEqual([]);
-  expect(check([dead, hold(3, 4, 9)]).violations).toHaveLength(1);
+test('a hold the library gave back as its call aborted counts as known to its owner', () => {
+  // lock({ signal }) aborted as the grant came in: the caller never held it.
+  const aborted = hold(0, 50, 52, { outcome: 'aborted' });
+  const other = hold(44, 51, 60);
+  expect(check([aborted, other], [force(40, 41, aborted)])).toMatchObject({ violations: [], excused: { force: 1 } });
+  // Without the force that removed it, still a double grant.
+  expect(check([aborted, other]).violations).toHaveLength(1);
 });
 
 test('FIFO: a waiter queued first must not be granted after one queued later, unless a fault fell in between', () => {

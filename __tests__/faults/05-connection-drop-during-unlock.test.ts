@@ -19,6 +19,7 @@ async function releaseCalls(): Promise<number> {
 }
 
 test('a resent release is answered from its latch: the hold count goes down once', async () => {
+  expect.assertions(5); // four of them in the callback: it must run
   const client = redis.client({ redis: proxy.url });
   const name = 'drop-during-unlock';
   await client.getLock(name).withLock(async () => {

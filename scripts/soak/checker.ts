@@ -47,7 +47,8 @@ export function heldUntil(hold: Hold): number {
   return Math.min(hold.end, hold.toldAt ?? Infinity);
 }
 
-const told = (hold: Hold): boolean => hold.toldAt !== null || hold.outcome === 'killed';
+/** Whether the owner knew: told it lost the hold, or never believed it had it (aborted as granted). */
+const told = (hold: Hold): boolean => hold.toldAt !== null || hold.outcome === 'aborted';
 const toldAfter = (hold: Hold, at: number): number | null => (hold.toldAt === null ? null : hold.toldAt - at);
 
 /**
@@ -59,7 +60,7 @@ const toldAfter = (hold: Hold, at: number): number | null => (hold.toldAt === nu
  *  - pause: Redis was frozen past the lease after `removed`'s attempt was sent and before
  *    `other`'s grant reply, so `removed`'s lease ran out at the resume.
  * In each case the removed owner must have been told (lost event, LockLostError or
- * NotLockOwnerError), unless its process was killed.
+ * NotLockOwnerError), or never have seen the hold (its call aborted as the grant came in).
  */
 export function excuse(
   removed: Hold,

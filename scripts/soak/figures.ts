@@ -42,7 +42,9 @@ export function toldAfterFault(holds: Hold[], forces: Force[], faults: Fault[]):
       kind = 'force';
       at = force.sent;
     } else {
-      const fault = sorted.filter((f) => f.at > hold.sent && f.at <= hold.toldAt!).at(-1);
+      // A fault under way while the attempt was sent counts too: a grant whose request waited
+      // out a pause is declared lost at once (its lease is counted from the send).
+      const fault = sorted.filter((f) => f.end >= hold.sent && f.at <= hold.toldAt!).at(-1);
       if (fault) {
         kind = fault.kind;
         at = fault.at;
@@ -84,7 +86,7 @@ function waitedAfter(waits: Wait[], t: number, lookbackMs: number): number[] {
 
 /**
  * Per fault kind, how long the waits under way when the fault began still waited; "baseline":
- * the same at quiet instants (one a second, none within 5 s after or 1 s before a fault).
+ * the same at quiet instants (every 100 ms, none within 3 s after a fault or 0.5 s before one).
  */
 export function waitsAfterFaults(waits: Wait[], forces: Force[], faults: Fault[], from: number, to: number): Record<string, Spread> {
   const lookback = 60_000;
@@ -97,8 +99,8 @@ export function waitsAfterFaults(waits: Wait[], forces: Force[], faults: Fault[]
     for (let i = 0; i < mine.length; i += step) (byKind[kind] ??= []).push(...waitedAfter(waits, mine[i]!.at, lookback));
   }
   const baseline: number[] = [];
-  for (let t = from; t < to; t += 1000) {
-    if (faults.some((f) => f.at - 1000 <= t && t <= f.end + 5000)) continue;
+  for (let t = from; t < to; t += 100) {
+    if (faults.some((f) => f.at - 500 <= t && t <= f.end + 3000)) continue;
     baseline.push(...waitedAfter(waits, t, lookback));
   }
   byKind.baseline = baseline;

@@ -7,12 +7,13 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { type Redis } from 'ioredis';
 import { RedisServer } from '../redisServer';
-import { checkExclusion, checkFifo, type Cause } from './checker';
 import { now } from './clock';
 import { injectFaults } from './faults';
-import { duringFault, toldAfterFault, waitsAfterFaults, waitsOf, type Spread } from './figures';
+import { judgeRecords, type SoakReport } from './judge';
 import { PRIMITIVES } from './primitives';
-import type { DoneLine, EndLine, ErrorLine, FaultKind, GrantLine, Hold, MissLine, WorkerConfig, WorkerLine } from './records';
+import type { FaultKind, WorkerConfig, WorkerLine } from './records';
+
+export type { SoakReport } from './judge';
 
 export interface SoakOptions {
   primitive: string;
@@ -32,32 +33,6 @@ export interface SoakOptions {
   pauseMs: number;
   /** Writes every worker line there (JSON lines) for a post-mortem. */
   linesFile?: string;
-}
-
-export interface SoakReport {
-  options: SoakOptions;
-  holds: number;
-  holdsPerLock: Record<string, number>;
-  misses: Record<string, number>;
-  /** Force-unlocks sent, and those that removed a holder. */
-  forces: { sent: number; removed: number };
-  faults: Record<string, number>;
-  overlaps: { total: number; excused: Record<Cause, number>; untold: number; unexplained: number };
-  /** Overlaps explained by a force whose owner the library never told (checker.ts, `untold`). */
-  untold: string[];
-  /** ms from a fault to the owner of a hold it removed being told, per fault kind. */
-  toldAfter: Record<string, Spread>;
-  /** Holds whose owner was told of a loss that no fault explains (a starved process: lease ran out). */
-  toldWithoutFault: { count: number; examples: string[] };
-  /** Holds a force named as removed whose owner was never told (its release reported success). */
-  forcedButNotTold: number;
-  /** ms the waits under way at a fault still waited, per fault kind, and at quiet instants. */
-  waitsAfter: Record<string, Spread>;
-  maxWaitOvershootMs: { quiet: number; nearFaults: number };
-  /** Worker errors while a fault was on (or within a second after it), by message. */
-  errorsNearFaults: Record<string, number>;
-  injectionFailures: string[];
-  violations: string[];
 }
 
 const WORKER = join(__dirname, 'worker.ts');
@@ -151,7 +126,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       await new Promise((resolve) => linesOut.end(resolve));
     }
     const killedAt = new Map(exits.filter((e) => e.killedAt !== undefined).map((e) => [e.worker, e.killedAt!]));
-    return await judge({ options, lines, records, killedAt, violations, locks, keyPrefix, admin, data, start, deadline, invariant: primitive.invariant, workerCount: workers.length });
+    const judged = judgeRecords({ options, lines, records, killedAt, locks, start, deadline, invariant: primitive.invariant, workerCount: workers.length });
+    judged.report.violations.unshift(...violations);
+    await checkRedis(options, judged, { locks, keyPrefix, admin, data });
+    return judged.report;
   } finally {
     for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
     admin.disconnect();
@@ -160,100 +138,26 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   }
 }
 
-interface JudgeInput {
-  options: SoakOptions;
-  lines: WorkerLine[];
-  records: Awaited<ReturnType<typeof injectFaults>>;
-  killedAt: Map<number, number>;
-  violations: string[];
+interface RedisChecks {
   locks: string[];
   keyPrefix: string;
   admin: Redis;
   data: Redis;
-  start: number;
-  deadline: number;
-  invariant: (typeof PRIMITIVES)[string]['invariant'];
-  /** Workers started, replacements of killed ones included. */
-  workerCount: number;
 }
 
-async function judge(input: JudgeInput): Promise<SoakReport> {
-  const { options, lines, records, killedAt, violations, locks, keyPrefix, admin, data } = input;
-  const { forces, faults } = records;
-  // Worker kills are faults too; their `at` is the kill.
-  const grants = new Map<string, GrantLine>();
-  const ends = new Map<string, EndLine>();
-  const misses: MissLine[] = [];
-  const errors: ErrorLine[] = [];
-  const done: DoneLine[] = [];
-  for (const line of lines) {
-    if (line.k === 'g') grants.set(`${line.w}.${line.id}`, line);
-    else if (line.k === 'e') ends.set(`${line.w}.${line.id}`, line);
-    else if (line.k === 'x') misses.push(line);
-    else if (line.k === 'err') errors.push(line);
-    else done.push(line);
-  }
-  const holds: Hold[] = [];
-  for (const [key, g] of grants) {
-    const grant = { w: g.w, id: g.id, lock: g.lock, field: g.field, via: g.via, begun: g.begun, queuedSent: g.queuedSent, queuedReplied: g.queuedReplied, sent: g.sent, granted: g.granted, waitTime: g.waitTime };
-    const e = ends.get(key);
-    if (e) {
-      holds.push({ ...grant, end: e.end, released: e.released, outcome: e.outcome, toldAt: e.toldAt, counted: e.counted });
-    } else if (killedAt.has(g.w)) {
-      // In flight when its worker was killed -9: held until the kill, then by nobody alive.
-      const at = killedAt.get(g.w)!;
-      holds.push({ ...grant, end: at, released: at, outcome: 'killed', toldAt: null, counted: false });
-    } else {
-      violations.push(`hold ${key} on ${g.lock} never ended`);
-    }
-  }
-
-  // Exclusion, attributed exactly; FIFO order for fair primitives.
-  const exclusion = checkExclusion(holds, forces, faults, input.invariant);
-  violations.push(...exclusion.violations);
-  if (input.invariant.fifo) violations.push(...checkFifo(holds, forces, faults));
-
-  // Errors: expected only while a fault is on (or just after it).
-  const errorsNearFaults: Record<string, number> = {};
-  for (const e of errors) {
-    if (duringFault(faults, e.at, e.at, 1000)) {
-      const key = e.message.replace(/[0-9a-zA-Z_-]{21}/g, '<id>').slice(0, 160);
-      errorsNearFaults[key] = (errorsNearFaults[key] ?? 0) + 1;
-    } else violations.push(`worker ${e.w} on ${e.lock} at ${e.at.toFixed(3)}: ${e.message}`);
-  }
-  for (const d of done) {
-    if (Object.values(d.stats).some((n) => n !== 0)) violations.push(`worker ${d.w} ended with internal state left: ${JSON.stringify(d.stats)}`);
-  }
-  const finished = new Set(done.map((d) => d.w));
-  for (let w = 0; w < input.workerCount; w++) if (!killedAt.has(w) && !finished.has(w)) violations.push(`worker ${w} did not finish`);
-
+/** The checks that ask Redis: counters against the holds, and nothing left behind. */
+async function checkRedis(options: SoakOptions, judged: ReturnType<typeof judgeRecords>, { locks, keyPrefix, admin, data }: RedisChecks): Promise<void> {
+  const { report, holds, exclusion } = judged;
+  const violations = report.violations;
   // No lost update beyond the excused overlaps: each counter counts the holds that wrote it.
-  const holdsPerLock: Record<string, number> = {};
   for (const lock of locks) {
     const mine = holds.filter((h) => h.lock === lock);
-    holdsPerLock[lock] = mine.length;
     const counted = mine.filter((h) => h.counted).length;
     const deadInFlight = mine.filter((h) => h.outcome === 'killed').length;
-    const excused = exclusion.overlaps.filter((o) => o.lock === lock && o.cause).length;
+    const excused = exclusion.overlaps.filter((o) => o.lock === lock && o.cause).length + exclusion.untold.filter((u) => u.startsWith(`overlap on ${lock}:`)).length;
     const counter = Number((await data.get(`${keyPrefix}counter:${lock}`)) ?? 0);
     if (counter > counted + deadInFlight || counter < counted - excused) {
       violations.push(`counter of ${lock} is ${counter}: ${counted} holds wrote it, ${deadInFlight} died in flight, ${excused} overlaps excused`);
-    }
-  }
-
-  // Every bounded wait away from faults ended within its bound plus the slack.
-  let quiet = 0;
-  let nearFaults = 0;
-  const bounded = [
-    ...holds.filter((h) => h.waitTime !== null).map((h) => ({ lock: h.lock, begun: h.begun, ended: h.granted, waitTime: h.waitTime! })),
-    ...misses.filter((m) => m.waitTime !== null).map((m) => ({ lock: m.lock, begun: m.begun, ended: m.ended, waitTime: m.waitTime! })),
-  ];
-  for (const wait of bounded) {
-    const overshoot = wait.ended - wait.begun - wait.waitTime;
-    if (duringFault(faults, wait.begun, wait.ended, 1000)) nearFaults = Math.max(nearFaults, overshoot);
-    else {
-      quiet = Math.max(quiet, overshoot);
-      if (overshoot > options.waitSlackMs) violations.push(`a wait of ${wait.waitTime} ms on ${wait.lock} took ${(wait.ended - wait.begun).toFixed(1)} ms`);
     }
   }
 
@@ -272,34 +176,6 @@ async function judge(input: JudgeInput): Promise<SoakReport> {
   const numsub = (await admin.pubsub('NUMSUB', ...lockKeys.map((key) => `rlock__channel:{${key}}`))) as (string | number)[];
   const subscribed = numsub.filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
   if (subscribed) violations.push(`${subscribed} subscriptions left on lock channels`);
-
-  const told = toldAfterFault(holds, forces, faults);
-  const forcedFields = new Set(forces.flatMap((f) => f.holders));
-  const faultCounts: Record<string, number> = {};
-  for (const f of faults) faultCounts[f.kind] = (faultCounts[f.kind] ?? 0) + 1;
-  const missCounts: Record<string, number> = {};
-  for (const m of misses) missCounts[m.reason] = (missCounts[m.reason] ?? 0) + 1;
-  return {
-    options,
-    holds: holds.length,
-    holdsPerLock,
-    misses: missCounts,
-    forces: { sent: forces.length, removed: forces.filter((f) => f.holders.length > 0).length },
-    faults: faultCounts,
-    overlaps: { total: exclusion.overlaps.length, excused: exclusion.excused, untold: exclusion.untold.length, unexplained: exclusion.violations.length },
-    untold: exclusion.untold.slice(0, 20),
-    toldAfter: told.byKind,
-    toldWithoutFault: {
-      count: told.none.length,
-      examples: told.none.slice(0, 5).map((h) => `${h.w}.${h.id} on ${h.lock} (${h.via}) granted ${h.granted.toFixed(3)} ${h.outcome} told ${h.toldAt!.toFixed(3)}`),
-    },
-    forcedButNotTold: holds.filter((h) => forcedFields.has(h.field) && h.toldAt === null && h.outcome !== 'killed').length,
-    waitsAfter: waitsAfterFaults(waitsOf(holds, misses), forces, faults, input.start + 1000, input.deadline),
-    maxWaitOvershootMs: { quiet: Math.round(quiet * 10) / 10, nearFaults: Math.round(nearFaults * 10) / 10 },
-    errorsNearFaults,
-    injectionFailures: records.failures.slice(0, 20),
-    violations,
-  };
 }
 
 async function scanAll(admin: Redis, match: string): Promise<string[]> {

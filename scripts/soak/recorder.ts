@@ -149,6 +149,7 @@ export class Recorder {
         this.error(lock, failure);
       } else {
         // Aborted right after the grant: the library gave the hold back at once, unseen by the caller.
+        outcome = 'aborted';
         rec.end ??= rec.sentAfterGrant;
       }
     } else if (rec.toldAt !== null) {

@@ -13,7 +13,12 @@ export type HoldOutcome =
   /** The release call failed (the outcome in Redis is unknown; the lease ends it). */
   | 'error'
   /** The worker process was killed -9 while holding (filled in by the harness). */
-  | 'killed';
+  | 'killed'
+  /**
+   * The call was aborted (its signal) as the grant came in: the library gave the hold back at
+   * once and the caller never saw it, so no owner believed it held the lock.
+   */
+  | 'aborted';
 
 /** A worker line: an acquisition that was granted. */
 export interface GrantLine {
