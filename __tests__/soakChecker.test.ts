@@ -117,12 +117,12 @@ test('FIFO: a waiter queued first must not be granted after one queued later, un
 });
 
 test('a forced owner whose release ran across a reconnect is listed as untold, not excused, and only then', () => {
-  const a = hold(0, 1, 10); // "released": its release ran on the new connection and found nothing
+  const a = hold(0, 1, 10, { w: 3 }); // "released": its release ran on the new connection and found nothing
   const b = hold(4, 5, 12);
-  const restart: Fault = { kind: 'restart', at: 9, end: 11, lostData: true };
-  const result = check([a, b], [force(3, 4, a)], [restart]);
+  const result = checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 3, down: 8, up: 10.5 }]);
   expect(result).toMatchObject({ violations: [], excused: { force: 0 } });
   expect(result.untold).toHaveLength(1);
-  // No reconnect during its release: a plain violation.
-  expect(check([a, b], [force(3, 4, a)], [{ ...restart, at: 13, end: 14 }]).violations).toHaveLength(1);
+  // A reconnect of another worker, or of this one outside its release: a plain violation.
+  expect(checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 2, down: 8, up: 10.5 }]).violations).toHaveLength(1);
+  expect(checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 3, down: 8, up: 9 }]).violations).toHaveLength(1);
 });

@@ -32,9 +32,9 @@ export interface ExclusionResult {
   overlaps: Overlap[];
   excused: Record<Cause, number>;
   /**
-   * Overlaps a force explains but whose removed owner was never told, because its release's
-   * reply was lost to a reconnect (restart or killed connection between the release's send and
-   * its reply) and the resend's "not held" answer reads as "released" (see docs/reliability.md).
+   * Overlaps a force explains but whose removed owner was never told, because its release ran
+   * across a reconnect of its connection and the library reads "not held" after a reconnect as
+   * "released" (see docs/reliability.md).
    * Not excused, not unexplained: a known defect in telling the owner, listed apart.
    */
   untold: string[];
@@ -79,20 +79,26 @@ export function excuse(
   return undefined;
 }
 
+/** A reconnect of one worker's command connection. */
+export interface Reconnect {
+  w: number;
+  down: number;
+  up: number;
+}
+
 /**
  * `removed` was named by a force sent before `other`'s grant, yet its release "succeeded": only
- * possible when the connection dropped (restart, killed connection) while the release was under
- * way, so that it ran on a new connection, whose "not held" the library reads as "released".
+ * possible when its worker's command connection came back while the release was under way, so
+ * that the library, seeing its connection epoch moved, read the reply "not held" as "released".
  */
-function releaseResent(removed: Hold, other: Hold, forcesByField: Map<string, Force[]>, faults: Fault[]): boolean {
+function releaseAcrossReconnect(removed: Hold, other: Hold, forcesByField: Map<string, Force[]>, reconnects: Reconnect[]): boolean {
   if (removed.outcome !== 'released') return false;
   const forced = forcesByField.get(removed.field)?.some((f) => f.lock === removed.lock && f.done >= removed.sent && f.sent < other.granted);
-  const dropped = faults.some((f) => ['restart', 'restart-persist', 'conn-kill'].includes(f.kind) && f.at <= removed.released && f.end >= removed.end);
-  return forced === true && dropped;
+  return forced === true && reconnects.some((r) => r.w === removed.w && r.up >= removed.end && r.up <= removed.released);
 }
 
 /** Every pair of conflicting holds of a lock whose held intervals overlap, judged. */
-export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], invariant: Invariant): ExclusionResult {
+export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], invariant: Invariant, reconnects: Reconnect[] = []): ExclusionResult {
   const forcesByField = new Map<string, Force[]>();
   for (const force of forces) {
     for (const field of force.holders) {
@@ -125,7 +131,7 @@ export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], 
         if (first || second) {
           Object.assign(overlap, first ?? second, { removed: first ? a : b });
           excused[overlap.cause!]++;
-        } else if (releaseResent(a, b, forcesByField, faults) || releaseResent(b, a, forcesByField, faults)) {
+        } else if (releaseAcrossReconnect(a, b, forcesByField, reconnects) || releaseAcrossReconnect(b, a, forcesByField, reconnects)) {
           untold.push(describe(overlap, forces, faults));
         } else {
           violations.push(describe(overlap, forces, faults));

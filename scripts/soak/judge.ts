@@ -5,7 +5,7 @@ import { checkExclusion, checkFifo, type Cause, type ExclusionResult, type Invar
 import type { FaultRecords } from './faults';
 import { duringFault, toldAfterFault, waitsAfterFaults, waitsOf, type Spread } from './figures';
 import type { SoakOptions } from './harness';
-import type { DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, WorkerLine } from './records';
+import type { DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, ReconnectLine, WorkerLine } from './records';
 
 export interface SoakReport {
   options: SoakOptions;
@@ -60,11 +60,13 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   const misses: MissLine[] = [];
   const errors: ErrorLine[] = [];
   const done: DoneLine[] = [];
+  const reconnects: ReconnectLine[] = [];
   for (const line of lines) {
     if (line.k === 'g') grants.set(`${line.w}.${line.id}`, line);
     else if (line.k === 'e') ends.set(`${line.w}.${line.id}`, line);
     else if (line.k === 'x') misses.push(line);
     else if (line.k === 'err') errors.push(line);
+    else if (line.k === 'reconnect') reconnects.push(line);
     else done.push(line);
   }
   const holds: Hold[] = [];
@@ -86,7 +88,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   // A killed worker's hold in flight is left out: whether its release was sent before the kill
   // is unknown (it died before printing), and after the kill nobody alive believes it.
   const alive = holds.filter((h) => h.outcome !== 'killed');
-  const exclusion = checkExclusion(alive, forces, faults, input.invariant);
+  const exclusion = checkExclusion(alive, forces, faults, input.invariant, reconnects);
   violations.push(...exclusion.violations);
   if (input.invariant.fifo) violations.push(...checkFifo(alive, forces, faults));
 
