@@ -4,11 +4,13 @@ import { once } from 'node:events';
 import { InvalidArgumentError } from '../src';
 import { startFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
+import { commandCounts } from './helpers/testRedis';
 import { until } from './helpers/time';
 
 const redis = usePrivateRedis();
 
 test('inspect() shows holders with their client names, the TTL and the waiting clients', async () => {
+  expect.assertions(5); // three of them in the callback: it must run
   const holder = redis.client({ name: 'billing-worker 7' });
   const waiting = redis.client({ name: 'api' });
   const lock = holder.getLock('orders:1');
@@ -45,12 +47,15 @@ test('listLocks() walks SCAN under the prefix and keeps only hashes with the loc
   await redis.admin.hset('svc:not-a-lock', 'field', 'value'); // a hash of another layout
   await redis.admin.set('svc:string', 'x');
   await redis.admin.hset('other:a:3', 'AAAAAAAAAAAAAAAAAAAAA:BBBBBBBBBBBBBBBBBBBBB', 1); // another prefix
+  const keysBefore = (await commandCounts(redis.admin)).keys ?? 0;
   const found: string[] = [];
   for await (const name of client.listLocks({ count: 1 })) found.push(name);
   expect(found.sort()).toEqual(names);
+  expect((await commandCounts(redis.admin)).scan).toBeGreaterThan(0);
   const matched: string[] = [];
   for await (const name of client.listLocks({ match: 'a:*' })) matched.push(name);
   expect(matched.sort()).toEqual(['a:1', 'a:2']);
+  expect((await commandCounts(redis.admin)).keys ?? 0).toBe(keysBefore); // SCAN, never KEYS
   expect(() => client.listLocks({ count: 0 })).toThrow(InvalidArgumentError);
   expect(() => client.listLocks({ match: '' })).toThrow(InvalidArgumentError);
   await redis.admin.del('svc:not-a-lock', 'svc:string', 'other:a:3', ...names.map((n) => `svc:${n}`));

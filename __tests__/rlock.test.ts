@@ -94,6 +94,7 @@ describe('mutual exclusion', () => {
 
 describe('the Redis protocol', () => {
   test('the lock is a hash <clientId>:<ownerId> → holds, with the lease as TTL', async () => {
+    expect.assertions(5); // the callback's: it must run
     const client = newClient({ keyPrefix: 'app:' });
     const name = uniqueName();
     await client.getLock(name).withLock(async () => {
@@ -298,7 +299,8 @@ describe('waking waiters', () => {
     await holder.lock({ leaseTime: 30_000 });
     const before = await scriptCalls();
     const waiter = client.getLock(name).lock();
-    await sleep(2_000);
+    await sleep(2_000); // parked for 2 s: no polling meanwhile (counted below)
+    expect(client.stats.waiters).toBe(1);
     const releasedAt = performance.now();
     await holder.unlock();
     await waiter;
@@ -314,7 +316,7 @@ describe('waking waiters', () => {
     await holderClient.getLock(name).lock({ leaseTime: 20_000 });
     const waiter = waiterClient.getLock(name);
     const got = waiter.lock();
-    await sleep(200);
+    await until('the waiter parked', () => waiterClient.stats.waiters === 1);
     const started = performance.now();
     expect(await admin.getLock(name).forceUnlock()).toBe(true);
     await got;
@@ -415,7 +417,7 @@ describe('leases and the watchdog', () => {
           });
         }),
     );
-    await sleep(50);
+    await until('the lock is held', async () => (await redis.exists(name)) === 1);
     await redis.del(name); // Redis forgets it: a failover, an eviction, an admin
     await expect(run).rejects.toBeInstanceOf(LockLostError);
     expect(seen).toBeInstanceOf(LockLostError);
@@ -440,13 +442,11 @@ describe('AbortSignal', () => {
     await client.getLock(name).lock();
     const controller = new AbortController();
     const waiting = client.getLock(name).lock({ signal: controller.signal });
-    await sleep(100);
-    expect(client.stats.waiters).toBe(1);
+    await until('the waiter parked', () => client.stats.waiters === 1);
     controller.abort(new Error('user gave up'));
     await expect(waiting).rejects.toThrow('user gave up');
     expect(client.stats).toEqual({ renewals: 1, waitingChannels: 0, waiters: 0 });
-    await sleep(50);
-    expect(await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)).toEqual([`rlock__channel:{${name}}`, 0]);
+    await until('unsubscribed', async () => ((await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)) as [string, number])[1] === 0);
   });
 
   test('a signal aborted while the first attempt is in flight still stops the wait', async () => {

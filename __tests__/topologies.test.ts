@@ -109,6 +109,7 @@ describe.each(topologies)('%s', (_label, start) => {
   });
 
   test('lock, reentrant withLock, hold counts, TTL, unlock', async () => {
+    expect.assertions(7); // four of them in the callback: it must run
     const c = client();
     const name = uniqueName();
     const lock = c.getLock(name);

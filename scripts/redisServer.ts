@@ -98,6 +98,27 @@ export class RedisServer {
     await exited;
   }
 
+  /**
+   * SHUTDOWN SAVE: Redis writes its data to dump.rdb and exits; the next restart() loads it
+   * (keys whose TTL ran out meanwhile are dropped). forgetSavedData() deletes the file again.
+   */
+  async shutdownSaving(): Promise<void> {
+    const child = this.process;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.ref();
+    const connection = new Redis(this.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => null, disconnectTimeout: 0 });
+    connection.on('error', () => undefined);
+    await connection.call('SHUTDOWN', 'SAVE').catch(() => undefined); // the connection closes instead of a reply
+    connection.disconnect();
+    await exited;
+    this.process = undefined;
+  }
+
+  forgetSavedData(): void {
+    rmSync(join(this.dir, 'dump.rdb'), { force: true });
+  }
+
   pause(): void {
     this.process?.kill('SIGSTOP');
   }

@@ -23,10 +23,15 @@ test('no call hangs, the holder is told it lost the lock, and the waiters acquir
   const acquiredAt: number[] = [];
   const waiters = Promise.all(
     [1, 2, 3].map(() =>
-      waiting.getLock(name).withLock(async () => {
-        acquiredAt.push(performance.now());
-        await sleep(5);
-      }),
+      // Leased for 30 s: a waiter behind another waiter could only be woken by its release
+      // message (or a 30 s pttl), so the bound below tells the wake-ups from lease expiries.
+      waiting.getLock(name).withLock(
+        async () => {
+          acquiredAt.push(performance.now());
+          await sleep(5);
+        },
+        { leaseTime: 30_000 },
+      ),
     ),
   );
   waiters.catch(() => undefined); // judged below

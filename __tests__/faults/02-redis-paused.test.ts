@@ -1,6 +1,6 @@
 // Fault 2: Redis is paused (SIGSTOP) for longer than the lease, then resumed.
 import { once } from 'node:events';
-import { LockLostError } from '../../src';
+import { LockLostError, NotLockOwnerError } from '../../src';
 import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { aborted, sleep, until } from '../helpers/time';
 
@@ -42,7 +42,9 @@ test('the owner stops believing before Redis can expire its lock, so no two owne
 });
 
 test('lock() without withLock: the lockLost event comes during the pause', async () => {
-  const lease = 600;
+  // The deadline is at most 0.9 × lease after the pause began (the last confirmed renewal was
+  // sent before it); 2 s leaves the timer 200 ms of lag on a loaded box.
+  const lease = 2000;
   const client = redis.client({ watchdogTimeout: lease });
   const lock = client.getLock('paused:plain');
   await lock.lock();
@@ -57,18 +59,37 @@ test('lock() without withLock: the lockLost event comes during the pause', async
   expect(client.stats.renewals).toBe(0);
 });
 
-test('a pause shorter than the lease loses nothing', async () => {
-  const lease = 1500;
+test('a pause shorter than 0.9 × lease − the renewal period (lease / 3), about 0.57 × lease, loses nothing', async () => {
+  // Worst case: the pause begins just before a renewal is sent, a full period after the last
+  // confirmed one; that renewal's reply arrives at the resume and must beat the deadline at
+  // 0.9 × lease after the last confirmed send. 0.45 × lease leaves 0.12 × lease (360 ms) of lag.
+  const lease = 3000;
   const client = redis.client({ watchdogTimeout: lease });
   const lost = jest.fn();
   client.on('lockLost', lost);
   const lock = client.getLock('paused:short');
   await lock.lock();
+  await sleep(lease / 3 - 50); // just before the first renewal is sent
   redis.server.pause();
-  await sleep(lease / 3);
+  await sleep(lease * 0.45);
   redis.server.resume();
-  await sleep(lease * 1.5);
+  await sleep(lease * 0.6); // past the deadline the pause threatened (0.9 × lease after the acquire)
   expect(lost).not.toHaveBeenCalled();
-  expect(await redis.admin.pttl('paused:short')).toBeGreaterThan(lease / 3);
+  expect(await redis.admin.pttl('paused:short')).toBeGreaterThan(lease / 3); // renewed since
   await lock.unlock();
+});
+
+test('a pause shorter than the lease can still lose it: 0.95 × lease beginning just before a renewal', async () => {
+  const lease = 3000;
+  const client = redis.client({ watchdogTimeout: lease });
+  const lock = client.getLock('paused:long');
+  await lock.lock();
+  await sleep(lease / 3 - 50);
+  const lost = once(client, 'lockLost');
+  redis.server.pause();
+  await sleep(lease * 0.95);
+  redis.server.resume();
+  const [event] = await lost;
+  expect(event.error).toBeInstanceOf(LockLostError);
+  await expect(lock.unlock()).rejects.toBeInstanceOf(NotLockOwnerError); // expired in Redis meanwhile
 });

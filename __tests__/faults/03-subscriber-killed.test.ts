@@ -30,3 +30,26 @@ test('it resubscribes, and the next unlock wakes the waiter long before its pttl
   // One release, one acquire (maybe two if the reconnect wake-up raced the release), one release.
   expect((after.evalsha ?? 0) - (before.evalsha ?? 0)).toBeLessThanOrEqual(4);
 });
+
+test('every waiter retries once on the reconnect, then sleeps again', async () => {
+  const holder = redis.client();
+  const waiting = redis.client();
+  const name = 'subscriber-killed:retry-once';
+  const lock = holder.getLock(name);
+  // Leased, so no watchdog renewal joins the script calls counted below; 30 s: no waiter wakes
+  // on its pttl during the test.
+  await lock.lock({ leaseTime: 30_000 });
+  const waiters = [1, 2, 3].map(() => waiting.getLock(name).withLock(() => undefined));
+  await until('the waiters parked', async () => waiting.stats.waiters === 3 && (await subscribers(redis.admin, name)) === 1);
+  const attempts = async (): Promise<number> => (await commandCounts(redis.admin)).evalsha ?? 0;
+  const before = await attempts();
+
+  await redis.admin.client('KILL', 'TYPE', 'pubsub');
+  await until('each waiter retried', async () => (await attempts()) - before >= 3);
+  await new Promise((resolve) => setTimeout(resolve, 300)); // room for a second retry, if any came
+  expect((await attempts()) - before).toBe(3);
+  expect(waiting.stats.waiters).toBe(3);
+
+  await lock.unlock();
+  await Promise.all(waiters);
+});

@@ -1,5 +1,6 @@
 // Fault 5: the command connection drops during unlock(), after Redis ran the release and before
 // its reply arrived. ioredis resends the call on reconnect; the latch must stop a second decrement.
+import { RedisCommandError } from '../../src';
 import { TcpProxy } from '../helpers/tcpProxy';
 import { commandCounts } from '../helpers/testRedis';
 import { usePrivateRedis } from '../helpers/privateRedis';
@@ -19,6 +20,7 @@ async function releaseCalls(): Promise<number> {
 }
 
 test('a resent release is answered from its latch: the hold count goes down once', async () => {
+  expect.assertions(5); // four of them in the callback: it must run
   const client = redis.client({ redis: proxy.url });
   const name = 'drop-during-unlock';
   await client.getLock(name).withLock(async () => {
@@ -53,4 +55,20 @@ test('a resent last release succeeds, reports no loss and leaves no latch behind
   // The reply of the resend arrived, so the latch was deleted.
   await new Promise((resolve) => setTimeout(resolve, 50));
   expect(await redis.admin.keys('rlock__unlock_latch:*')).toEqual([]);
+});
+
+test('an unlock whose outcome stays unknown rejects with RedisCommandError, and the lock is no longer renewed', async () => {
+  // A proxy of its own, which stops taking connections: the resend has nowhere to go, and
+  // ioredis gives up after one retry.
+  const lonely = await TcpProxy.start(redis.server.port);
+  const client = redis.client({ redis: { host: '127.0.0.1', port: lonely.port, maxRetriesPerRequest: 1 } });
+  const lock = client.getLock('drop-unknown-outcome');
+  await lock.lock(); // under the watchdog
+  expect(client.stats.renewals).toBe(1);
+  lonely.stopAccepting();
+  lonely.cutOnNextReply();
+  await expect(lock.unlock()).rejects.toBeInstanceOf(RedisCommandError);
+  // Had the release not run, nothing would keep the lock alive past its lease.
+  expect(client.stats.renewals).toBe(0);
+  await lonely.close();
 });

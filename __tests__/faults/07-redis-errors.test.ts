@@ -34,6 +34,9 @@ test('READONLY: a client pointed at a replica gets code READONLY for writes; rea
     const client = redis.client({ redis: replica.url });
     const lock = client.getLock('errors:readonly');
     await expect(lock.tryLock()).rejects.toMatchObject({ name: 'RedisCommandError', code: 'READONLY' });
+    // A call that would wait forever rejects too, instead of retrying (READONLY is not transient).
+    await expect(client.getLock('errors:readonly:waiting').lock()).rejects.toMatchObject({ name: 'RedisCommandError', code: 'READONLY' });
+    expect(client.stats.waiters).toBe(0);
     // A lock the replica has (taken on its master) cannot be deleted there; with none, the
     // force-unlock script only reads and answers false.
     const holder = redis.client();

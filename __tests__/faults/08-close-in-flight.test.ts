@@ -2,7 +2,7 @@
 import { ClientClosedError } from '../../src';
 import { startFixture } from '../helpers/child';
 import { usePrivateRedis } from '../helpers/privateRedis';
-import { sleep } from '../helpers/time';
+import { sleep, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
 
@@ -12,7 +12,7 @@ async function closeUnderCalls(client: ReturnType<typeof redis.client>, name: st
   await redis.admin.hset(name, 'someone-else:1', 1); // a lock held by another client
   await redis.admin.pexpire(name, 60_000);
   const parked = client.getLock(name).lock();
-  await sleep(100); // the waiter is parked on its semaphore
+  await until('the waiter parked', () => client.stats.waiters === 1);
   redis.server.pause(); // and from now on nothing Redis would answer arrives
   const inFlight = [
     parked,

@@ -35,9 +35,14 @@ export class TcpProxy {
     this.cutArmed = true;
   }
 
+  /** Refuses new connections from now on; the open ones carry on (and a cut stays cut). */
+  stopAccepting(): void {
+    this.server.close();
+  }
+
   async close(): Promise<void> {
     this.cutAll();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (this.server.listening) await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
   private pipe(downstream: Socket, targetPort: number): void {

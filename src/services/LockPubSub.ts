@@ -315,7 +315,17 @@ export class LockPubSub {
     // ioredis resubscribes by itself after a reconnect; releases published while we were away
     // are lost, so every waiter retries once now instead of sleeping out its pttl.
     subscriber.on('ready', () => {
-      if (this.wasReady) for (const entry of this.entries.values()) entry.wakeAll();
+      if (this.wasReady) {
+        // ioredis resubscribes only the channels its own set holds, which misses one whose
+        // SUBSCRIBE was in flight when the connection dropped (the soak saw waiters then sleep out
+        // the holder's whole lease): subscribe every channel again ourselves (a repeated
+        // SUBSCRIBE is harmless), and let every waiter retry once.
+        for (const [channel, entry] of this.entries) {
+          entry.confirmed = false;
+          this.subscribe(channel, entry);
+          entry.wakeAll();
+        }
+      }
       this.wasReady = true;
       this.retryFailed();
     });

@@ -1,0 +1,128 @@
+// The soak checker (scripts/soak/checker.ts) on synthetic records: it is pure logic, so each rule
+// is shown on the smallest event list that needs it, next to the case it must not excuse.
+import { checkExclusion, checkFifo } from '../scripts/soak/checker';
+import { exclusive } from '../scripts/soak/primitives/rlock';
+import type { Fault, Force, Hold } from '../scripts/soak/records';
+
+let next = 0;
+/** A hold on lock L: attempt sent at `sent`, grant reply at `granted`, release sent at `end`. */
+function hold(sent: number, granted: number, end: number, more: Partial<Hold> = {}): Hold {
+  const id = next++;
+  return {
+    w: 0, id, lock: 'L', field: `c:${id}`, via: 'test', begun: sent, queuedSent: null, queuedReplied: null, sent, granted,
+    waitTime: null, end, released: end + 1, outcome: 'released', toldAt: null, counted: true, ...more,
+  };
+}
+const told = (at: number): Partial<Hold> => ({ outcome: 'notOwner', toldAt: at });
+const force = (sent: number, done: number, ...removed: Hold[]): Force => ({ lock: 'L', sent, done, holders: removed.map((h) => h.field) });
+const check = (holds: Hold[], forces: Force[] = [], faults: Fault[] = []) => checkExclusion(holds, forces, faults, exclusive);
+
+test('a double hold next to a force that removed someone else is a violation', () => {
+  const a = hold(0, 1, 10);
+  const b = hold(4, 5, 12);
+  // Removed by the force just before a's grant, and told at its release.
+  const bystander = hold(-20, -19, 0.5, told(0.6));
+  const result = check([bystander, a, b], [force(0.1, 0.2, bystander)]);
+  expect(result.violations).toHaveLength(1);
+  expect(result.violations[0]).toContain(`${a.field}`);
+  expect(result.violations[0]).toContain(`${b.field}`);
+  expect(result.excused.force).toBe(0);
+});
+
+test('an overlap is excused when a force removed one of the two before the other was granted, and its owner was told', () => {
+  const a = hold(0, 1, 10, told(11));
+  const b = hold(4, 5, 12);
+  const result = check([a, b], [force(3, 4, a)]);
+  expect(result.violations).toEqual([]);
+  expect(result.excused.force).toBe(1);
+  expect(result.overlaps[0]).toMatchObject({ cause: 'force', removed: a, toldAfter: 8 });
+});
+
+test('the force must be sent before the other hold was granted', () => {
+  const a = hold(0, 1, 10, told(11));
+  const b = hold(4, 5, 12);
+  expect(check([a, b], [force(6, 7, a)]).violations).toHaveLength(1);
+});
+
+test('a removed owner that was never told does not excuse the overlap', () => {
+  const a = hold(0, 1, 10); // released "successfully" although a force named it
+  const b = hold(4, 5, 12);
+  expect(check([a, b], [force(3, 4, a)]).violations).toHaveLength(1);
+});
+
+test('the removed hold may be the later-granted one (its reply came late): the case of issue 20', () => {
+  // 1.7's attempt ran before the force, the force removed it, 3.12 took the free lock, and
+  // 1.7's reply reached its busy process after 3.12's.
+  const late = hold(861.784, 870.884, 873, told(873.5));
+  const early = hold(870.418, 870.853, 872.956);
+  const result = check([early, late], [force(870.07, 870.364, late)]);
+  expect(result.violations).toEqual([]);
+  expect(result.overlaps[0]).toMatchObject({ cause: 'force', removed: late });
+});
+
+test('every overlapping pair is judged, not only the one with the latest-ending earlier hold', () => {
+  const a = hold(0, 1, 100, told(100)); // removed by the force, told at its unlock
+  const b = hold(9, 10, 50); // never removed
+  const c = hold(29, 30, 40); // overlaps a (excused) and b (not)
+  const result = check([a, b, c], [force(8, 9, a)]);
+  expect(result.excused.force).toBe(2); // a–b, a–c
+  expect(result.violations).toHaveLength(1);
+  expect(result.violations[0]).toContain(b.field);
+  expect(result.violations[0]).toContain(c.field);
+});
+
+test('a hold ends where its owner was told it lost it', () => {
+  const a = hold(0, 1, 30, { outcome: 'lost', toldAt: 15 });
+  const b = hold(19, 20, 40);
+  expect(check([a, b]).overlaps).toEqual([]);
+});
+
+test('a restart that lost the data excuses a hold granted before the kill against one granted after, if told', () => {
+  const restart: Fault = { kind: 'restart', at: 10, end: 12, lostData: true };
+  const a = hold(0, 1, 30, told(31));
+  const b = hold(12, 13, 20);
+  expect(check([a, b], [], [restart])).toMatchObject({ violations: [], excused: { restart: 1 } });
+  // The same restart, but Redis kept its data: no excuse.
+  expect(check([a, b], [], [{ ...restart, kind: 'restart-persist', lostData: false }]).violations).toHaveLength(1);
+  // Told nothing: no excuse either.
+  expect(check([hold(0, 1, 30), b], [], [restart]).violations).toHaveLength(1);
+});
+
+test('a pause past the lease excuses an owner told late', () => {
+  const pause: Fault = { kind: 'pause', at: 10, end: 20 };
+  const a = hold(0, 1, 30, { outcome: 'lost', toldAt: 25 });
+  const b = hold(20, 21, 28);
+  expect(check([a, b], [], [pause])).toMatchObject({ violations: [], excused: { pause: 1 } });
+});
+
+test('a hold the library gave back as its call aborted counts as known to its owner', () => {
+  // lock({ signal }) aborted as the grant came in: the caller never held it.
+  const aborted = hold(0, 50, 52, { outcome: 'aborted' });
+  const other = hold(44, 51, 60);
+  expect(check([aborted, other], [force(40, 41, aborted)])).toMatchObject({ violations: [], excused: { force: 1 } });
+  // Without the force that removed it, still a double grant.
+  expect(check([aborted, other]).violations).toHaveLength(1);
+});
+
+test('FIFO: a waiter queued first must not be granted after one queued later, unless a fault fell in between', () => {
+  const first = hold(0, 13, 20, { queuedSent: 0, queuedReplied: 1 });
+  const second = hold(2, 10, 12, { queuedSent: 2, queuedReplied: 3 });
+  expect(checkFifo([first, second], [], [])).toHaveLength(1);
+  expect(checkFifo([first, second], [], [{ kind: 'sub-kill', at: 5, end: 5 }])).toEqual([]);
+  // Granted in order: fine; queued at overlapping times (order unknown): not judged.
+  expect(checkFifo([first, hold(2, 21, 22, { queuedSent: 2, queuedReplied: 3 })], [], [])).toEqual([]);
+  expect(checkFifo([first, hold(0.5, 10, 12, { queuedSent: 0.5, queuedReplied: 3 })], [], [])).toEqual([]);
+  // Never queued (granted at the first try): not judged.
+  expect(checkFifo([first, hold(2, 10, 12)], [], [])).toEqual([]);
+});
+
+test('a forced owner whose release ran across a reconnect is listed as untold, not excused, and only then', () => {
+  const a = hold(0, 1, 10, { w: 3 }); // "released": its release ran on the new connection and found nothing
+  const b = hold(4, 5, 12);
+  const result = checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 3, down: 8, up: 10.5 }]);
+  expect(result).toMatchObject({ violations: [], excused: { force: 0 } });
+  expect(result.untold).toHaveLength(1);
+  // A reconnect of another worker, or of this one outside its release: a plain violation.
+  expect(checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 2, down: 8, up: 10.5 }]).violations).toHaveLength(1);
+  expect(checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 3, down: 8, up: 9 }]).violations).toHaveLength(1);
+});

@@ -1,0 +1,192 @@
+// The soak run: several OS processes × many tasks on a few hot locks plus a force-unlocked
+// "chaos" lock, on a private redis-server that the harness faults while they run. The checker
+// (checker.ts), not the library, decides whether the primitive kept its promise.
+import { channelOf } from '../../src/names';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { type Redis } from 'ioredis';
+import { RedisServer } from '../redisServer';
+import { now } from './clock';
+import { injectFaults } from './faults';
+import { judgeRecords, type SoakReport } from './judge';
+import { PRIMITIVES } from './primitives';
+import type { FaultKind, WorkerConfig, WorkerLine } from './records';
+
+export type { SoakReport } from './judge';
+
+export interface SoakOptions {
+  primitive: string;
+  processes: number;
+  tasksPerProcess: number;
+  hotLocks: number;
+  durationMs: number;
+  watchdogTimeout: number;
+  /** Lease of the holds taken with an explicit leaseTime (tryLock). */
+  leaseTime: number;
+  /** How far past its bound a wait away from any fault may end before it is a violation, in ms. */
+  waitSlackMs: number;
+  faults: FaultKind[];
+  /** Pause between two faults other than force-unlocks. */
+  faultEveryMs: number;
+  /** How long Redis stays frozen in the pause fault (past the watchdog lease). */
+  pauseMs: number;
+  /** Writes every worker line there (JSON lines) for a post-mortem. */
+  linesFile?: string;
+}
+
+const WORKER = join(__dirname, 'worker.ts');
+export const CHAOS_LOCK = 'chaos';
+
+interface WorkerProcess {
+  worker: number;
+  child: ChildProcess;
+  closed: Promise<{ code: number | null; signal: string | null; stderr: string }>;
+  killedAt?: number;
+}
+
+export async function runSoak(options: SoakOptions): Promise<SoakReport> {
+  const primitive = PRIMITIVES[options.primitive];
+  if (!primitive) throw new Error(`unknown primitive "${options.primitive}"; known: ${Object.keys(PRIMITIVES).join(', ')}`);
+  const server = await RedisServer.start();
+  const dataServer = await RedisServer.start();
+  const admin = server.connect();
+  admin.on('error', () => undefined);
+  const data = dataServer.connect();
+  const keyPrefix = `soak:${process.pid}:${Date.now()}:`;
+  const locks = [...Array.from({ length: options.hotLocks }, (_, i) => `hot${i}`), CHAOS_LOCK];
+  const start = now();
+  const deadline = start + options.durationMs;
+  const lines: WorkerLine[] = [];
+  // Streamed, not built at the end: a long run's lines outgrow the longest string V8 can make.
+  const linesOut = options.linesFile ? createWriteStream(options.linesFile) : undefined;
+  const workers: WorkerProcess[] = [];
+  const spawnWorker = (): void => {
+    const worker = workers.length;
+    const config: WorkerConfig = {
+      url: server.url, dataUrl: `redis://127.0.0.1:${dataServer.port}`, keyPrefix, worker, tasks: options.tasksPerProcess, locks,
+      primitive: options.primitive, watchdogTimeout: options.watchdogTimeout, leaseTime: options.leaseTime, deadline,
+      giveUpAt: deadline + options.leaseTime + 1000,
+    };
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      lines.push(JSON.parse(line) as WorkerLine);
+      linesOut?.write(`${line}\n`);
+    });
+    let stderr = '';
+    child.stderr!.on('data', (chunk) => (stderr += chunk));
+    if (process.env.SOAK_DEBUG) child.stderr!.pipe(process.stderr);
+    const closed = new Promise<{ code: number | null; signal: string | null; stderr: string }>((resolve) =>
+      child.on('close', (code, signal) => resolve({ code, signal, stderr })),
+    );
+    workers.push({ worker, child, closed });
+  };
+  try {
+    for (let i = 0; i < options.processes; i++) spawnWorker();
+    const warmup = Math.min(2000, options.durationMs / 5);
+    const records = await injectFaults(server, {
+      kinds: options.faults,
+      from: start + warmup,
+      until: deadline - Math.min(1000, options.durationMs / 10),
+      everyMs: options.faultEveryMs,
+      pauseMs: options.pauseMs,
+      downMs: 200,
+      chaosLock: CHAOS_LOCK,
+      keyPrefix,
+      getLock: primitive.getLock,
+      killWorker: async () => {
+        const alive = workers.filter((w) => w.killedAt === undefined && w.child.exitCode === null);
+        const victim = alive[Math.floor(Math.random() * alive.length)];
+        if (!victim) return undefined;
+        victim.child.kill('SIGKILL');
+        victim.killedAt = now();
+        await victim.closed;
+        spawnWorker();
+        return victim.worker;
+      },
+    });
+    // Every worker stops starting rounds at the deadline; waits behind a killed worker's hold
+    // last at most its lease.
+    const limit = options.durationMs + options.leaseTime + 60_000;
+    const exits = await Promise.all(
+      workers.map(async (w) => {
+        const timer = setTimeout(() => w.child.kill('SIGKILL'), Math.max(0, start + limit - now()));
+        const exit = await w.closed;
+        clearTimeout(timer);
+        return { ...w, ...exit };
+      }),
+    );
+    const violations: string[] = [];
+    for (const e of exits) {
+      if (e.killedAt === undefined && e.code !== 0) violations.push(`worker ${e.worker} exited with ${e.code ?? e.signal}: ${e.stderr.slice(0, 2000)}`);
+    }
+    if (linesOut) {
+      for (const f of records.faults) linesOut.write(`${JSON.stringify({ k: 'fault', ...f })}\n`);
+      for (const f of records.forces) linesOut.write(`${JSON.stringify({ k: 'force', ...f })}\n`);
+      await new Promise((resolve) => linesOut.end(resolve));
+    }
+    const killedAt = new Map(exits.filter((e) => e.killedAt !== undefined).map((e) => [e.worker, e.killedAt!]));
+    const judged = judgeRecords({ options, lines, records, killedAt, locks, start, deadline, invariant: primitive.invariant, workerCount: workers.length });
+    judged.report.violations.unshift(...violations);
+    await checkRedis(options, judged, { locks, keyPrefix, admin, data });
+    return judged.report;
+  } finally {
+    for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
+    admin.disconnect();
+    data.disconnect();
+    await Promise.all([server.stop(), dataServer.stop()]);
+  }
+}
+
+interface RedisChecks {
+  locks: string[];
+  keyPrefix: string;
+  admin: Redis;
+  data: Redis;
+}
+
+/** The checks that ask Redis: counters against the holds, and nothing left behind. */
+async function checkRedis(options: SoakOptions, judged: ReturnType<typeof judgeRecords>, { locks, keyPrefix, admin, data }: RedisChecks): Promise<void> {
+  const { report, holds, exclusion } = judged;
+  const violations = report.violations;
+  // No lost update beyond the excused overlaps: each counter counts the holds that wrote it.
+  for (const lock of locks) {
+    const mine = holds.filter((h) => h.lock === lock);
+    const counted = mine.filter((h) => h.counted).length;
+    const deadInFlight = mine.filter((h) => h.outcome === 'killed').length;
+    const excused = exclusion.overlaps.filter((o) => o.lock === lock && o.cause).length + exclusion.untold.filter((u) => u.startsWith(`overlap on ${lock}:`)).length;
+    const counter = Number((await data.get(`${keyPrefix}counter:${lock}`)) ?? 0);
+    if (counter > counted + deadInFlight || counter < counted - excused) {
+      violations.push(`counter of ${lock} is ${counter}: ${counted} holds wrote it, ${deadInFlight} died in flight, ${excused} overlaps excused`);
+    }
+  }
+
+  // Nothing left in Redis once the leases of killed workers' holds ran out.
+  const lockKeys = locks.map((lock) => keyPrefix + lock);
+  const until = now() + options.leaseTime + options.watchdogTimeout + 2000;
+  let left = await admin.exists(...lockKeys);
+  while (left && now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    left = await admin.exists(...lockKeys);
+  }
+  if (left) violations.push(`${left} lock hashes left in Redis`);
+  const latches = await scanAll(admin, `${keyPrefix}rlock__unlock_latch:*`);
+  // A worker killed between a partial release and the latch's DEL leaves one behind for its TTL.
+  if (latches.length && !options.faults.includes('worker-kill')) violations.push(`${latches.length} release latches left in Redis`);
+  const numsub = (await admin.pubsub('NUMSUB', ...lockKeys.map((key) => channelOf(keyPrefix, key)))) as (string | number)[];
+  const subscribed = numsub.filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
+  if (subscribed) violations.push(`${subscribed} subscriptions left on lock channels`);
+}
+
+async function scanAll(admin: Redis, match: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await admin.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  return keys;
+}
+

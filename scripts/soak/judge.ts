@@ -1,0 +1,159 @@
+// The verdict on a run's records, pure logic (no Redis): merges the worker lines into holds and
+// runs the checker and the figures. The harness adds the checks that ask Redis; rejudge.ts runs
+// this again on a saved --lines file.
+import { checkExclusion, checkFifo, type Cause, type ExclusionResult, type Invariant } from './checker';
+import type { FaultRecords } from './faults';
+import { duringFault, toldAfterFault, waitsAfterFaults, waitsOf, type Spread } from './figures';
+import type { SoakOptions } from './harness';
+import type { DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, ReconnectLine, WorkerLine } from './records';
+
+export interface SoakReport {
+  options: SoakOptions;
+  holds: number;
+  holdsPerLock: Record<string, number>;
+  misses: Record<string, number>;
+  /** Force-unlocks sent, and those that removed a holder. */
+  forces: { sent: number; removed: number };
+  faults: Record<string, number>;
+  overlaps: { total: number; excused: Record<Cause, number>; untold: number; unexplained: number };
+  /** Overlaps explained by a force whose owner the library never told (checker.ts, `untold`). */
+  untold: string[];
+  /** ms from a fault to the owner of a hold it removed being told, per fault kind. */
+  toldAfter: Record<string, Spread>;
+  /** Holds whose owner was told of a loss that no fault explains (a starved process: lease ran out). */
+  toldWithoutFault: { count: number; examples: string[] };
+  /** Holds a force named as removed whose owner was never told (its release reported success). */
+  forcedButNotTold: number;
+  /** Holds the library gave back at once because the call's signal aborted as the grant came in. */
+  abortedAsGranted: number;
+  /** Holds in flight in a worker killed -9 (left out of the overlap check). */
+  killedInFlight: number;
+  /** ms the waits under way at a fault still waited, per fault kind, and at quiet instants. */
+  waitsAfter: Record<string, Spread>;
+  maxWaitOvershootMs: { quiet: number; nearFaults: number };
+  /** Worker errors while a fault was on (or within a second after it), by message. */
+  errorsNearFaults: Record<string, number>;
+  injectionFailures: string[];
+  violations: string[];
+}
+
+export interface JudgeInput {
+  options: SoakOptions;
+  lines: WorkerLine[];
+  records: FaultRecords;
+  killedAt: Map<number, number>;
+  locks: string[];
+  start: number;
+  deadline: number;
+  invariant: Invariant;
+  /** Workers started, replacements of killed ones included. */
+  workerCount: number;
+}
+
+export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Hold[]; exclusion: ExclusionResult } {
+  const { options, lines, records, killedAt, locks } = input;
+  const violations: string[] = [];
+  const { forces, faults } = records;
+  // Worker kills are faults too; their `at` is the kill.
+  const grants = new Map<string, GrantLine>();
+  const ends = new Map<string, EndLine>();
+  const misses: MissLine[] = [];
+  const errors: ErrorLine[] = [];
+  const done: DoneLine[] = [];
+  const reconnects: ReconnectLine[] = [];
+  for (const line of lines) {
+    if (line.k === 'g') grants.set(`${line.w}.${line.id}`, line);
+    else if (line.k === 'e') ends.set(`${line.w}.${line.id}`, line);
+    else if (line.k === 'x') misses.push(line);
+    else if (line.k === 'err') errors.push(line);
+    else if (line.k === 'reconnect') reconnects.push(line);
+    else done.push(line);
+  }
+  const holds: Hold[] = [];
+  for (const [key, g] of grants) {
+    const grant = { w: g.w, id: g.id, lock: g.lock, field: g.field, via: g.via, begun: g.begun, queuedSent: g.queuedSent, queuedReplied: g.queuedReplied, sent: g.sent, granted: g.granted, waitTime: g.waitTime };
+    const e = ends.get(key);
+    if (e) {
+      holds.push({ ...grant, end: e.end, released: e.released, outcome: e.outcome, toldAt: e.toldAt, counted: e.counted });
+    } else if (killedAt.has(g.w)) {
+      // In flight when its worker was killed -9: held until the kill, then by nobody alive.
+      const at = killedAt.get(g.w)!;
+      holds.push({ ...grant, end: at, released: at, outcome: 'killed', toldAt: null, counted: false });
+    } else {
+      violations.push(`hold ${key} on ${g.lock} never ended`);
+    }
+  }
+
+  // Exclusion, attributed exactly; FIFO order for fair primitives.
+  // A killed worker's hold in flight is left out: whether its release was sent before the kill
+  // is unknown (it died before printing), and after the kill nobody alive believes it.
+  const alive = holds.filter((h) => h.outcome !== 'killed');
+  const exclusion = checkExclusion(alive, forces, faults, input.invariant, reconnects);
+  violations.push(...exclusion.violations);
+  if (input.invariant.fifo) violations.push(...checkFifo(alive, forces, faults));
+
+  // Errors: expected only while a fault is on (or just after it).
+  const errorsNearFaults: Record<string, number> = {};
+  for (const e of errors) {
+    if (duringFault(faults, e.at, e.at, 1000)) {
+      const key = e.message.replace(/[0-9a-zA-Z_-]{21}/g, '<id>').slice(0, 160);
+      errorsNearFaults[key] = (errorsNearFaults[key] ?? 0) + 1;
+    } else violations.push(`worker ${e.w} on ${e.lock} at ${e.at.toFixed(3)}: ${e.message}`);
+  }
+  for (const d of done) {
+    if (Object.values(d.stats).some((n) => n !== 0)) violations.push(`worker ${d.w} ended with internal state left: ${JSON.stringify(d.stats)}`);
+  }
+  const finished = new Set(done.map((d) => d.w));
+  for (let w = 0; w < input.workerCount; w++) if (!killedAt.has(w) && !finished.has(w)) violations.push(`worker ${w} did not finish`);
+
+  const holdsPerLock: Record<string, number> = {};
+  for (const lock of locks) holdsPerLock[lock] = holds.filter((h) => h.lock === lock).length;
+
+  // Every bounded wait away from faults ended within its bound plus the slack.
+  let quiet = 0;
+  let nearFaults = 0;
+  const bounded = [
+    ...holds.filter((h) => h.waitTime !== null).map((h) => ({ lock: h.lock, begun: h.begun, ended: h.granted, waitTime: h.waitTime! })),
+    ...misses.filter((m) => m.waitTime !== null).map((m) => ({ lock: m.lock, begun: m.begun, ended: m.ended, waitTime: m.waitTime! })),
+  ];
+  for (const wait of bounded) {
+    const overshoot = wait.ended - wait.begun - wait.waitTime;
+    if (duringFault(faults, wait.begun, wait.ended, 1000)) nearFaults = Math.max(nearFaults, overshoot);
+    else {
+      quiet = Math.max(quiet, overshoot);
+      if (overshoot > options.waitSlackMs) violations.push(`a wait of ${wait.waitTime} ms on ${wait.lock} took ${(wait.ended - wait.begun).toFixed(1)} ms`);
+    }
+  }
+
+  const told = toldAfterFault(holds, forces, faults);
+  const forcedFields = new Set(forces.flatMap((f) => f.holders));
+  const faultCounts: Record<string, number> = {};
+  for (const f of faults) faultCounts[f.kind] = (faultCounts[f.kind] ?? 0) + 1;
+  const missCounts: Record<string, number> = {};
+  for (const m of misses) missCounts[m.reason] = (missCounts[m.reason] ?? 0) + 1;
+  const report: SoakReport = {
+    options,
+    holds: holds.length,
+    holdsPerLock,
+    misses: missCounts,
+    forces: { sent: forces.length, removed: forces.filter((f) => f.holders.length > 0).length },
+    faults: faultCounts,
+    overlaps: { total: exclusion.overlaps.length, excused: exclusion.excused, untold: exclusion.untold.length, unexplained: exclusion.violations.length },
+    untold: exclusion.untold.slice(0, 20),
+    toldAfter: told.byKind,
+    toldWithoutFault: {
+      count: told.none.length,
+      examples: told.none.slice(0, 5).map((h) => `${h.w}.${h.id} on ${h.lock} (${h.via}) granted ${h.granted.toFixed(3)} ${h.outcome} told ${h.toldAt!.toFixed(3)}`),
+    },
+    forcedButNotTold: holds.filter((h) => forcedFields.has(h.field) && h.toldAt === null && h.outcome === 'released').length,
+    abortedAsGranted: holds.filter((h) => h.outcome === 'aborted').length,
+    killedInFlight: holds.length - alive.length,
+    waitsAfter: waitsAfterFaults(waitsOf(holds, misses), forces, faults, input.start + 1000, input.deadline),
+    maxWaitOvershootMs: { quiet: Math.round(quiet * 10) / 10, nearFaults: Math.round(nearFaults * 10) / 10 },
+    errorsNearFaults,
+    injectionFailures: records.failures.slice(0, 20),
+    violations,
+  };
+  return { report, holds, exclusion };
+}
+

@@ -1,0 +1,153 @@
+// What the soak harness records: the lines a worker prints, the faults the harness injects, and
+// the merged holds the checker judges. Times are ms of the machine's monotonic clock (clock.ts),
+// one clock for every process.
+
+/** How a hold ended, as its owner saw it. */
+export type HoldOutcome =
+  /** The release reported success. */
+  | 'released'
+  /** The release answered "not the owner" (NotLockOwnerError): something removed the hold. */
+  | 'notOwner'
+  /** The library told the owner it lost the hold (lockLost event / LockLostError / signal). */
+  | 'lost'
+  /** The release call failed (the outcome in Redis is unknown; the lease ends it). */
+  | 'error'
+  /** The worker process was killed -9 while holding (filled in by the harness). */
+  | 'killed'
+  /**
+   * The call was aborted (its signal) as the grant came in: the library gave the hold back at
+   * once and the caller never saw it, so no owner believed it held the lock.
+   */
+  | 'aborted';
+
+/** A worker line: an acquisition that was granted. */
+export interface GrantLine {
+  k: 'g';
+  /** Worker number and acquisition number inside it: `${w}.${id}` is unique in a run. */
+  w: number;
+  id: number;
+  lock: string;
+  /** The owner field in Redis (`<clientId>:<ownerId>` for RLock). */
+  field: string;
+  /** Which code path took it (withLock, tryLock, ...). */
+  via: string;
+  /** When the acquiring call was made. */
+  begun: number;
+  /**
+   * Queued primitives (fair lock): the send time of the first attempt that asked to be queued,
+   * and the reply time of the last one (a waiter dropped from the queue joins again at the back
+   * with a later attempt); null when the call never asked to be queued.
+   */
+  queuedSent: number | null;
+  queuedReplied: number | null;
+  /** Send time of the successful attempt: Redis cannot have granted it earlier. */
+  sent: number;
+  /** When the grant reply was in (the library's acquired event): Redis granted it before. */
+  granted: number;
+  /** The wait bound of the call (waitTime or abort timeout), or null for "as long as it takes". */
+  waitTime: number | null;
+}
+
+/** A worker line: the end of a granted hold. */
+export interface EndLine {
+  k: 'e';
+  w: number;
+  id: number;
+  /** When the owner stopped using the hold and sent its release. */
+  end: number;
+  /** When the release call settled. */
+  released: number;
+  outcome: HoldOutcome;
+  /** When the owner was first told it lost the hold (lost event, or the NotLockOwnerError reply). */
+  toldAt: number | null;
+  /** Whether the critical section wrote the lock's counter (it skips the write once told). */
+  counted: boolean;
+}
+
+/** A worker line: an acquisition that was not granted. */
+export interface MissLine {
+  k: 'x';
+  w: number;
+  lock: string;
+  begun: number;
+  ended: number;
+  waitTime: number | null;
+  /** timeout, abort, or the error name */
+  reason: string;
+}
+
+/** A worker line: an error that is not an expected outcome. */
+export interface ErrorLine {
+  k: 'err';
+  w: number;
+  lock: string;
+  at: number;
+  message: string;
+}
+
+/**
+ * A worker line: its command connection came back after a drop (the library's connection epoch
+ * moved): `down` when it closed, `up` when it was ready again.
+ */
+export interface ReconnectLine {
+  k: 'reconnect';
+  w: number;
+  down: number;
+  up: number;
+}
+
+/** A worker line: the worker finished; its client's internal state must be empty. */
+export interface DoneLine {
+  k: 'done';
+  w: number;
+  stats: Record<string, number>;
+}
+
+export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | ReconnectLine | DoneLine;
+
+/** A hold as the checker sees it: the grant and end lines merged. */
+export interface Hold extends Omit<GrantLine, 'k'>, Omit<EndLine, 'k' | 'w' | 'id'> {}
+
+/** A force-unlock the harness sent: `holders` are the owner fields it removed. */
+export interface Force {
+  lock: string;
+  sent: number;
+  done: number;
+  holders: string[];
+}
+
+export const FAULT_KINDS = ['force', 'conn-kill', 'sub-kill', 'restart', 'restart-persist', 'pause', 'worker-kill'] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/**
+ * One injected fault other than force-unlocks (those are `Force` records): `at` when it began
+ * (kill sent, SIGSTOP sent, ...), `end` when Redis or the worker pool was whole again.
+ */
+export interface Fault {
+  kind: Exclude<FaultKind, 'force'>;
+  at: number;
+  end: number;
+  /** restart: whether Redis came back without its data. */
+  lostData?: boolean;
+  /** worker-kill: the worker killed. */
+  worker?: number;
+}
+
+/** What the harness tells each worker process (one JSON argument). */
+export interface WorkerConfig {
+  url: string;
+  /** The Redis for the critical sections' counters: never faulted, so counts survive restarts. */
+  dataUrl: string;
+  keyPrefix: string;
+  worker: number;
+  tasks: number;
+  locks: string[];
+  primitive: string;
+  watchdogTimeout: number;
+  /** Lease of the holds taken with an explicit leaseTime. */
+  leaseTime: number;
+  /** Monotonic ms at which tasks stop starting rounds. */
+  deadline: number;
+  /** Monotonic ms at which waits without a bound give up (so a starved waiter cannot stretch the run). */
+  giveUpAt: number;
+}
