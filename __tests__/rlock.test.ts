@@ -8,6 +8,7 @@ import {
 } from '../src';
 import { runFixture } from './helpers/child';
 import { until } from './helpers/time';
+import { channelOf } from '../src/names';
 import { commandCounts, RedisServer } from './helpers/testRedis';
 import type { ScriptedRedis } from '../src/services/scripts';
 
@@ -346,7 +347,9 @@ describe('contention: local handoff and turns between clients', () => {
     await holder.lock();
     const order: number[] = [];
     const waiters = [0, 1, 2].map((i) => client.getLock(name).withLock(() => void order.push(i)));
-    await until('the three waiters parked', () => client.stats.waiters === 3);
+    // Parked as handoff candidates (past their first attempts), not merely counted as waiting.
+    const internals = client as unknown as { pubsub: { peek(channel: string): { local?: { parkedCount: number } } | undefined } };
+    await until('the three waiters parked', () => internals.pubsub.peek(channelOf('', name))?.local?.parkedCount === 3);
     const before = await scriptCalls();
     await holder.unlock();
     await Promise.all(waiters);

@@ -101,7 +101,7 @@ function hideFromLogs(object: object, label: string): void {
  */
 function isDefinitive(error: Error): boolean {
   const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string') return code !== 'ETIMEDOUT' && code !== 'ECONNRESET';
+  if (typeof code === 'string') return code !== 'ETIMEDOUT';
   return /^(WRONGPASS|NOAUTH|NOPERM)\b/.test(error.message);
 }
 

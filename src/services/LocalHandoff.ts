@@ -55,6 +55,11 @@ export class LocalHandoff {
     if (i >= 0) this.candidates.splice(i, 1);
   }
 
+  /** Waiters parked as candidates now (for tests and introspection). */
+  get parkedCount(): number {
+    return this.candidates.length;
+  }
+
   get hasCandidates(): boolean {
     return this.candidates.length > 0;
   }
