@@ -2,6 +2,7 @@
 import { commandCounts } from '../helpers/testRedis';
 import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
+import { channelOf } from '../../src/names';
 
 const redis = usePrivateRedis();
 
@@ -40,7 +41,13 @@ test('every waiter retries once on the reconnect, then sleeps again', async () =
   // on its pttl during the test.
   await lock.lock({ leaseTime: 30_000 });
   const waiters = [1, 2, 3].map(() => waiting.getLock(name).withLock(() => undefined));
-  await until('the waiters parked', async () => waiting.stats.waiters === 3 && (await subscribers(redis.admin, name)) === 1);
+  // Parked as handoff candidates: past their first attempts (and the retry after subscribing),
+  // so that none of those is counted below.
+  const internals = waiting as unknown as { pubsub: { peek(channel: string): { local?: { parkedCount: number } } | undefined } };
+  await until(
+    'the waiters parked',
+    async () => internals.pubsub.peek(channelOf('', name))?.local?.parkedCount === 3 && (await subscribers(redis.admin, name)) === 1,
+  );
   const attempts = async (): Promise<number> => (await commandCounts(redis.admin)).evalsha ?? 0;
   const before = await attempts();
 
