@@ -68,6 +68,10 @@ export class LockLostError extends LockError {
  */
 export class LockUsageError extends LockError {}
 
+function messageOfCause(cause: unknown): string {
+  return cause instanceof Error ? cause.message : String(cause ?? '');
+}
+
 /** Redis answered a lock command with an error (OOM, READONLY, WRONGTYPE, ...). */
 export class RedisCommandError extends LockError {
   /** Redis's error code, the first word of its reply (`OOM`, `READONLY`, ...), when it gave one. */
@@ -86,7 +90,10 @@ export class RedisCommandError extends LockError {
    * while nodes disagreed on the slot's owner).
    */
   get transient(): boolean {
-    return this.code !== undefined && ['CLUSTERDOWN', 'TRYAGAIN', 'LOADING', 'MASTERDOWN', 'MOVED', 'ASK'].includes(this.code);
+    if (this.code !== undefined && ['CLUSTERDOWN', 'TRYAGAIN', 'LOADING', 'MASTERDOWN', 'MOVED', 'ASK'].includes(this.code)) return true;
+    // ioredis gave up following a Cluster's redirections while a node was going away (its last
+    // error "Connection is closed." carries no code): the slot is in flux, as with MOVED.
+    return /Too many Cluster redirections/.test(messageOfCause(this.cause));
   }
 }
 
