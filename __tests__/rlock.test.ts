@@ -8,7 +8,7 @@ import {
 } from '../src';
 import { runFixture } from './helpers/child';
 import { until } from './helpers/time';
-import { channelOf } from '../src/names';
+import { parkedWaiters } from './helpers/privateRedis';
 import { commandCounts, RedisServer } from './helpers/testRedis';
 import type { ScriptedRedis } from '../src/services/scripts';
 
@@ -348,8 +348,7 @@ describe('contention: local handoff and turns between clients', () => {
     const order: number[] = [];
     const waiters = [0, 1, 2].map((i) => client.getLock(name).withLock(() => void order.push(i)));
     // Parked as handoff candidates (past their first attempts), not merely counted as waiting.
-    const internals = client as unknown as { pubsub: { peek(channel: string): { local?: { parkedCount: number } } | undefined } };
-    await until('the three waiters parked', () => internals.pubsub.peek(channelOf('', name))?.local?.parkedCount === 3);
+    await until('the three waiters parked', () => parkedWaiters(client, name) === 3);
     const before = await scriptCalls();
     await holder.unlock();
     await Promise.all(waiters);

@@ -1,8 +1,7 @@
 // Fault 3: the subscriber connection is killed (CLIENT KILL TYPE pubsub) while waiters wait.
 import { commandCounts } from '../helpers/testRedis';
-import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
+import { usePrivateRedis, parkedWaiters, subscribers } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
-import { channelOf } from '../../src/names';
 
 const redis = usePrivateRedis();
 
@@ -43,10 +42,9 @@ test('every waiter retries once on the reconnect, then sleeps again', async () =
   const waiters = [1, 2, 3].map(() => waiting.getLock(name).withLock(() => undefined));
   // Parked as handoff candidates: past their first attempts (and the retry after subscribing),
   // so that none of those is counted below.
-  const internals = waiting as unknown as { pubsub: { peek(channel: string): { local?: { parkedCount: number } } | undefined } };
   await until(
     'the waiters parked',
-    async () => internals.pubsub.peek(channelOf('', name))?.local?.parkedCount === 3 && (await subscribers(redis.admin, name)) === 1,
+    async () => parkedWaiters(waiting, name) === 3 && (await subscribers(redis.admin, name)) === 1,
   );
   const attempts = async (): Promise<number> => (await commandCounts(redis.admin)).evalsha ?? 0;
   const before = await attempts();

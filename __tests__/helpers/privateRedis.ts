@@ -52,3 +52,12 @@ export async function subscribers(admin: Redis, key: string, keyPrefix = ''): Pr
   const reply = (await admin.pubsub('NUMSUB', channelOf(keyPrefix, key))) as [string, number];
   return Number(reply[1]);
 }
+
+/**
+ * How many waiters of `client` are parked as handoff candidates on plain lock `name` (past their
+ * first attempts): client internals, read only by tests that count script calls after parking.
+ */
+export function parkedWaiters(client: LockClient, name: string, keyPrefix = ''): number {
+  const internals = client as unknown as { pubsub: { peek(channel: string): { local?: { parkedCount: number } } | undefined } };
+  return internals.pubsub.peek(channelOf(keyPrefix, keyPrefix + name))?.local?.parkedCount ?? 0;
+}
