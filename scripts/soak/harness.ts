@@ -1,7 +1,7 @@
 // The soak run: several OS processes × many tasks on a few hot locks plus a force-unlocked
 // "chaos" lock, on a private redis-server that the harness faults while they run. The checker
 // (checker.ts), not the library, decides whether the primitive kept its promise.
-import { channelOf } from '../../src/names';
+import { clientQueueKeyOf, wakeChannelPrefixOf } from '../../src/names';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
@@ -174,9 +174,20 @@ async function checkRedis(options: SoakOptions, judged: ReturnType<typeof judgeR
   const latches = await scanAll(admin, `${keyPrefix}rlock__unlock_latch:*`);
   // A worker killed between a partial release and the latch's DEL leaves one behind for its TTL.
   if (latches.length && !options.faults.includes('worker-kill')) violations.push(`${latches.length} release latches left in Redis`);
-  const numsub = (await admin.pubsub('NUMSUB', ...lockKeys.map((key) => channelOf(keyPrefix, key)))) as (string | number)[];
-  const subscribed = numsub.filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
+  let subscribed = 0;
+  for (const key of lockKeys) {
+    const channels = (await admin.pubsub('CHANNELS', `${globEscape(wakeChannelPrefixOf(keyPrefix, key))}*`)) as string[];
+    if (channels.length) subscribed += ((await admin.pubsub('NUMSUB', ...channels)) as (string | number)[]).filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
+  }
+  const queued = await Promise.all(lockKeys.map((key) => admin.zcard(clientQueueKeyOf(keyPrefix, key))));
+  // A worker killed while waiting leaves its client's entry until the entry's deadline.
+  if (queued.some(Boolean) && !options.faults.includes('worker-kill')) violations.push(`${queued.reduce((a, b) => a + b, 0)} clients left in lock queues`);
   if (subscribed) violations.push(`${subscribed} subscriptions left on lock channels`);
+}
+
+/** `text` as a literal in a PUBSUB CHANNELS / SCAN MATCH pattern. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 async function scanAll(admin: Redis, match: string): Promise<string[]> {
