@@ -2,7 +2,7 @@ import { watchHold } from '../core/holdScope';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
-import { permitChannelOf, permitsKeyOf } from '../names';
+import { kindKeyOf, permitChannelOf, permitsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -19,8 +19,8 @@ interface PermitScripts {
   rlock_permitSemaphore_handoff(permitsKey: string, id: string, newId: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
-  rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
-  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, delta: number, publish: PublishCommand): Promise<number>;
+  rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
+  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, delta: number, publish: PublishCommand): Promise<number>;
   rlock_permitSemaphore_inspect(key: string, permitsKey: string): Promise<[string | null, number, string[]]>;
 }
 
@@ -40,12 +40,14 @@ const RENEW_COMMAND = 'rlock_permitSemaphore_renew';
 export class PermitExpirableSemaphore extends Primitive {
   private readonly permitsKey: string;
   private readonly channel: string;
+  private readonly kindKey: string;
 
   /** @internal Use `client.getPermitExpirableSemaphore(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
     this.permitsKey = permitsKeyOf(context.keyPrefix, this.key);
     this.channel = permitChannelOf(context.keyPrefix, this.key);
+    this.kindKey = kindKeyOf(context.keyPrefix, this.key);
   }
 
   /** Sets the total of permits if it was never set; true when it did. */
@@ -53,7 +55,7 @@ export class PermitExpirableSemaphore extends Primitive {
     checkCount('permits', permits, 0);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    return (await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_permitSemaphore_trySetPermits(this.key, this.permitsKey, this.channel, permits, publish))) === 1;
+    return (await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_permitSemaphore_trySetPermits(this.key, this.permitsKey, this.channel, this.kindKey, permits, publish))) === 1;
   }
 
   /** Changes the total of permits by `delta` (may be negative). */
@@ -61,7 +63,7 @@ export class PermitExpirableSemaphore extends Primitive {
     checkCount('delta', delta, -Infinity);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, delta, publish));
+    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, delta, publish));
   }
 
   /** Waits as long as it takes (or until `signal` aborts) and takes a permit; resolves with its id. */

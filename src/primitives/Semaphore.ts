@@ -1,7 +1,7 @@
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError } from '../errors';
 import { subscriberCount, type SemaphoreInfo } from '../introspection';
-import { reservationKeyOf, semaphoreChannelOf } from '../names';
+import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -12,8 +12,8 @@ import { type Attempt, Primitive } from './Primitive';
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
   rlock_semaphore_acquire(key: string, reservationKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number): Promise<[0 | 1 | 2, number]>;
-  rlock_semaphore_add(key: string, reservationKey: string, channel: string, delta: number, publish: PublishCommand, releaser: string): Promise<[number, number]>;
-  rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
+  rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, delta: number, publish: PublishCommand, releaser: string): Promise<[number, number]>;
+  rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
   rlock_semaphore_drain(key: string): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
 }
@@ -31,12 +31,14 @@ const scripts = (redis: ScriptedRedis): SemaphoreScripts => redis as unknown as 
 export class Semaphore extends Primitive {
   private readonly channel: string;
   private readonly reservationKey: string;
+  private readonly kindKey: string;
 
   /** @internal Use `client.getSemaphore(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
     this.channel = semaphoreChannelOf(context.keyPrefix, this.key);
     this.reservationKey = reservationKeyOf(context.keyPrefix, this.key);
+    this.kindKey = kindKeyOf(context.keyPrefix, this.key);
   }
 
   /** Sets the number of permits if it was never set; true when it did. */
@@ -44,7 +46,7 @@ export class Semaphore extends Primitive {
     checkCount('permits', permits, 0);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    const set = await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_semaphore_trySetPermits(this.key, this.reservationKey, this.channel, permits, publish));
+    const set = await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_semaphore_trySetPermits(this.key, this.reservationKey, this.channel, this.kindKey, permits, publish));
     return set === 1;
   }
 
@@ -171,7 +173,7 @@ export class Semaphore extends Primitive {
   /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
   private async add(call: string, delta: number): Promise<[number, number]> {
     const publish = await this.publishCommand();
-    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, delta, publish, this.context.clientId));
+    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, delta, publish, this.context.clientId));
   }
 
   /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */
