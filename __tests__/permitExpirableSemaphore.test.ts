@@ -2,7 +2,7 @@
 // Redis time, expired permits coming back by themselves (also for a holder killed -9), the
 // watchdog keeping permits taken without a lease, and a lost permit aborting withPermit.
 import { runFixture, startFixture, type FixtureProcess } from './helpers/child';
-import { usePrivateRedis } from './helpers/privateRedis';
+import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
 import { LockLostError, PermitNotHeldError } from '../src';
@@ -166,6 +166,28 @@ test('2 processes × 6 tasks under the watchdog never hold more than the 3 permi
   expect(await redis.client().getPermitExpirableSemaphore(name).availablePermits()).toBe(3);
   expect(await redis.admin.get(`${name}:holders`)).toBe('0');
 }, 40_000);
+
+test('a new caller behind parked waiters of its client parks without an attempt; a release hands it the permit in one script call', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  const held = await sem.acquire({ leaseTime: 60_000 });
+  const ids: string[] = [];
+  const first = client.getPermitExpirableSemaphore(name).acquire({ leaseTime: 60_000 }).then((id) => ids.push(id));
+  await until('the first waiter is parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 1);
+  const before = await scriptCalls();
+  const second = client.getPermitExpirableSemaphore(name).acquire({ leaseTime: 60_000 }).then((id) => ids.push(id));
+  await until('the second waiter is parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 2);
+  expect((await scriptCalls()) - before).toBe(0);
+  await sem.release(held);
+  await first;
+  await sem.release(ids[0]!);
+  await second;
+  expect((await scriptCalls()) - before).toBe(2); // the two handoffs, nothing else
+  await sem.release(ids[1]!);
+  expect(await sem.availablePermits()).toBe(1);
+});
 
 test('a release hands the permit to a parked waiter of its own client in one script call (no message, no attempt); an expired one is not handed over', async () => {
   const name = uniqueName();

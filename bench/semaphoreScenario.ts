@@ -22,6 +22,15 @@ export interface SemaphoreFigures {
   commandsPerAcquisition: number;
   /** The most holders the counter saw at once (must be ≤ PERMITS). */
   maxHolders: number;
+  /** Per acquisition, by command (INFO commandstats: script calls and the commands inside them), the holders counter's left out. */
+  commandsByKind: Record<string, number>;
+}
+
+/** INFO commandstats as command → calls. */
+async function commandStats(admin: Redis): Promise<Record<string, number>> {
+  const stats: Record<string, number> = {};
+  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_(\S+):calls=(\d+)/gm)) stats[match[1]!] = Number(match[2]);
+  return stats;
 }
 
 let seq = 0;
@@ -30,12 +39,14 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
   const admin = new Redis(url);
   const key = `bench:sem:${process.pid}:${++seq}`;
   try {
+    const statsBefore = await commandStats(admin);
     const commandsBefore = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
     const deadline = Date.now() + 5000 + ms; // 5 s for the processes to start (a loaded machine is slow at it)
     const started = Date.now();
     const workers = await Promise.all(Array.from({ length: PROCESSES }, () => runWorker<{ counts: number[]; waits: number[]; maxHolders: number }>([contestant, url, key, String(deadline), String(TASKS), String(PERMITS)], 'semaphoreWorker.ts')));
     const elapsed = (Date.now() - Math.max(started, deadline - ms)) / 1000;
     const commands = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]) - commandsBefore;
+    const statsAfter = await commandStats(admin);
     const counts = workers.flatMap((w) => w.counts);
     const waits = workers.flatMap((w) => w.waits);
     const acquisitions = counts.reduce((a, b) => a + b, 0);
@@ -47,6 +58,12 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
       // Less the INCR + DECR in each hold and the two INFO calls.
       commandsPerAcquisition: round((commands - 2 * acquisitions - 2) / acquisitions),
       maxHolders: Math.max(...workers.map((w) => w.maxHolders)),
+      commandsByKind: Object.fromEntries(
+        Object.entries(statsAfter)
+          .map(([command, calls]): [string, number] => [command, calls - (statsBefore[command] ?? 0) - (command === 'incr' || command === 'decr' ? acquisitions : 0)])
+          .filter(([command, calls]) => calls > 0 && command !== 'info')
+          .map(([command, calls]) => [command, round(calls / acquisitions)]),
+      ),
     };
   } finally {
     admin.disconnect();

@@ -11,6 +11,7 @@ import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
 import { type Attempt, Primitive } from './Primitive';
+import { joinsLocalQueue } from './Semaphore';
 
 /** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
 interface PermitScripts {
@@ -227,9 +228,14 @@ export class PermitExpirableSemaphore extends Primitive {
     const id = owner.id;
     const lease = leaseTime ?? context.watchdogTimeout;
     const publish = await this.publishCommand();
+    let attempts = 0;
     const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+      // Only the first: a waiter woken by a message must try, or the wake-up is lost.
+      const first = attempts++ === 0;
       // A client that just passed a permit on lets the other clients' waiters have it (see release).
       if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
+      // Behind this client's parked waiters, a first attempt would be refused (see joinsLocalQueue).
+      if (first && listening && waitTime > 0 && joinsLocalQueue(listening, 1)) return { held: false, ttl: -1 };
       const sentAt = performance.now();
       const ttl = await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, id, lease, publish));
       return ttl === null ? { held: true, sentAt } : { held: false, ttl };

@@ -9,6 +9,18 @@ import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type PermitOptions, type TryPermitOptions } from './permitOptions';
 import { type Attempt, Primitive } from './Primitive';
 
+/**
+ * Whether a new caller for `permits` that may wait should park behind its client's waiters
+ * already parked on the semaphore instead of trying first: they wait because no permits were
+ * free, so its attempt would nearly always be refused (one script call per acquisition under
+ * contention, measured in the bench); parked, it is served in order by this client's releases
+ * handing over or by a release message. Single-permit callers only: a multi-permit one must try,
+ * to claim the reservation that keeps smaller requests from starving it.
+ */
+export function joinsLocalQueue(entry: ChannelEntry, permits: number): boolean {
+  return permits === 1 && entry.local?.hasCandidates === true;
+}
+
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
   rlock_semaphore_acquire(key: string, reservationKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number): Promise<[0 | 1 | 2, number]>;
@@ -187,10 +199,14 @@ export class Semaphore extends Primitive {
     let entry: ChannelEntry | undefined;
     let reserving = false;
     let reserved = false;
+    let attempts = 0;
     const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+      // Only the first: a waiter woken by a message must try, or the wake-up is lost.
+      const first = attempts++ === 0;
       // A client that just passed permits on lets the other clients' waiters have them: a new
       // caller that may wait joins its own client's parked waiters instead of barging in.
       if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
+      if (first && listening && waitTime > 0 && joinsLocalQueue(listening, permits)) return { held: false, ttl: -1 };
       if (listening && mayReserve && !entry) {
         // Registered before the request that may reserve: the grant can beat its reply.
         entry = listening;
