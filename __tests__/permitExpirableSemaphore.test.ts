@@ -127,6 +127,36 @@ test('withPermit: a permit lost under the watchdog aborts the signal, emits lock
   expect(await sem.availablePermits()).toBe(1);
 });
 
+test('a handoff between permits the watchdog keeps is pipelined: the waiter holds before the reply, and is told at once if the script finds the released permit gone', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  const lostEvents: string[] = [];
+  client.on('lockLost', (event) => lostEvents.push(event.ownerId));
+  // A normal pipelined handoff: the waiter holds, renewed by the watchdog, one script call.
+  const first = await sem.acquire();
+  const second = client.getPermitExpirableSemaphore(name).acquire();
+  await until('the waiter is parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 1);
+  await sem.release(first);
+  const secondId = await second;
+  expect(await redis.admin.zrange(`rlock__permits:{${name}}`, 0, -1)).toEqual([secondId]);
+  // Redis lost the holder's permit; the waiter, handed it before the reply, learns it from the reply.
+  let waiterId = '';
+  const waiter = client.getPermitExpirableSemaphore(name).withPermit(async (signal) => {
+    waiterId = (await redis.admin.zrange(`rlock__permits:{${name}}`, 0, 0))[0] ?? '';
+    return aborted(signal);
+  });
+  await until('the next waiter is parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 1);
+  await redis.admin.zrem(`rlock__permits:{${name}}`, secondId);
+  expect(await sem.tryRelease(secondId)).toBe(false);
+  await expect(waiter).rejects.toBeInstanceOf(LockLostError);
+  expect(lostEvents).toHaveLength(1);
+  expect(waiterId).toBe(''); // it ran on the permit it was handed, which Redis never had
+  expect(client.stats.renewals).toBe(0);
+  expect(await sem.availablePermits()).toBe(1);
+});
+
 test('a holder process killed -9: its permit comes back after the lease', async () => {
   const name = uniqueName();
   const sem = redis.client().getPermitExpirableSemaphore(name);

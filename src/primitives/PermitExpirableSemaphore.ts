@@ -27,6 +27,9 @@ interface PermitScripts {
 
 const scripts = (redis: ScriptedRedis): PermitScripts => redis as unknown as PermitScripts;
 
+/** Ids of the permits being waited for that the watchdog will keep (taken without `leaseTime`): a handoff to them may be pipelined (see handOver). */
+const keptByWatchdog = new Set<string>();
+
 /** The watchdog's renew script for permits (lua/permitSemaphore/renew.lua). */
 const RENEW_COMMAND = 'rlock_permitSemaphore_renew';
 
@@ -91,10 +94,12 @@ export class PermitExpirableSemaphore extends Primitive {
   async tryRelease(id: string): Promise<boolean> {
     checkPermitId(id);
     this.context.assertOpen();
+    // Until when the permit is certainly still in Redis, read before the watchdog lets go of it.
+    const deadline = this.context.renewal.deadlineOf(this.permitsKey, id);
     // Stop renewing first, or a renewal racing the release would report the permit lost.
     this.context.renewal.remove(this.permitsKey, id);
     const epoch = this.context.connectionEpoch();
-    const handed = await this.handOver(id);
+    const handed = await this.handOver(id, deadline);
     let result = handed?.result;
     if (result === undefined) {
       const publish = await this.publishCommand();
@@ -121,8 +126,16 @@ export class PermitExpirableSemaphore extends Primitive {
    * (no release message, no attempt), at most MAX_LOCAL_HANDOFFS in a row; then the permit goes
    * back to Redis and this client yields its turn (see Semaphore.release). Undefined result: no
    * handoff, release as usual.
+   *
+   * Pipelined when the released permit is kept by the watchdog with more than half a lease
+   * certainly left (`deadline`) and the waiter's will be too: the waiter holds from the send of
+   * the script, without waiting for its reply. The script cannot then find the permit gone
+   * unless Redis lost it; if it does, the waiter's permit is reported lost at once. Its own
+   * commands go after the script on the same connection, and should the script never run (a
+   * dropped connection), the released permit still fills the slot in Redis for over half a
+   * lease, longer than the watchdog takes (a third of one) to find the waiter's permit missing.
    */
-  private async handOver(id: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
+  private async handOver(id: string, deadline: number | undefined): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
     const local = this.context.pubsub.peek(this.channel)?.local;
     if (!local?.hasCandidates) {
       if (local) local.streak = 0;
@@ -135,13 +148,18 @@ export class PermitExpirableSemaphore extends Primitive {
     const next = local.claimFirst();
     if (!next) return undefined;
     const sentAt = performance.now();
+    const waiter = next.candidate.field;
+    const pipelined = deadline !== undefined && deadline - sentAt > this.context.watchdogTimeout / 2 && keptByWatchdog.has(waiter);
+    const call = this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, id, waiter, next.candidate.lease));
+    if (pipelined) next.deliver({ sentAt });
     let result: 0 | 1 | undefined;
     try {
-      result = await this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, id, next.candidate.field, next.candidate.lease));
+      result = await call;
     } finally {
       // The waiter holds the permit from the send of this call on; otherwise it tries again.
-      next.deliver(result === 1 ? { sentAt } : undefined);
+      if (!pipelined) next.deliver(result === 1 ? { sentAt } : undefined);
     }
+    if (pipelined && result !== 1) this.context.renewal.reportLost(this.permitsKey, waiter, 'the permit handed over to it was no longer in Redis');
     if (result === 1) local.streak++;
     return { result, yielded: false };
   }
@@ -241,9 +259,15 @@ export class PermitExpirableSemaphore extends Primitive {
       return ttl === null ? { held: true, sentAt } : { held: false, ttl };
     };
     // Parked, the waiter may be handed a permit by a release of this client (see handOver).
-    const sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
-      park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease }, ms, stops),
-    });
+    if (leaseTime === undefined) keptByWatchdog.add(id);
+    let sentAt: number | undefined;
+    try {
+      sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
+        park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease }, ms, stops),
+      });
+    } finally {
+      keptByWatchdog.delete(id);
+    }
     if (sentAt === undefined) return undefined;
     owner.holds = 1;
     if (leaseTime === undefined) {
