@@ -24,6 +24,8 @@ export interface SemaphoreFigures {
   maxHolders: number;
   /** How long the processes took to start and connect (not measured: they all begin after). */
   readyAfterMs: number;
+  /** CPU time (user + system) of the worker processes per acquisition, in ms: their client library's cost and the holders counter's. */
+  cpuMsPerAcquisition: number;
   /** Per acquisition, by command (INFO commandstats: script calls and the commands inside them), the holders counter's left out. */
   commandsByKind: Record<string, number>;
 }
@@ -43,7 +45,7 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
   try {
     let failed: unknown;
     const running = Promise.all(
-      Array.from({ length: PROCESSES }, () => runWorker<{ counts: number[]; waits: number[]; maxHolders: number }>([contestant, url, key, String(TASKS), String(PERMITS)], 'semaphoreWorker.ts')),
+      Array.from({ length: PROCESSES }, () => runWorker<{ counts: number[]; waits: number[]; maxHolders: number; cpuMs: number }>([contestant, url, key, String(TASKS), String(PERMITS)], 'semaphoreWorker.ts')),
     );
     running.catch((error: unknown) => (failed = error));
     // Every process connected (a loaded machine is slow to start them): all begin at once and run
@@ -74,6 +76,7 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
       commandsPerAcquisition: round((commands - 2 * acquisitions - 2 - PROCESSES) / acquisitions),
       maxHolders: Math.max(...workers.map((w) => w.maxHolders)),
       readyAfterMs,
+      cpuMsPerAcquisition: round(workers.reduce((sum, w) => sum + w.cpuMs, 0) / acquisitions, 3),
       commandsByKind: Object.fromEntries(
         Object.entries(statsAfter)
           .map(([command, calls]): [string, number] => [command, calls - (statsBefore[command] ?? 0) - (command === 'incr' || command === 'decr' ? acquisitions : 0)])
@@ -108,7 +111,7 @@ export async function semaphoreReport(url: string, ms: number, log: (line: strin
     const base = figures['redis-semaphore Semaphore']!;
     for (const name of SEMAPHORE_CONTESTANTS) {
       const f = figures[name]!;
-      rows.push(`| ${r + 1} | ${name} | ${f.acquisitionsPerSec} (${round(f.acquisitionsPerSec / base.acquisitionsPerSec)} ×) | ${f.waitP99} / ${f.waitMax} | ${f.fairness} | ${f.commandsPerAcquisition} | ${f.maxHolders} | ${f.readyAfterMs} |`);
+      rows.push(`| ${r + 1} | ${name} | ${f.acquisitionsPerSec} (${round(f.acquisitionsPerSec / base.acquisitionsPerSec)} ×) | ${f.waitP99} / ${f.waitMax} | ${f.fairness} | ${f.commandsPerAcquisition} | ${f.maxHolders} | ${f.cpuMsPerAcquisition} | ${f.readyAfterMs} |`);
     }
     for (const name of SEMAPHORE_CONTESTANTS.filter((n) => n !== 'redis-semaphore Semaphore')) {
       const f = figures[name]!;
@@ -118,8 +121,8 @@ export async function semaphoreReport(url: string, ms: number, log: (line: strin
   }
   const text = [
     `permits = ${PERMITS}, ${PROCESSES} processes × ${TASKS} tasks, ${ms / 1000} s each, ${repetitions} repetition(s) in rotated order`,
-    '| rep | library | acq/s (× redis-semaphore, same repetition) | wait p99 / max ms | fairness | cmds/acq | max holders | start-up ms |',
-    '|---|---|---|---|---|---|---|---|',
+    '| rep | library | acq/s (× redis-semaphore, same repetition) | wait p99 / max ms | fairness | cmds/acq | max holders | worker CPU ms/acq | start-up ms |',
+    '|---|---|---|---|---|---|---|---|---|',
     ...rows,
     '',
     ...verdicts,

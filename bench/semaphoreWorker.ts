@@ -55,6 +55,7 @@ async function main(): Promise<void> {
   const [, go] = (await data.blpop(`${key}:go`, 0))!;
   const [start, deadline] = go.split(':').map(Number) as [number, number];
   await new Promise((resolve) => setTimeout(resolve, start - Date.now()));
+  const cpuBefore = process.cpuUsage();
   const counts: number[] = [];
   const waits: number[] = [];
   let maxHolders = 0;
@@ -72,7 +73,8 @@ async function main(): Promise<void> {
       }
     }),
   );
-  console.log(JSON.stringify({ counts, waits, maxHolders }));
+  const cpu = process.cpuUsage(cpuBefore);
+  console.log(JSON.stringify({ counts, waits, maxHolders, cpuMs: (cpu.user + cpu.system) / 1000 }));
   await data.quit();
   await close();
 }
