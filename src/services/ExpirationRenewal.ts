@@ -119,6 +119,17 @@ export class ExpirationRenewal {
     this.entries.delete(entryId(key, field));
   }
 
+  /** When the owner of a hold the watchdog keeps stops believing it holds it (performance.now() ms; see `lostAt`); undefined when not kept. */
+  deadlineOf(key: string, field: string): number | undefined {
+    return this.entries.get(entryId(key, field))?.lostAt;
+  }
+
+  /** Reports a hold the watchdog keeps as lost now (a caller learnt Redis no longer has it), as a failed renewal would. */
+  reportLost(key: string, field: string, reason: string): void {
+    const entry = this.entries.get(entryId(key, field));
+    if (entry) this.lose(entry, reason);
+  }
+
   close(): void {
     this.closed = true;
     this.entries.clear();
