@@ -19,7 +19,7 @@ let redis: Redis;
 const clients: LockClient[] = [];
 let seq = 0;
 
-function newClient(options: { watchdogTimeout?: number; keyPrefix?: string } = {}): LockClient {
+function newClient(options: { watchdogTimeout?: number; keyPrefix?: string; queueTimeout?: number } = {}): LockClient {
   const client = new LockClient({ redis: server.url, ...options });
   clients.push(client);
   return client;
