@@ -4,6 +4,15 @@
 import { Redis } from 'ioredis';
 import { byName } from './contestants';
 
+// Requests this process sends (every connection, subscriber included; never a script's inner
+// calls, which Redis's commandstats would count too), less the critical section's GET + SET.
+let requests = 0;
+const send = Redis.prototype.sendCommand;
+Redis.prototype.sendCommand = function (this: Redis, ...args: Parameters<Redis['sendCommand']>) {
+  requests++;
+  return send.apply(this, args);
+};
+
 async function main(): Promise<void> {
   const [name, url, key, deadlineArg, tasksArg, holdArg = '0', startArg = '0'] = process.argv.slice(2);
   const holdMs = Number(holdArg);
@@ -14,6 +23,7 @@ async function main(): Promise<void> {
   const session = await contestant.open(url!);
   const data = new Redis(url!);
   const deadline = Number(deadlineArg);
+  requests = 0; // connecting is not part of the contest
   const counts: number[] = [];
   const waits: number[] = [];
   await Promise.all(
@@ -31,7 +41,8 @@ async function main(): Promise<void> {
       }
     }),
   );
-  console.log(JSON.stringify({ counts, waits }));
+  const acquisitions = counts.reduce((a, b) => a + b, 0);
+  console.log(JSON.stringify({ counts, waits, requests: requests - 2 * acquisitions }));
   await data.quit();
   await session.close();
 }

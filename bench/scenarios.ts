@@ -135,12 +135,14 @@ export async function contended(contestant: Contestant, url: string, ms: number)
   try {
     const requestsPerAcquisition = await requestsPerAcquisitionPass(contestant, url, admin, Math.min(ms, 2000));
     const commandsBefore = await totalCommands(admin);
-    const deadline = Date.now() + 2000 + ms; // 2 s for the processes to start
-    const started = Date.now();
+    // Every worker starts at the same instant, 2 s from now (for the processes to start): a
+    // worker that ran before the others would count acquisitions outside the measured window.
+    const startAt = Date.now() + 2000;
+    const deadline = startAt + ms;
     const workers = await Promise.all(
-      Array.from({ length: 4 }, () => runWorker([contestant.name, url, key, String(deadline), '8'])),
+      Array.from({ length: 4 }, () => runWorker([contestant.name, url, key, String(deadline), '8', '0', String(startAt)])),
     );
-    const elapsed = (Date.now() - Math.max(started, deadline - ms)) / 1000;
+    const elapsed = ms / 1000;
     const commands = (await totalCommands(admin)) - commandsBefore;
     const counts = workers.flatMap((w) => w.counts);
     const waits = workers.flatMap((w) => w.waits);
