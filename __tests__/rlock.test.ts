@@ -315,10 +315,11 @@ describe('failing to acquire', () => {
     const name = uniqueName();
     const holder = client.getLock(name);
     await holder.lock();
-    setTimeout(() => void holder.unlock(), 200);
+    const unlocked = new Promise((resolve) => setTimeout(resolve, 200)).then(() => holder.unlock());
     const started = performance.now();
     expect(await client.getLock(name).tryLock({ waitTime: 5_000 })).toBe(true);
     expect(performance.now() - started).toBeLessThan(2_000);
+    await unlocked; // handed over in the release call: the waiter may hold it before the reply
   });
 
   test('tryLock with waitTime gives up after waitTime', async () => {
