@@ -57,9 +57,9 @@ test('a waiter on a lock whose slot moves still gets the lock after the release'
     });
     await until('the waiter parked again', () => waiting!.stats.waiters === 1);
     await until('the subscription is on the new master', async () => {
-      const [, count] = (await direct[toIndex]!.pubsub('SHARDNUMSUB', `rlock__channel:{${name}}`)) as [string, number];
+      const [, count] = (await direct[toIndex]!.pubsub('SHARDNUMSUB', `rlock__channel:{${name}}:${waiting!.id}`)) as [string, number];
       return Number(count) === 1;
-    }, 10_000);
+    }, 30_000);
     const secondRelease = performance.now();
     await lock.unlock();
     await again;

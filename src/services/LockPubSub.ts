@@ -46,6 +46,10 @@ export class ChannelEntry {
   confirmed = false;
   /** SUBSCRIBE failed; retried on the next reconnect or slot refresh. */
   failed = false;
+  /** When the last SUBSCRIBE was sent (performance.now()). */
+  subscribeSentAt = 0;
+  /** Told when a SUBSCRIBE of this entry is answered (confirmed or failed). */
+  readonly onSubscribeSettled = new Set<() => void>();
   /**
    * Targeted wake-ups (a fair lock's grants): the message names the owner field it is for.
    * Waiters register before they ask to be queued, because a grant can beat the reply to that
@@ -146,8 +150,11 @@ export class ChannelEntry {
   /** Resolves once subscribed or after `ms`, whichever is first; rejects with the reason of the first of `stops` to abort. */
   untilSubscribed(ms: number, stops: AbortSignal[]): Promise<void> {
     return boundedWait(ms, stops, (done) => {
-      void this.subscribed.then(() => done());
-      return undefined;
+      // The latest SUBSCRIBE's outcome: one may be sent again while waiters wait (see followSlots).
+      const settled = (): void => done();
+      this.onSubscribeSettled.add(settled);
+      void this.subscribed.then(settled);
+      return () => this.onSubscribeSettled.delete(settled);
     });
   }
 
@@ -207,6 +214,9 @@ function boundedWait(
     if (finished) cleanup.end?.();
   });
 }
+
+/** How long a sharded SUBSCRIBE may go unanswered before a slot refresh sends it again. */
+const SUBSCRIBE_ANSWER_MS = 1000;
 
 /**
  * One subscriber connection per client, created on first need, shared by every lock's waiters:
@@ -292,12 +302,16 @@ export class LockPubSub {
     entry.subscribed = this.serially(async (subscriber, sharded) => {
       if (this.entries.get(channel) !== entry) return false; // every waiter left meanwhile
       if (subscriber.isCluster) entry.slotOwner = (subscriber as Cluster).slots[calculateSlot(channel)]?.join(',');
+      entry.subscribeSentAt = performance.now();
       await (sharded ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel));
       entry.confirmed = true;
       return true;
     }).catch(() => {
       entry.failed = true; // tried again on the next reconnect or slot refresh
       return false;
+    });
+    void entry.subscribed.then(() => {
+      for (const settled of [...entry.onSubscribeSettled]) settled();
     });
   }
 
@@ -330,8 +344,25 @@ export class LockPubSub {
 
   private followSlots(cluster: Cluster): void {
     for (const [channel, entry] of this.entries) {
+      // A sharded SUBSCRIBE sent while the slot moved can go unanswered for good (routed by a
+      // slot map ioredis had not refreshed yet): one still unanswered a refresh later is sent again.
+      if (!entry.confirmed && !entry.failed && entry.subscribeSentAt > 0 && performance.now() - entry.subscribeSentAt > SUBSCRIBE_ANSWER_MS) {
+        // ioredis keeps the channel as subscribed: an unsubscribe first, or it sends nothing.
+        this.serially(async (subscriber, sharded) => {
+          await (sharded ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel));
+        }).catch(() => undefined);
+        this.subscribe(channel, entry);
+        entry.wakeAll();
+        continue;
+      }
       const owner = cluster.slots[calculateSlot(channel)]?.join(',');
-      if (entry.slotOwner !== undefined && owner !== entry.slotOwner) entry.wakeAll();
+      if (entry.slotOwner !== undefined && owner !== entry.slotOwner) {
+        // ioredis does not always carry a sharded subscription over to the slot's new node (an
+        // entry kept past its waiters, RLock's, was left with none): subscribe it again ourselves.
+        entry.confirmed = false;
+        this.subscribe(channel, entry);
+        entry.wakeAll();
+      }
       entry.slotOwner = owner;
     }
   }
