@@ -11,6 +11,7 @@ import { until } from './helpers/time';
 import { parkedWaiters } from './helpers/privateRedis';
 import { commandCounts, RedisServer } from './helpers/testRedis';
 import type { ScriptedRedis } from '../src/services/scripts';
+import { RELEASE_LATCH_TTL_MS } from '../src/core/LockHandle';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -129,23 +130,54 @@ describe('the Redis protocol', () => {
     await conn.quit();
   });
 
-  test('a resent release answers what the first one did and does not decrement twice', async () => {
+  /** The lock scripts, loaded by a client, called by hand on its connection; one lock per test. */
+  async function byHand(run: (lock: { conn: Redis; scripts: ScriptedRedis; key: string; channel: string; latch: string }) => Promise<void>): Promise<void> {
     const conn = new Redis(server.url);
     const client = new LockClient({ redis: conn });
     clients.push(client);
     const key = uniqueName();
-    const channel = `rlock__channel:{${key}}`;
-    const latch = `rlock__unlock_latch:{${key}}:req1`;
-    await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:a');
-    await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:a');
-    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
-    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
-    expect(await conn.hget(key, 'c:a')).toBe('1');
-    await client.close();
-    await conn.quit();
-  });
+    try {
+      await run({ conn, scripts: conn as unknown as ScriptedRedis, key, channel: `rlock__channel:{${key}}`, latch: `rlock__unlock_latch:{${key}}:req1` });
+    } finally {
+      await client.close();
+      await conn.quit();
+    }
+  }
 
-  test('full release publishes the releasing clientId on rlock__channel:{<key>} and leaves no latch key', async () => {
+  test('a resent release answers what the first one did and does not decrement twice', () =>
+    byHand(async ({ conn, scripts, key, channel, latch }) => {
+      await scripts.rlock_acquire(key, 10_000, 'c:a');
+      await scripts.rlock_acquire(key, 10_000, 'c:a');
+      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
+      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
+      expect(await conn.hget(key, 'c:a')).toBe('1');
+    }));
+
+  test('a resent full release answers "released" from its latch, even after another owner took the lock', () =>
+    byHand(async ({ conn, scripts, key, channel, latch }) => {
+      await scripts.rlock_acquire(key, 10_000, 'c:a');
+      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(1);
+      const ttl = await conn.pttl(latch);
+      expect(ttl).toBeGreaterThan(0); // it expires by itself
+      expect(ttl).toBeLessThanOrEqual(1000);
+      // Another owner takes the free lock; then the first release's resend arrives.
+      expect(await scripts.rlock_acquire(key, 10_000, 'c:b')).toBeNull();
+      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(1);
+      expect(await conn.hgetall(key)).toEqual({ 'c:b': '1' });
+      // A release whose hold was taken away before it ran (no latch of its own): nil, "not held".
+      await scripts.rlock_forceUnlock(key, channel, '0', 'publish');
+      expect(await scripts.rlock_release(key, channel, `${latch}.2`, 'c:b', '0', 1000, 'publish')).toBeNull();
+    }));
+
+  test('a resent handoff release answers "handed over" and hands over once', () =>
+    byHand(async ({ conn, scripts, key, channel, latch }) => {
+      await scripts.rlock_acquire(key, 10_000, 'c:a');
+      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish', 'c:b', 10_000)).toBe(2);
+      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish', 'c:b', 10_000)).toBe(2);
+      expect(await conn.hgetall(key)).toEqual({ 'c:b': '1' });
+    }));
+
+  test('full release publishes the releasing clientId on rlock__channel:{<key>} and leaves only a latch that expires', async () => {
     const client = newClient();
     const name = uniqueName();
     const listener = server.connect();
@@ -158,7 +190,12 @@ describe('the Redis protocol', () => {
     });
     await until('the release message came', () => messages.length > 0);
     expect(messages).toEqual([`rlock__channel:{${name}} ${client.id}`]);
-    expect(await redis.keys(`rlock__unlock_latch:{${name}}*`)).toEqual([]);
+    // The inner release's latch was deleted once its reply came; the outer one's expires.
+    const latches = await redis.keys(`rlock__unlock_latch:{${name}}*`);
+    expect(latches).toHaveLength(1);
+    const ttl = await redis.pttl(latches[0]!);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(RELEASE_LATCH_TTL_MS);
     await listener.quit();
   });
 });

@@ -115,14 +115,3 @@ test('FIFO: a waiter queued first must not be granted after one queued later, un
   // Never queued (granted at the first try): not judged.
   expect(checkFifo([first, hold(2, 10, 12)], [], [])).toEqual([]);
 });
-
-test('a forced owner whose release ran across a reconnect is listed as untold, not excused, and only then', () => {
-  const a = hold(0, 1, 10, { w: 3 }); // "released": its release ran on the new connection and found nothing
-  const b = hold(4, 5, 12);
-  const result = checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 3, down: 8, up: 10.5 }]);
-  expect(result).toMatchObject({ violations: [], excused: { force: 0 } });
-  expect(result.untold).toHaveLength(1);
-  // A reconnect of another worker, or of this one outside its release: a plain violation.
-  expect(checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 2, down: 8, up: 10.5 }]).violations).toHaveLength(1);
-  expect(checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 3, down: 8, up: 9 }]).violations).toHaveLength(1);
-});

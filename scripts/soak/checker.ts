@@ -31,13 +31,6 @@ export interface Overlap {
 export interface ExclusionResult {
   overlaps: Overlap[];
   excused: Record<Cause, number>;
-  /**
-   * Overlaps a force explains but whose removed owner was never told, because its release ran
-   * across a reconnect of its connection and the library reads "not held" after a reconnect as
-   * "released" (see docs/reliability.md).
-   * Not excused, not unexplained: a known defect in telling the owner, listed apart.
-   */
-  untold: string[];
   /** Unexcused overlaps, described. */
   violations: string[];
 }
@@ -79,26 +72,8 @@ export function excuse(
   return undefined;
 }
 
-/** A reconnect of one worker's command connection. */
-export interface Reconnect {
-  w: number;
-  down: number;
-  up: number;
-}
-
-/**
- * `removed` was named by a force sent before `other`'s grant, yet its release "succeeded": only
- * possible when its worker's command connection came back while the release was under way, so
- * that the library, seeing its connection epoch moved, read the reply "not held" as "released".
- */
-function releaseAcrossReconnect(removed: Hold, other: Hold, forcesByField: Map<string, Force[]>, reconnects: Reconnect[]): boolean {
-  if (removed.outcome !== 'released') return false;
-  const forced = forcesByField.get(removed.field)?.some((f) => f.lock === removed.lock && f.done >= removed.sent && f.sent < other.granted);
-  return forced === true && reconnects.some((r) => r.w === removed.w && r.up >= removed.end && r.up <= removed.released);
-}
-
 /** Every pair of conflicting holds of a lock whose held intervals overlap, judged. */
-export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], invariant: Invariant, reconnects: Reconnect[] = []): ExclusionResult {
+export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], invariant: Invariant): ExclusionResult {
   const forcesByField = new Map<string, Force[]>();
   for (const force of forces) {
     for (const field of force.holders) {
@@ -110,7 +85,6 @@ export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], 
   const overlaps: Overlap[] = [];
   const excused: Record<Cause, number> = { force: 0, restart: 0, pause: 0 };
   const violations: string[] = [];
-  const untold: string[] = [];
   const byLock = new Map<string, Hold[]>();
   for (const hold of holds) {
     const list = byLock.get(hold.lock);
@@ -131,8 +105,6 @@ export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], 
         if (first || second) {
           Object.assign(overlap, first ?? second, { removed: first ? a : b });
           excused[overlap.cause!]++;
-        } else if (releaseAcrossReconnect(a, b, forcesByField, reconnects) || releaseAcrossReconnect(b, a, forcesByField, reconnects)) {
-          untold.push(describe(overlap, forces, faults));
         } else {
           violations.push(describe(overlap, forces, faults));
         }
@@ -141,7 +113,7 @@ export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], 
       if (heldUntil(b) > b.granted) active.push(b);
     }
   }
-  return { overlaps, excused, untold, violations };
+  return { overlaps, excused, violations };
 }
 
 const t = (ms: number | null): string => (ms === null ? '-' : ms.toFixed(3));

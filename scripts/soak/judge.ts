@@ -5,7 +5,7 @@ import { checkExclusion, checkFifo, type Cause, type ExclusionResult, type Invar
 import type { FaultRecords } from './faults';
 import { duringFault, toldAfterFault, waitsAfterFaults, waitsOf, type Spread } from './figures';
 import type { SoakOptions } from './harness';
-import type { DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, ReconnectLine, WorkerLine } from './records';
+import type { DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, WorkerLine } from './records';
 
 export interface SoakReport {
   options: SoakOptions;
@@ -15,9 +15,7 @@ export interface SoakReport {
   /** Force-unlocks sent, and those that removed a holder. */
   forces: { sent: number; removed: number };
   faults: Record<string, number>;
-  overlaps: { total: number; excused: Record<Cause, number>; untold: number; unexplained: number };
-  /** Overlaps explained by a force whose owner the library never told (checker.ts, `untold`). */
-  untold: string[];
+  overlaps: { total: number; excused: Record<Cause, number>; unexplained: number };
   /** ms from a fault to the owner of a hold it removed being told, per fault kind. */
   toldAfter: Record<string, Spread>;
   /** Holds whose owner was told of a loss that no fault explains (a starved process: lease ran out). */
@@ -60,13 +58,11 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   const misses: MissLine[] = [];
   const errors: ErrorLine[] = [];
   const done: DoneLine[] = [];
-  const reconnects: ReconnectLine[] = [];
   for (const line of lines) {
     if (line.k === 'g') grants.set(`${line.w}.${line.id}`, line);
     else if (line.k === 'e') ends.set(`${line.w}.${line.id}`, line);
     else if (line.k === 'x') misses.push(line);
     else if (line.k === 'err') errors.push(line);
-    else if (line.k === 'reconnect') reconnects.push(line);
     else done.push(line);
   }
   const holds: Hold[] = [];
@@ -88,7 +84,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   // A killed worker's hold in flight is left out: whether its release was sent before the kill
   // is unknown (it died before printing), and after the kill nobody alive believes it.
   const alive = holds.filter((h) => h.outcome !== 'killed');
-  const exclusion = checkExclusion(alive, forces, faults, input.invariant, reconnects);
+  const exclusion = checkExclusion(alive, forces, faults, input.invariant);
   violations.push(...exclusion.violations);
   if (input.invariant.fifo) violations.push(...checkFifo(alive, forces, faults));
 
@@ -138,8 +134,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
     misses: missCounts,
     forces: { sent: forces.length, removed: forces.filter((f) => f.holders.length > 0).length },
     faults: faultCounts,
-    overlaps: { total: exclusion.overlaps.length, excused: exclusion.excused, untold: exclusion.untold.length, unexplained: exclusion.violations.length },
-    untold: exclusion.untold.slice(0, 20),
+    overlaps: { total: exclusion.overlaps.length, excused: exclusion.excused, unexplained: exclusion.violations.length },
     toldAfter: told.byKind,
     toldWithoutFault: {
       count: told.none.length,

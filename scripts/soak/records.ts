@@ -85,17 +85,6 @@ export interface ErrorLine {
   message: string;
 }
 
-/**
- * A worker line: its command connection came back after a drop (the library's connection epoch
- * moved): `down` when it closed, `up` when it was ready again.
- */
-export interface ReconnectLine {
-  k: 'reconnect';
-  w: number;
-  down: number;
-  up: number;
-}
-
 /** A worker line: the worker finished; its client's internal state must be empty. */
 export interface DoneLine {
   k: 'done';
@@ -103,7 +92,7 @@ export interface DoneLine {
   stats: Record<string, number>;
 }
 
-export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | ReconnectLine | DoneLine;
+export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | DoneLine;
 
 /** A hold as the checker sees it: the grant and end lines merged. */
 export interface Hold extends Omit<GrantLine, 'k'>, Omit<EndLine, 'k' | 'w' | 'id'> {}

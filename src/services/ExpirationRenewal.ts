@@ -115,6 +115,15 @@ export class ExpirationRenewal {
     return entry.lost.signal;
   }
 
+  /**
+   * Reports the hold of `target` lost although no renewal found it so: its owner's release found
+   * it taken away (force-unlock, expiry, lost data). A hold still registered (the owner believed
+   * it kept more holds) aborts its signal too; either way `lockLost` is emitted.
+   */
+  declareLost(target: RenewalTarget, reason: string): void {
+    this.lose(this.entries.get(entryId(target.key, target.field)) ?? target, reason);
+  }
+
   remove(key: string, field: string): void {
     this.entries.delete(entryId(key, field));
   }
@@ -161,7 +170,7 @@ export class ExpirationRenewal {
     if (next < Infinity) this.armDeadline(next);
   }
 
-  private lose(entry: RenewalEntry, reason: string): void {
+  private lose(entry: RenewalTarget & Pick<RenewalEntry, 'lost'>, reason: string): void {
     this.remove(entry.key, entry.field);
     entry.owner.holds = 0;
     const error = new LockLostError(entry.name, reason);
