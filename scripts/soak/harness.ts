@@ -50,6 +50,8 @@ interface WorkerProcess {
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const primitive = PRIMITIVES[options.primitive];
   if (!primitive) throw new Error(`unknown primitive "${options.primitive}"; known: ${Object.keys(PRIMITIVES).join(', ')}`);
+  const foreign = options.faults.filter((kind) => !primitive.faults.includes(kind));
+  if (foreign.length) throw new Error(`${options.primitive} does not take the faults ${foreign.join(', ')} (it takes ${primitive.faults.join(', ')})`);
   const server = await RedisServer.start();
   const dataServer = await RedisServer.start();
   const admin = server.connect();
@@ -67,7 +69,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const worker = workers.length;
     const config: WorkerConfig = {
       url: server.url, dataUrl: `redis://127.0.0.1:${dataServer.port}`, keyPrefix, worker, tasks: options.tasksPerProcess, locks,
-      primitive: options.primitive, watchdogTimeout: options.watchdogTimeout, leaseTime: options.leaseTime, deadline,
+      primitive: options.primitive, watchdogTimeout: options.watchdogTimeout, leaseTime: options.leaseTime, deadline, start,
       giveUpAt: deadline + options.leaseTime + 1000,
     };
     const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -131,6 +133,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const judged = judgeRecords({ options, lines, records, killedAt, locks, start, deadline, invariant: primitive.invariant, workerCount: workers.length });
     judged.report.violations.unshift(...violations);
     await checkRedis(options, judged, { locks, keyPrefix, admin, data });
+    if (primitive.checkRedis) judged.report.violations.push(...(await primitive.checkRedis(admin, keyPrefix, locks, options)));
     return judged.report;
   } finally {
     for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
@@ -151,8 +154,9 @@ interface RedisChecks {
 async function checkRedis(options: SoakOptions, judged: ReturnType<typeof judgeRecords>, { locks, keyPrefix, admin, data }: RedisChecks): Promise<void> {
   const { report, holds, exclusion } = judged;
   const violations = report.violations;
+  const primitive = PRIMITIVES[options.primitive]!;
   // No lost update beyond the excused overlaps: each counter counts the holds that wrote it.
-  for (const lock of locks) {
+  for (const lock of primitive.invariant.counters ? locks : []) {
     const mine = holds.filter((h) => h.lock === lock);
     const counted = mine.filter((h) => h.counted).length;
     const deadInFlight = mine.filter((h) => h.outcome === 'killed').length;
@@ -164,12 +168,13 @@ async function checkRedis(options: SoakOptions, judged: ReturnType<typeof judgeR
   }
 
   // Nothing left in Redis once the leases of killed workers' holds ran out.
-  const lockKeys = locks.map((lock) => keyPrefix + lock);
+  const lockKeys = primitive.keysGone === false ? [] : locks.map((lock) => keyPrefix + lock);
   const until = now() + options.leaseTime + options.watchdogTimeout + 2000;
-  let left = await admin.exists(...lockKeys);
+  const exists = async (): Promise<number> => (lockKeys.length ? admin.exists(...lockKeys) : 0);
+  let left = await exists();
   while (left && now() < until) {
     await new Promise((resolve) => setTimeout(resolve, 100));
-    left = await admin.exists(...lockKeys);
+    left = await exists();
   }
   if (left) violations.push(`${left} lock hashes left in Redis`);
   // Full releases leave their latches to expire; a partial one's is deleted once its reply is in
@@ -178,7 +183,8 @@ async function checkRedis(options: SoakOptions, judged: ReturnType<typeof judgeR
   const ttls = await Promise.all(latches.map((latch) => admin.pttl(latch)));
   const lasting = ttls.filter((ttl) => ttl === -1 || ttl > RELEASE_LATCH_TTL_MS).length; // -2: expired meanwhile
   if (lasting) violations.push(`${lasting} release latches left in Redis without a TTL of at most ${RELEASE_LATCH_TTL_MS} ms`);
-  const numsub = (await admin.pubsub('NUMSUB', ...lockKeys.map((key) => channelOf(keyPrefix, key)))) as (string | number)[];
+  const channels = locks.map((lock) => (primitive.channelOf ?? channelOf)(keyPrefix, keyPrefix + lock));
+  const numsub = (await admin.pubsub('NUMSUB', ...channels)) as (string | number)[];
   const subscribed = numsub.filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
   if (subscribed) violations.push(`${subscribed} subscriptions left on lock channels`);
 }

@@ -43,6 +43,7 @@ async function task(): Promise<void> {
 const stopProbe = process.env.SOAK_DEBUG ? startPubSubProbe(client, config) : () => undefined;
 
 async function main(): Promise<void> {
+  await primitive!.adapter.prepare?.(client, config);
   await Promise.all(Array.from({ length: config.tasks }, () => task()));
   recorder.emit({ k: 'done', w: config.worker, stats: client.stats });
   clearTimeout(overTimer);
