@@ -1,7 +1,8 @@
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError } from '../errors';
 import { subscriberCount, type SemaphoreInfo } from '../introspection';
-import { reservationKeyOf, semaphoreChannelOf } from '../names';
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { latchPrefixOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -11,8 +12,9 @@ import { type Attempt, Primitive } from './Primitive';
 
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
-  rlock_semaphore_acquire(key: string, reservationKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number): Promise<[0 | 1 | 2, number]>;
+  rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number]>;
   rlock_semaphore_add(key: string, reservationKey: string, channel: string, delta: number, publish: PublishCommand, releaser: string): Promise<[number, number]>;
+  rlock_semaphore_release(key: string, reservationKey: string, channel: string, latch: string, permits: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
   rlock_semaphore_drain(key: string): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
@@ -85,7 +87,7 @@ export class Semaphore extends Primitive {
   private async giveBack(permits: number): Promise<void> {
     const { left, yielded } = this.handOver(permits);
     if (left === 0) return;
-    const [free, reached] = await this.add('release', left);
+    const [free, reached] = await this.giveBackToRedis(left);
     if (!yielded || reached > 1) return;
     // No other client waits (the message reached ours alone, or no one): no turn to give; our
     // waiters, which the message may have found still standing back, try again now.
@@ -168,6 +170,19 @@ export class Semaphore extends Primitive {
     }
   }
 
+  /**
+   * Gives back `permits` a holder took, once: the release's latch (expiring by itself) makes a
+   * release that ioredis resends after a reconnect answer what the first run did instead of
+   * adding the permits twice. Resolves as `add`.
+   */
+  private async giveBackToRedis(permits: number): Promise<[number, number]> {
+    const publish = await this.publishCommand();
+    const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
+    return this.context.command('release', (redis) =>
+      scripts(redis).rlock_semaphore_release(this.key, this.reservationKey, this.channel, latch, permits, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
+    );
+  }
+
   /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
   private async add(call: string, delta: number): Promise<[number, number]> {
     const publish = await this.publishCommand();
@@ -185,6 +200,7 @@ export class Semaphore extends Primitive {
     let entry: ChannelEntry | undefined;
     let reserving = false;
     let reserved = false;
+    let attempts = 0;
     const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
       // A client that just passed permits on lets the other clients' waiters have them: a new
       // caller that may wait joins its own client's parked waiters instead of barging in.
@@ -195,8 +211,10 @@ export class Semaphore extends Primitive {
         entry.expectGrant(field);
       }
       const sentAt = performance.now();
+      // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
+      const latch = `${latchPrefixOf(context.keyPrefix, this.key)}${field}.${++attempts}`;
       const [status, ttl] = await context.command('acquire', (redis) =>
-        scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout),
+        scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
       );
       reserving = status === 2;
       reserved ||= reserving;
@@ -226,7 +244,7 @@ export class Semaphore extends Primitive {
     // Taken while the caller aborted or the client closed: give the permits back, leave nothing.
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {
-      await this.add('release', permits).catch(() => undefined);
+      await this.giveBackToRedis(permits).catch(() => undefined);
       throw stopped;
     }
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(callId), permits });

@@ -2,12 +2,11 @@
 // name per hot name and generation (`<name>.<g>`): in its first SET_MS every task sets the
 // count (trySetCount: one wins), then tasks count down or await it with a random waitTime. The
 // invariant: an await opens only once COUNT countDowns may have run (invariants.ts, checkLatch).
-import { LockTimeoutError } from '../../../src';
 import { latchChannelOf } from '../../../src/names';
 import type { Invariant } from '../checker';
 import { now } from '../clock';
 import type { ErrorReading } from '../recorder';
-import { pick, randomInt, type PrimitiveAdapter } from './rlock';
+import { lockErrors, pick, randomInt, type PrimitiveAdapter } from './rlock';
 
 export const COUNT = 4;
 const GENERATION_MS = 800;
@@ -15,10 +14,7 @@ const SET_MS = 150;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-const errors: ErrorReading = {
-  holdGone: () => undefined,
-  miss: (error) => (error instanceof LockTimeoutError ? 'timeout' : (error as Error | undefined)?.name === 'TimeoutError' ? 'abort' : undefined),
-};
+const errors: ErrorReading = { holdGone: () => undefined, miss: lockErrors.miss };
 
 const adapter: PrimitiveAdapter = {
   errors,

@@ -7,6 +7,7 @@ import type { SoakOptions } from '../harness';
 import type { FaultKind } from '../records';
 import { countDownLatch } from './countDownLatch';
 import { fencedLock } from './fencedLock';
+import { permitSemaphore } from './permitSemaphore';
 import { readWriteLock } from './readWriteLock';
 import { semaphore } from './semaphore';
 import { fairLock } from './fairLock';
@@ -27,4 +28,4 @@ export interface Primitive {
   checkRedis?(admin: Redis, keyPrefix: string, locks: string[], options: SoakOptions): Promise<string[]>;
 }
 
-export const PRIMITIVES: Record<string, Primitive> = { rlock, fairLock, readWriteLock, fencedLock, semaphore, countDownLatch };
+export const PRIMITIVES: Record<string, Primitive> = { rlock, fairLock, readWriteLock, fencedLock, semaphore, permitSemaphore, countDownLatch };
