@@ -3,7 +3,7 @@
 // the released permits can serve), and nothing left behind by an abort.
 import { runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
-import { TcpProxy } from './helpers/tcpProxy';
+import { useReplyCuts } from './helpers/tcpProxy';
 import { commandCounts } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
 import { ClientClosedError, LockTimeoutError } from '../src';
@@ -19,22 +19,8 @@ async function scriptCalls(): Promise<number> {
 }
 
 describe('resent after a reconnect (the soak found both: more holders than permits, permits lost)', () => {
-  let proxy: TcpProxy;
-  beforeAll(async () => {
-    proxy = await TcpProxy.start(redis.server.port);
-  });
-  afterAll(async () => {
-    await proxy.close();
-  });
-
-  /** Runs `call` with the reply of its next command cut: ioredis resends it on the new connection. */
-  async function resent(call: () => Promise<unknown>): Promise<void> {
-    const [calls, cuts] = [await scriptCalls(), proxy.cuts];
-    proxy.cutOnNextReply();
-    await call();
-    expect(proxy.cuts - cuts).toBe(1);
-    expect((await scriptCalls()) - calls).toBe(2); // the first run and the resend
-  }
+  const proxy = useReplyCuts(redis);
+  const { resent } = proxy;
 
   test('a resent release gives its permits back once, a resent acquire takes them once', async () => {
     const sem = redis.client({ redis: proxy.url }).getSemaphore(uniqueName());

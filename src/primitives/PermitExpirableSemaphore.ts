@@ -2,7 +2,8 @@ import { watchHold } from '../core/holdScope';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
-import { permitChannelOf, permitsKeyOf } from '../names';
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { latchPrefixOf, permitChannelOf, permitsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -15,8 +16,8 @@ import { type Attempt, Primitive } from './Primitive';
 /** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
 interface PermitScripts {
   rlock_permitSemaphore_acquire(key: string, permitsKey: string, channel: string, id: string, leaseMs: number, publish: PublishCommand): Promise<number | null>;
-  rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, id: string, publish: PublishCommand, releaser: string): Promise<[0 | 1, number]>;
-  rlock_permitSemaphore_handoff(permitsKey: string, id: string, newId: string, leaseMs: number): Promise<0 | 1>;
+  rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, latch: string, id: string, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[0 | 1, number]>;
+  rlock_permitSemaphore_handoff(permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
@@ -89,14 +90,15 @@ export class PermitExpirableSemaphore extends Primitive {
     checkPermitId(id);
     this.context.assertOpen();
     // Stop renewing first, or a renewal racing the release would report the permit lost.
-    this.context.renewal.remove(this.permitsKey, id);
-    const epoch = this.context.connectionEpoch();
-    const handed = await this.handOver(id);
+    const kept = this.context.renewal.remove(this.permitsKey, id);
+    // One latch per release request (see release-4.lua): a resend answers what the first run did.
+    const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
+    const handed = await this.handOver(id, latch);
     let result = handed?.result;
     if (result === undefined) {
       const publish = await this.publishCommand();
       const [released, reached] = await this.context.command('release', (redis) =>
-        scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, id, publish, this.context.clientId),
+        scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, latch, id, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
       );
       result = released;
       if (handed?.yielded && reached <= 1) {
@@ -107,8 +109,10 @@ export class PermitExpirableSemaphore extends Primitive {
         entry?.wakeOne();
       }
     }
-    // 0 after a reconnect may be the answer to ioredis resending a release that had run.
-    const released = result === 1 || this.context.connectionEpoch() !== epoch;
+    // The latch answers a resend, so 0 means taken away before the release ran: a permit the
+    // watchdog kept is reported lost, as a renewal would have.
+    const released = result === 1;
+    if (!released && kept) this.context.renewal.declareLost(kept, 'its release found it no longer held');
     if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
     return released;
   }
@@ -119,7 +123,7 @@ export class PermitExpirableSemaphore extends Primitive {
    * back to Redis and this client yields its turn (see Semaphore.release). Undefined result: no
    * handoff, release as usual.
    */
-  private async handOver(id: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
+  private async handOver(id: string, latch: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
     const local = this.context.pubsub.peek(this.channel)?.local;
     if (!local?.hasCandidates) {
       if (local) local.streak = 0;
@@ -134,7 +138,7 @@ export class PermitExpirableSemaphore extends Primitive {
     const sentAt = performance.now();
     let result: 0 | 1 | undefined;
     try {
-      result = await this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, id, next.candidate.field, next.candidate.lease));
+      result = await this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, latch, id, next.candidate.field, next.candidate.lease, RELEASE_LATCH_TTL_MS));
     } finally {
       // The waiter holds the permit from the send of this call on; otherwise it tries again.
       next.deliver(result === 1 ? { sentAt } : undefined);
@@ -212,8 +216,10 @@ export class PermitExpirableSemaphore extends Primitive {
       await released.catch(() => undefined);
       throw outcome.error;
     }
-    await released;
+    const gaveBack = await released;
     if (lost) throw lost;
+    // Taken away without a renewal noticing (Redis lost it, its lease ran out): a loss all the same.
+    if (!gaveBack) throw new LockLostError(this.name, 'its release found the permit no longer held');
     return outcome.value;
   }
 

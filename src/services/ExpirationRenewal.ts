@@ -124,8 +124,12 @@ export class ExpirationRenewal {
     this.lose(this.entries.get(entryId(target.key, target.field)) ?? target, reason);
   }
 
-  remove(key: string, field: string): void {
-    this.entries.delete(entryId(key, field));
+  /** Stops renewing; returns what was renewed, if anything (for `declareLost`). */
+  remove(key: string, field: string): RenewalTarget | undefined {
+    const id = entryId(key, field);
+    const entry = this.entries.get(id);
+    this.entries.delete(id);
+    return entry;
   }
 
   close(): void {
