@@ -2,7 +2,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { channelOf } from '../src/names';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { until } from './helpers/time';
 
@@ -165,26 +164,24 @@ describe('force-unlock --if-holder', () => {
     expect(await run([...args, '--if-holder', 'not an id'])).toMatchObject({ code: 2, stdout: '' });
   });
 
-  test('the check is in the script: a lock that changed hands is left alone, the holder it names is removed and waiters hear it', async () => {
-    const script = readFileSync(join(root, 'src', 'lua', 'lock', 'forceUnlockIfHolder-2.lua'), 'utf8');
-    const channel = channelOf('', 'handover');
-    const listener = redis.admin.duplicate();
-    const messages: string[] = [];
-    listener.on('message', (_, message: string) => messages.push(message));
-    await listener.subscribe(channel);
-    try {
+  test('the check is in the script: a lock that changed hands is left alone, the holder it names is removed and the next waiting client is woken', async () => {
+    const client = redis.client();
+    const waiter = redis.client();
+    {
       const stale = 'AAAAAAAAAAAAAAAAAAAAA';
-      const fresh = 'BBBBBBBBBBBBBBBBBBBBB:CCCCCCCCCCCCCCCCCCCCC';
-      await redis.admin.hset('handover', fresh, 1);
-      expect(await redis.admin.eval(script, 2, 'handover', channel, stale, '0', 'publish')).toEqual([0, fresh]);
-      expect(await redis.admin.hgetall('handover')).toEqual({ [fresh]: '1' });
-      expect(await redis.admin.eval(script, 2, 'handover', channel, 'BBBBBBBBBBBBBBBBBBBBB', '0', 'publish')).toEqual([1, fresh]);
-      expect(await redis.admin.exists('handover')).toBe(0);
-      expect(await redis.admin.eval(script, 2, 'handover', channel, stale, '0', 'publish')).toEqual([0]);
-      await until('the release message arrived', () => messages.length === 1);
-      expect(messages).toEqual(['0']);
-    } finally {
-      listener.disconnect();
+      const holder = client.getLock('handover');
+      await holder.lock();
+      const [field] = Object.keys(await redis.admin.hgetall('handover'));
+      const waiting = waiter.getLock('handover').tryLock({ waitTime: 30_000 });
+      await until('the waiter is in line', async () => (await redis.admin.zcard('rlock__clients:{handover}')) === 1);
+      expect(await client.getLock('handover').forceUnlockIfHolder(stale)).toEqual({ removed: false, holders: [field] });
+      expect(await redis.admin.hgetall('handover')).toEqual({ [field!]: '1' });
+      expect(await client.getLock('handover').forceUnlockIfHolder(client.id)).toEqual({ removed: true, holders: [field] });
+      // Woken by the force's message (its pttl is the 30 s watchdog lease).
+      await expect(waiting).resolves.toBe(true);
+      expect(await client.getLock('handover').forceUnlockIfHolder(stale)).toEqual({ removed: false, holders: [expect.stringMatching(new RegExp(`^${waiter.id}:`))] });
+      await waiter.getLock('handover').forceUnlock();
+      expect(await client.getLock('handover').forceUnlockIfHolder(stale)).toEqual({ removed: false, holders: [] });
     }
   });
 });

@@ -8,9 +8,9 @@ import {
 } from '../src';
 import { runFixture } from './helpers/child';
 import { until } from './helpers/time';
-import { parkedWaiters } from './helpers/privateRedis';
+import { parkedWaiters, subscribers } from './helpers/privateRedis';
 import { commandCounts, RedisServer } from './helpers/testRedis';
-import type { ScriptedRedis } from '../src/services/scripts';
+import { defineScripts, type ScriptedRedis } from '../src/services/scripts';
 import { RELEASE_LATCH_TTL_MS } from '../src/core/LockHandle';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -116,28 +116,53 @@ describe('the Redis protocol', () => {
     const client = new LockClient({ redis: conn });
     clients.push(client);
     const key = uniqueName();
-    const channel = `rlock__channel:{${key}}`;
-    expect(await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:a')).toBeNull();
-    expect(await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:a')).toBeNull();
-    const pttl = await (conn as unknown as ScriptedRedis).rlock_acquire(key, 10_000, 'c:b');
+    const scripted = conn as unknown as ScriptedRedis;
+    const queue = [key, `rlock__clients:{${key}}`, `rlock__clients_timeout:{${key}}`] as const;
+    const release = (latch: string, field: string) => scripted.rlock_release(...queue, `${key}:${latch}`, field, 1000, 'publish', `rlock__channel:{${key}}:`, 1, 5000, 0, 0);
+    expect(await scripted.rlock_acquire(...queue, 10_000, 'c:a', 0, 5000)).toBeNull();
+    expect(await scripted.rlock_acquire(...queue, 10_000, 'c:a', 0, 5000)).toBeNull();
+    const pttl = await scripted.rlock_acquire(...queue, 10_000, 'c:b', 0, 5000);
     expect(pttl).toBeGreaterThan(9_000);
     expect(pttl).toBeLessThanOrEqual(10_000);
-    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, `${key}:latch1`, 'c:b', '0', 1000, 'publish')).toBeNull();
-    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, `${key}:latch2`, 'c:a', '0', 1000, 'publish')).toBe(0);
-    expect(await (conn as unknown as ScriptedRedis).rlock_release(key, channel, `${key}:latch3`, 'c:a', '0', 1000, 'publish')).toBe(1);
+    expect(await conn.exists(queue[1], queue[2])).toBe(0); // not waiting (join = 0): not in line
+    expect(await release('latch1', 'c:b')).toBeNull();
+    expect(await release('latch2', 'c:a')).toBe(0);
+    expect(await release('latch3', 'c:a')).toBe(1);
     await client.close();
     expect(conn.status).toBe('ready'); // a connection passed in stays open
     await conn.quit();
   });
 
   /** The lock scripts, loaded by a client, called by hand on its connection; one lock per test. */
-  async function byHand(run: (lock: { conn: Redis; scripts: ScriptedRedis; key: string; channel: string; latch: string }) => Promise<void>): Promise<void> {
+  async function byHand(
+    run: (lock: {
+      conn: Redis;
+      key: string;
+      latch: string;
+      acquire(field: string): Promise<number | null>;
+      release(field: string, latch: string, handTo?: string): Promise<number | null>;
+      forceUnlock(): Promise<unknown>;
+    }) => Promise<void>,
+  ): Promise<void> {
     const conn = new Redis(server.url);
     const client = new LockClient({ redis: conn });
     clients.push(client);
     const key = uniqueName();
+    const queue = [key, `rlock__clients:{${key}}`, `rlock__clients_timeout:{${key}}`] as const;
+    const scripts = conn as unknown as ScriptedRedis;
+    const latch = `rlock__unlock_latch:{${key}}:req1`;
     try {
-      await run({ conn, scripts: conn as unknown as ScriptedRedis, key, channel: `rlock__channel:{${key}}`, latch: `rlock__unlock_latch:{${key}}:req1` });
+      await run({
+        conn,
+        key,
+        latch,
+        acquire: (field) => scripts.rlock_acquire(...queue, 10_000, field, 0, 5000),
+        release: (field, latchKey, handTo) =>
+          handTo
+            ? scripts.rlock_release(...queue, latchKey, field, 1000, 'publish', `rlock__channel:{${key}}:`, 1, 5000, 0, 0, handTo, 10_000)
+            : scripts.rlock_release(...queue, latchKey, field, 1000, 'publish', `rlock__channel:{${key}}:`, 1, 5000, 0, 0),
+        forceUnlock: () => scripts.rlock_forceUnlock(...queue, 'publish', `rlock__channel:{${key}}:`, 1, ''),
+      });
     } finally {
       await client.close();
       await conn.quit();
@@ -145,51 +170,105 @@ describe('the Redis protocol', () => {
   }
 
   test('a resent release answers what the first one did and does not decrement twice', () =>
-    byHand(async ({ conn, scripts, key, channel, latch }) => {
-      await scripts.rlock_acquire(key, 10_000, 'c:a');
-      await scripts.rlock_acquire(key, 10_000, 'c:a');
-      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
-      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(0);
+    byHand(async ({ conn, key, latch, acquire, release }) => {
+      await acquire('c:a');
+      await acquire('c:a');
+      expect(await release('c:a', latch)).toBe(0);
+      expect(await release('c:a', latch)).toBe(0);
       expect(await conn.hget(key, 'c:a')).toBe('1');
     }));
 
   test('a resent full release answers "released" from its latch, even after another owner took the lock', () =>
-    byHand(async ({ conn, scripts, key, channel, latch }) => {
-      await scripts.rlock_acquire(key, 10_000, 'c:a');
-      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(1);
+    byHand(async ({ conn, key, latch, acquire, release, forceUnlock }) => {
+      await acquire('c:a');
+      expect(await release('c:a', latch)).toBe(1);
       const ttl = await conn.pttl(latch);
       expect(ttl).toBeGreaterThan(0); // it expires by itself
       expect(ttl).toBeLessThanOrEqual(1000);
       // Another owner takes the free lock; then the first release's resend arrives.
-      expect(await scripts.rlock_acquire(key, 10_000, 'c:b')).toBeNull();
-      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish')).toBe(1);
+      expect(await acquire('c:b')).toBeNull();
+      expect(await release('c:a', latch)).toBe(1);
       expect(await conn.hgetall(key)).toEqual({ 'c:b': '1' });
       // A release whose hold was taken away before it ran (no latch of its own): nil, "not held".
-      await scripts.rlock_forceUnlock(key, channel, '0', 'publish');
-      expect(await scripts.rlock_release(key, channel, `${latch}.2`, 'c:b', '0', 1000, 'publish')).toBeNull();
+      await forceUnlock();
+      expect(await release('c:b', `${latch}.2`)).toBeNull();
     }));
 
   test('a resent handoff release answers "handed over" and hands over once', () =>
-    byHand(async ({ conn, scripts, key, channel, latch }) => {
-      await scripts.rlock_acquire(key, 10_000, 'c:a');
-      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish', 'c:b', 10_000)).toBe(2);
-      expect(await scripts.rlock_release(key, channel, latch, 'c:a', '0', 1000, 'publish', 'c:b', 10_000)).toBe(2);
+    byHand(async ({ conn, key, latch, acquire, release }) => {
+      await acquire('c:a');
+      expect(await release('c:a', latch, 'c:b')).toBe(2);
+      expect(await release('c:a', latch, 'c:b')).toBe(2);
       expect(await conn.hgetall(key)).toEqual({ 'c:b': '1' });
     }));
 
-  test('full release publishes the releasing clientId on rlock__channel:{<key>} and leaves only a latch that expires', async () => {
+  test('the queue of waiting clients: a refused waiter puts its client in line once; a release wakes the first live client only, on its own channel', async () => {
+    const key = uniqueName();
+    const scripted = defineScripts(server.connect());
+    const queue = [key, `rlock__clients:{${key}}`, `rlock__clients_timeout:{${key}}`] as const;
+    const prefix = `rlock__channel:{${key}}:`;
+    // "gone" has no subscriber (its process died); "b" and "c" listen on their own channels.
+    const heard: string[] = [];
+    const listeners = ['b', 'c'].map((clientId) => {
+      const listener = server.connect();
+      listener.on('message', (channel: string, message: string) => heard.push(`${channel.slice(prefix.length)} from ${message}`));
+      return { listener, subscribed: listener.subscribe(prefix + clientId) };
+    });
+    const quiet = async () => {
+      for (const { listener } of listeners) await listener.ping(); // a message sent before would arrive first
+    };
+    try {
+      await Promise.all(listeners.map(({ subscribed }) => subscribed));
+      expect(await scripted.rlock_acquire(...queue, 10_000, 'a:1', 1, 5000)).toBeNull();
+      for (const field of ['gone:1', 'b:1', 'b:2', 'c:1']) expect(await scripted.rlock_acquire(...queue, 10_000, field, 1, 5000)).toBeGreaterThan(0);
+      expect(await redis.zrange(queue[1], 0, -1)).toEqual(['gone', 'b', 'c']); // one entry per client, in arrival order
+
+      // The release skips the dead client in the same call and wakes b alone.
+      expect(await scripted.rlock_release(...queue, `${key}:l1`, 'a:1', 1000, 'publish', prefix, 1, 5000, 0, 0)).toBe(1);
+      await until('b was woken', () => heard.length === 1);
+      await quiet();
+      expect(heard).toEqual(['b from a']);
+      expect(await redis.zrange(queue[1], 0, -1)).toEqual(['c']);
+
+      // b's woken waiter takes the lock; b keeps another waiter, so its release wakes c and puts b back in line.
+      expect(await scripted.rlock_acquire(...queue, 10_000, 'b:1', 1, 5000)).toBeNull();
+      expect(await scripted.rlock_release(...queue, `${key}:l2`, 'b:1', 1000, 'publish', prefix, 1, 5000, 1, 0)).toBe(1);
+      await until('c was woken', () => heard.length === 2);
+      await quiet();
+      expect(heard).toEqual(['b from a', 'c from b']);
+      expect(await redis.zrange(queue[1], 0, -1)).toEqual(['b']);
+
+      // c's waiter takes it; with nobody else in line but c's own waiters, c hands over locally (2),
+      // even past its run of handoffs, or (no waiter to hand to) is told to wake its own (3).
+      expect(await scripted.rlock_acquire(...queue, 10_000, 'c:1', 1, 5000)).toBeNull();
+      await redis.zrem(queue[1], 'b');
+      await redis.zrem(queue[2], 'b');
+      expect(await scripted.rlock_release(...queue, `${key}:l3`, 'c:1', 1000, 'publish', prefix, 1, 5000, 1, 1, 'c:2', 10_000)).toBe(2);
+      expect(await redis.hgetall(key)).toEqual({ 'c:2': '1' });
+      expect(await scripted.rlock_release(...queue, `${key}:l4`, 'c:2', 1000, 'publish', prefix, 1, 5000, 1, 0)).toBe(3);
+      await quiet();
+      expect(heard).toHaveLength(2);
+      expect(await redis.exists(key, queue[1], queue[2])).toBe(0);
+    } finally {
+      for (const { listener } of listeners) listener.disconnect();
+      scripted.disconnect();
+    }
+  });
+
+  test('a full release with nobody waiting publishes nothing and leaves only a latch that expires', async () => {
     const client = newClient();
     const name = uniqueName();
     const listener = server.connect();
     const messages: string[] = [];
-    listener.on('message', (channel: string, message: string) => messages.push(`${channel} ${message}`));
-    await listener.subscribe(`rlock__channel:{${name}}`);
+    listener.on('pmessage', (_pattern: string, channel: string, message: string) => messages.push(`${channel} ${message}`));
+    await listener.psubscribe(`rlock__channel:{${name}}:*`);
     const lock = client.getLock(name);
     await lock.withLock(async () => {
       await lock.withLock(async () => undefined);
     });
-    await until('the release message came', () => messages.length > 0);
-    expect(messages).toEqual([`rlock__channel:{${name}} ${client.id}`]);
+    // A message published after the release would come before this PING's reply.
+    await listener.ping();
+    expect(messages).toEqual([]);
     // The inner release's latch was deleted once its reply came; the outer one's expires.
     const latches = await redis.keys(`rlock__unlock_latch:{${name}}*`);
     expect(latches).toHaveLength(1);
@@ -372,7 +451,8 @@ describe('waking waiters', () => {
     );
     expect(order.sort((x, y) => x - y)).toEqual(Array.from({ length: 20 }, (_, i) => i));
     expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
-    expect(await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)).toEqual([`rlock__channel:{${name}}`, 0]);
+    await until('unsubscribed', async () => (await subscribers(redis, name)) === 0);
+    expect(await redis.exists(`rlock__clients:{${name}}`, `rlock__clients_timeout:{${name}}`)).toBe(0);
   });
 });
 
@@ -485,7 +565,9 @@ describe('AbortSignal', () => {
     controller.abort(new Error('user gave up'));
     await expect(waiting).rejects.toThrow('user gave up');
     expect(client.stats).toEqual({ renewals: 1, waitingChannels: 0, waiters: 0 });
-    await until('unsubscribed', async () => ((await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)) as [string, number])[1] === 0);
+    await until('unsubscribed', async () => (await subscribers(redis, name)) === 0);
+    // The waiter's client left the queue of waiting clients with it.
+    expect(await redis.zcard(`rlock__clients:{${name}}`)).toBe(0);
   });
 
   test('a signal aborted while the first attempt is in flight still stops the wait', async () => {
@@ -498,7 +580,7 @@ describe('AbortSignal', () => {
     controller.abort(new Error('gave up')); // the first acquire call is on the wire
     await expect(waiting).rejects.toThrow('gave up');
     expect(performance.now() - start).toBeLessThan(1000);
-    expect(await redis.pubsub('NUMSUB', `rlock__channel:{${name}}`)).toEqual([`rlock__channel:{${name}}`, 0]);
+    expect(await subscribers(redis, name)).toBe(0);
   });
 
   test('an already aborted signal rejects before anything is sent', async () => {

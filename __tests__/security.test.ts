@@ -2,7 +2,10 @@
 import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { InvalidArgumentError, LockClient, RedisCommandError } from '../src';
-import { channelOf, derivedName, grantChannelPrefixOf, latchChannelOf, latchPrefixOf, permitChannelOf, permitsKeyOf, queueExpiryKeyOf, queueKeyOf, reservationKeyOf, semaphoreChannelOf } from '../src/names';
+import { clientQueueExpiryKeyOf, clientQueueKeyOf, derivedName, grantChannelPrefixOf, latchChannelOf, latchPrefixOf, permitChannelOf, permitsKeyOf, queueExpiryKeyOf, queueKeyOf, reservationKeyOf, semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
+
+/** A plain lock's wake channel for one client. */
+const channelOf = (prefix: string, key: string, clientId = 'Zq3xNbW1mBvH9sTyK0aL_'): string => wakeChannelPrefixOf(prefix, key) + clientId;
 import { runCli } from './helpers/cliInProcess';
 import { subscribers, usePrivateRedis } from './helpers/privateRedis';
 import { until } from './helpers/time';
@@ -81,7 +84,7 @@ const expectNoPerm = async (call: () => Promise<unknown>): Promise<void> => {
 describe('names: every key and channel starts with keyPrefix and hashes to the lock key slot', () => {
   const names = ['plain', '{other:v}', 'a}b', '{}x', 'x{', 'x{y}z', '*', '?', '[a-z]*', 'line\nbreak', '}{', 'rlock__channel:{other:v}', 'é'.repeat(400)];
   test.each(['', 'app:', '{tenant}:', 'a}b:', '{t}{'])('prefix %j', (prefix) => {
-    expect.assertions(names.length * 10);
+    expect.assertions(names.length * 12);
     for (const name of names) {
       const key = prefix + name;
       const slot = calculateSlot(key);
@@ -96,7 +99,11 @@ describe('names: every key and channel starts with keyPrefix and hashes to the l
       for (const fairName of [queueKeyOf(prefix, key), queueExpiryKeyOf(prefix, key), grant]) {
         expect(fairName.startsWith(`${prefix}rlock__`) && calculateSlot(fairName) === slot).toBe(true);
       }
-      expect(new Set([channel, latch, grant, queueKeyOf(prefix, key), queueExpiryKeyOf(prefix, key)]).size).toBe(5);
+      // The plain lock's queue of waiting clients.
+      for (const queueName of [clientQueueKeyOf(prefix, key), clientQueueExpiryKeyOf(prefix, key)]) {
+        expect(queueName.startsWith(`${prefix}rlock__`) && calculateSlot(queueName) === slot).toBe(true);
+      }
+      expect(new Set([channel, latch, grant, queueKeyOf(prefix, key), queueExpiryKeyOf(prefix, key), clientQueueKeyOf(prefix, key), clientQueueExpiryKeyOf(prefix, key)]).size).toBe(7);
       expect(derivedName(prefix, 'queue', key)).not.toBe(channel); // a kind of its own
       expect(channel).toContain(key); // unique per lock
     }
@@ -112,11 +119,12 @@ describe('names: every key and channel starts with keyPrefix and hashes to the l
   });
 
   test('the common names', () => {
-    expect(channelOf('app:', 'app:orders:1')).toBe('app:rlock__channel:{app:orders:1}');
+    expect(channelOf('app:', 'app:orders:1', 'c')).toBe('app:rlock__channel:{app:orders:1}:c');
     expect(latchPrefixOf('app:', 'app:orders:1')).toBe('app:rlock__unlock_latch:{app:orders:1}:');
-    expect(channelOf('app:', 'app:{user:1}:orders')).toBe('app:rlock__channel:app:{user:1}:orders');
+    expect(channelOf('app:', 'app:{user:1}:orders', 'c')).toBe('app:rlock__channel:app:{user:1}:orders:c');
+    expect(clientQueueKeyOf('app:', 'app:orders:1')).toBe('app:rlock__clients:{app:orders:1}');
     // Unchanged without a prefix: the names before 0.2.0.
-    expect(channelOf('', 'orders:1')).toBe('rlock__channel:{orders:1}');
+    expect(channelOf('', 'orders:1', 'c')).toBe('rlock__channel:{orders:1}:c');
   });
 
   test('a keyPrefix whose "{" opens no hash tag of its own is refused before anything is sent', () => {
@@ -397,7 +405,7 @@ describe('what an ACL cannot stop (docs/security.md says so)', () => {
     try {
       const [, keys] = await other.scan('0', 'MATCH', 'app:*', 'COUNT', 1000);
       expect(keys).toContain('app:seen');
-      expect(await other.pubsub('CHANNELS', 'app:*')).toEqual([channelOf('app:', 'app:seen')]);
+      expect(await other.pubsub('CHANNELS', 'app:*')).toEqual([channelOf('app:', 'app:seen', waiter.id)]);
       expect(await other.script('FLUSH')).toBe('OK'); // allowed by +@all -@dangerous: costs an EVAL, nothing else
       expect(await sameTenant.del('app:seen')).toBe(1);
     } finally {

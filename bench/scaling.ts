@@ -17,7 +17,12 @@ const arg = (name: string, fallback: number): number => {
 };
 const reps = arg('reps', 3);
 const runMs = arg('ms', 3000);
-const processCounts = [2, 4, 8, 16];
+const list = (name: string, fallback: number[]): number[] => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]!.split(',').map(Number) : fallback;
+};
+const processCounts = list('processes', [2, 4, 8, 16]);
+const holds = list('holds', [0, 1]);
 const contestants = [rlock, rlockFair, redisSemaphore];
 
 interface Run {
@@ -80,7 +85,7 @@ async function main(): Promise<void> {
   const admin = new Redis(redis.url);
   const results: Record<string, Record<string, Run[]>> = {};
   try {
-    for (const holdMs of [0, 1]) {
+    for (const holdMs of holds) {
       for (const processes of processCounts) {
         const label = `${processes}x${32 / processes} hold ${holdMs}`;
         results[label] = {};
@@ -89,7 +94,9 @@ async function main(): Promise<void> {
           const order = contestants.map((_, i) => contestants[(i + rep) % contestants.length]!);
           for (const c of order) {
             process.stderr.write(`${label} rep ${rep + 1}/${reps}: ${c.name}\n`);
-            (results[label]![c.name] ??= []).push(await run(c.name, redis.url, admin, processes, holdMs));
+            const result = await run(c.name, redis.url, admin, processes, holdMs);
+            process.stderr.write(`  ${result.acqPerSec} acq/s, fairness ${result.fairness}, requests/acq ${result.requestsPerAcq}, wait p99 ${result.waitP99} ms, lost ${result.lostUpdates}\n`);
+            (results[label]![c.name] ??= []).push(result);
           }
         }
       }
@@ -99,7 +106,7 @@ async function main(): Promise<void> {
     await redis.stop();
   }
   const lines: string[] = [];
-  for (const holdMs of [0, 1]) {
+  for (const holdMs of holds) {
     lines.push(
       '',
       `### Critical section ${holdMs ? '1 ms' : 'GET + SET only'} (medians of ${reps} repetitions, ratios within a repetition)`,

@@ -9,7 +9,6 @@ import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
 import type { LatchInfo, LockInfo, PermitSemaphoreInfo, SemaphoreInfo } from './introspection';
 import { LockClient } from './LockClient';
-import { channelOf, UNLOCK_MESSAGE } from './names';
 import { displayUrl, redactUrls } from './redact';
 
 const EXIT_NOTHING = 1;
@@ -160,11 +159,6 @@ function describeHolders(fields: string[]): string {
   return fields.join(', ');
 }
 
-/** The script of `--if-holder`, sent with EVAL: an operator's one-off, no need to cache it. */
-function forceUnlockIfHolderLua(): string {
-  return readFileSync(join(__dirname, 'lua', 'lock', 'forceUnlockIfHolder-2.lua'), 'utf8');
-}
-
 function describeTtl(ttl: number): string {
   if (ttl === -1) return 'no expiry';
   if (ttl < 0) return 'no TTL';
@@ -293,7 +287,7 @@ function buildProgram(): Command {
     .action(async (name: string, opts: { yes: boolean; ifHolder?: string }) => {
       const { ifHolder } = opts;
       if (ifHolder !== undefined && !HOLDER_ID.test(ifHolder)) throw new CliError(`--if-holder: a clientId or clientId:ownerId as inspect shows it, got ${JSON.stringify(ifHolder)}`, EXIT_USAGE);
-      await withClient(program, async (client, options, redis) => {
+      await withClient(program, async (client, options) => {
         const info = await client.inspect(name);
         if (!info.locked) throw new CliError(`no lock ${name} (key ${info.key}): nothing removed`, EXIT_NOTHING);
         if (ifHolder !== undefined && !info.holders.some((h) => isHolder(`${h.clientId}:${h.ownerId}`, ifHolder))) {
@@ -304,7 +298,7 @@ function buildProgram(): Command {
           if (!(await confirm(`${formatInfo(info)}\nForce-unlock ${name}? [y/N] `))) throw new CliError('not confirmed: nothing removed', EXIT_NOTHING);
         }
         if (ifHolder !== undefined) {
-          const [removed, ...holders] = (await redis.eval(forceUnlockIfHolderLua(), 2, info.key, channelOf(options.prefix, info.key), ifHolder, UNLOCK_MESSAGE, 'publish')) as [number, ...string[]];
+          const { removed, holders } = await client.getLock(name).forceUnlockIfHolder(ifHolder);
           if (!removed) {
             throw new CliError(`${name} changed hands meanwhile (now ${holders.length ? `held by ${describeHolders(holders)}` : 'free'}): nothing removed`, EXIT_NOTHING);
           }

@@ -21,7 +21,7 @@ export interface LockInfo {
   holders: LockHolder[];
   /** Remaining lease in ms; -2 when there is no lock, -1 when it never expires (as PTTL). */
   ttl: number;
-  /** Clients with waiters parked on the lock (for a plain lock: connections subscribed to its release channel). */
+  /** Clients with waiters parked on the lock (for a plain lock: the clients in its queue of waiting clients). */
   waitingClients: number;
   /** A fair lock's queue, first in line first: who waits, with the lease each asked for. */
   queue?: QueuedWaiter[];
@@ -68,17 +68,18 @@ export function isLockHash(hash: Record<string, string>): boolean {
 }
 
 /**
- * HGETALL, PTTL and PUBSUB NUMSUB (SHARDNUMSUB when sharded) of the release `channel` in one
- * round trip; then CLIENT LIST for names, if anyone holds it.
+ * HGETALL, PTTL, the deadlines of the lock's queue of waiting clients (`clientsExpiryKey`) and
+ * TIME in one round trip; then CLIENT LIST for names, if anyone holds it.
  */
-export async function inspectLock(redis: Redis | Cluster, name: string, key: string, channel: string, sharded: boolean): Promise<LockInfo> {
-  const pipeline = redis.pipeline().hgetall(key).pttl(key);
-  const replies = await (sharded ? pipeline.pubsub('SHARDNUMSUB', channel) : pipeline.pubsub('NUMSUB', channel)).exec();
+export async function inspectLock(redis: Redis | Cluster, name: string, key: string, clientsExpiryKey: string): Promise<LockInfo> {
+  const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(clientsExpiryKey, 0, -1, 'WITHSCORES').time().exec();
   const failed = replies?.find(([error]) => error);
   if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
   const hash = replies[0]![1] as Record<string, string>;
   const ttl = replies[1]![1] as number;
-  const numsub = replies[2]![1] as [string, number | string];
+  const deadlines = replies[2]![1] as string[];
+  const [seconds, micros] = replies[3]![1] as [string, string];
+  const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   const holders: LockHolder[] = [];
   for (const [field, count] of Object.entries(hash)) {
     const match = OWNER_FIELD.exec(field);
@@ -89,8 +90,9 @@ export async function inspectLock(redis: Redis | Cluster, name: string, key: str
     const names = await clientNames(redis);
     for (const holder of holders) holder.clientName = names.get(holder.clientId);
   }
-  let waitingClients = Number(numsub[1] ?? 0);
-  if (redis.isCluster && !sharded) waitingClients = await subscribersOnEveryNode(redis as Cluster, channel);
+  // An entry past its deadline is dead (its client stopped refreshing it): the next script drops it.
+  let waitingClients = 0;
+  for (let i = 1; i < deadlines.length; i += 2) if (Number(deadlines[i]) > now) waitingClients++;
   return { name, key, locked: holders.length > 0, holders, ttl, waitingClients };
 }
 

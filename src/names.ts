@@ -54,9 +54,22 @@ export function derivedName(keyPrefix: string, kind: string, key: string): strin
   return `${head}{${tagOfSlot(calculateSlot(key))}}${key}`;
 }
 
-/** Where releases of lock `key` are published: `<keyPrefix>rlock__channel:{<key>}`. */
-export function channelOf(keyPrefix: string, key: string): string {
-  return derivedName(keyPrefix, 'channel', key);
+/**
+ * Where a release of lock `key` wakes a waiting client: the prefix `<keyPrefix>rlock__channel:{<key>}:`
+ * plus the clientId, one channel per client and lock, in the lock's slot (only that client hears it).
+ */
+export function wakeChannelPrefixOf(keyPrefix: string, key: string): string {
+  return `${derivedName(keyPrefix, 'channel', key)}:`;
+}
+
+/** A plain lock's queue of waiting clients, clientId → arrival order: `<keyPrefix>rlock__clients:{<key>}`. */
+export function clientQueueKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'clients', key);
+}
+
+/** Its deadlines, clientId → Redis ms: `<keyPrefix>rlock__clients_timeout:{<key>}`. */
+export function clientQueueExpiryKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'clients_timeout', key);
 }
 
 /** Prefix of the per-request release latch keys of lock `key`: `<keyPrefix>rlock__unlock_latch:{<key>}:`. */
@@ -64,10 +77,7 @@ export function latchPrefixOf(keyPrefix: string, key: string): string {
   return `${derivedName(keyPrefix, 'unlock_latch', key)}:`;
 }
 
-/**
- * What a force-unlock publishes (Redisson's UNLOCK_MESSAGE); a release publishes the releasing
- * client's id instead, so that a client can tell its own releases from others' (LocalHandoff).
- */
+/** What a force-unlock publishes (Redisson's UNLOCK_MESSAGE); a release publishes the releasing client's id. */
 export const UNLOCK_MESSAGE = '0';
 
 /** A fair lock's queue, zset member → arrival order: `<keyPrefix>rlock__queue:{<key>}`. */

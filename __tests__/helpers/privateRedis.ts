@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { LockClient, type LockClientOptions } from '../../src';
-import { channelOf } from '../../src/names';
+import { wakeChannelPrefixOf } from '../../src/names';
 import { RedisServer } from './testRedis';
 
 export interface PrivateRedis {
@@ -47,10 +47,16 @@ export function usePrivateRedis(extraArgs: string[] = []): PrivateRedis {
   };
 }
 
-/** How many subscribers listen on the release channel of lock `key` (of a client with `keyPrefix`). */
+/**
+ * How many clients listen for wake-ups of lock `key` (of a client with `keyPrefix`): subscribers
+ * of its per-client wake channels `<keyPrefix>rlock__channel:{<key>}:<clientId>`.
+ */
 export async function subscribers(admin: Redis, key: string, keyPrefix = ''): Promise<number> {
-  const reply = (await admin.pubsub('NUMSUB', channelOf(keyPrefix, key))) as [string, number];
-  return Number(reply[1]);
+  const pattern = `${wakeChannelPrefixOf(keyPrefix, key).replace(/[*?[\]\\]/g, '\\$&')}*`;
+  const channels = (await admin.pubsub('CHANNELS', pattern)) as string[];
+  if (channels.length === 0) return 0;
+  const counts = (await admin.pubsub('NUMSUB', ...channels)) as (string | number)[];
+  return counts.filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
 }
 
 /**
@@ -59,5 +65,5 @@ export async function subscribers(admin: Redis, key: string, keyPrefix = ''): Pr
  */
 export function parkedWaiters(client: LockClient, name: string, keyPrefix = ''): number {
   const internals = client as unknown as { pubsub: { peek(channel: string): { local?: { parkedCount: number } } | undefined } };
-  return internals.pubsub.peek(channelOf(keyPrefix, keyPrefix + name))?.local?.parkedCount ?? 0;
+  return internals.pubsub.peek(wakeChannelPrefixOf(keyPrefix, keyPrefix + name) + client.id)?.local?.parkedCount ?? 0;
 }

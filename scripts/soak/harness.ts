@@ -2,7 +2,7 @@
 // "chaos" lock, on a private redis-server that the harness faults while they run. The checker
 // (checker.ts), not the library, decides whether the primitive kept its promise.
 import { RELEASE_LATCH_TTL_MS } from '../../src/core/LockHandle';
-import { channelOf } from '../../src/names';
+import { clientQueueKeyOf, wakeChannelPrefixOf } from '../../src/names';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
@@ -183,10 +183,23 @@ async function checkRedis(options: SoakOptions, judged: ReturnType<typeof judgeR
   const ttls = await Promise.all(latches.map((latch) => admin.pttl(latch)));
   const lasting = ttls.filter((ttl) => ttl === -1 || ttl > RELEASE_LATCH_TTL_MS).length; // -2: expired meanwhile
   if (lasting) violations.push(`${lasting} release latches left in Redis without a TTL of at most ${RELEASE_LATCH_TTL_MS} ms`);
-  const channels = locks.map((lock) => (primitive.channelOf ?? channelOf)(keyPrefix, keyPrefix + lock));
-  const numsub = (await admin.pubsub('NUMSUB', ...channels)) as (string | number)[];
-  const subscribed = numsub.filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
+  // The lock's waiters listen on a channel per client under one prefix; the others on the
+  // primitive's one channel.
+  let subscribed = 0;
+  for (const key of locks.map((lock) => keyPrefix + lock)) {
+    const pattern = primitive.channelOf ? globEscape(primitive.channelOf(keyPrefix, key)) : `${globEscape(wakeChannelPrefixOf(keyPrefix, key))}*`;
+    const channels = (await admin.pubsub('CHANNELS', pattern)) as string[];
+    if (channels.length) subscribed += ((await admin.pubsub('NUMSUB', ...channels)) as (string | number)[]).filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
+  }
+  const queued = await Promise.all(locks.map((lock) => admin.zcard(clientQueueKeyOf(keyPrefix, keyPrefix + lock))));
+  // A worker killed while waiting leaves its client's entry until the entry's deadline.
+  if (queued.some(Boolean) && !options.faults.includes('worker-kill')) violations.push(`${queued.reduce((a, b) => a + b, 0)} clients left in lock queues`);
   if (subscribed) violations.push(`${subscribed} subscriptions left on lock channels`);
+}
+
+/** `text` as a literal in a PUBSUB CHANNELS / SCAN MATCH pattern. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 async function scanAll(admin: Redis, match: string): Promise<string[]> {

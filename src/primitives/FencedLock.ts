@@ -27,7 +27,7 @@ class FencedHold extends RLock {
   }
 
   protected override acquireScript(): { command: string; keys: string[] } {
-    return { command: 'rlock_fencedLock_acquire', keys: [this.key, fenceKeyOf(this.context.keyPrefix, this.key)] };
+    return { command: 'rlock_fencedLock_acquire', keys: [...this.queueKeys(), fenceKeyOf(this.context.keyPrefix, this.key)] };
   }
 
   protected override held(owner: LockOwner, reply: unknown): void {

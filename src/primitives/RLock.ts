@@ -1,18 +1,22 @@
 import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
-import { diagnostics } from '../diagnostics';
 import { inspectLock, type LockInfo } from '../introspection';
-import { channelOf, UNLOCK_MESSAGE } from '../names';
-import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
+import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
+import { MAX_LOCAL_HANDOFFS, PARK_AGAIN, sleepAsCandidate } from '../services/LocalHandoff';
 import type { CommandBound, LockContext } from '../services/LockContext';
+import type { ChannelEntry } from '../services/LockPubSub';
 import type { LockOwner } from '../services/LockOwner';
-import type { ScriptedRedis } from '../services/scripts';
+import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import { WaitingClient } from '../services/WaitingClient';
 
 /**
  * A reentrant distributed lock, Redisson's RLock: a Redis hash `<clientId>:<ownerId> → holds`.
- * Not fair: a release hands the lock to a parked waiter of its own client when it has one (at
- * most MAX_LOCAL_HANDOFFS times in a row, see LocalHandoff), otherwise publishes on the lock's
- * channel and one waiter per client races for it (see FairLock for first come, first served).
+ * Not fair: whoever asks while it is free takes it. Waiting is per client: a client whose
+ * waiter was refused is put in a queue of waiting clients in Redis (one entry per client), and
+ * a release wakes the first of them only, on a channel of that client's own; its waiters pass
+ * the lock between them in the release script (at most MAX_LOCAL_HANDOFFS times in a row while
+ * other clients wait) before it goes to the next client. See docs/design.md, "RLock contention";
+ * FairLock serves owners first come, first served.
  */
 export class RLock extends LockHandle {
   /** @internal Use `client.getLock(name)`. */
@@ -20,87 +24,151 @@ export class RLock extends LockHandle {
     super(context, name);
   }
 
-  /** Deletes the lock whoever holds it and wakes waiters at once; true when there was one. */
-  /** The release channel, made once per handle (a lock and its unlock both need it). */
+  /** Where releases wake this client's waiters: one channel per client and lock. */
   private get channel(): string {
-    return (this.channelName ??= channelOf(this.context.keyPrefix, this.key));
+    return (this.channelName ??= wakeChannelPrefixOf(this.context.keyPrefix, this.key) + this.context.clientId);
   }
 
   private channelName: string | undefined;
 
+  /** Deletes the lock whoever holds it and wakes the next waiting client at once; true when there was one. */
   async forceUnlock(): Promise<boolean> {
     this.context.assertOpen();
-    const { key } = this;
-    const publish = await this.context.publishCommand();
-    const holders = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(key, this.channel, UNLOCK_MESSAGE, publish));
-    if (diagnostics.forceUnlocked.hasSubscribers) {
-      diagnostics.forceUnlocked.publish({ name: this.name, key, clientId: this.context.clientId, removed: holders.length > 0, holders });
-    }
-    return holders.length > 0;
+    return this.forced((await this.forceUnlockCall('')).holders);
+  }
+
+  /**
+   * Deletes the lock only while `holder` holds it (a clientId, any owner of that client, or an
+   * owner field `<clientId>:<ownerId>`), in one atomic step: an operator removes the stuck holder
+   * they looked at, never an owner that took the lock since. Answers whether it did, and the
+   * owner fields the lock had (the ones removed, or the ones holding it instead).
+   */
+  async forceUnlockIfHolder(holder: string): Promise<{ removed: boolean; holders: string[] }> {
+    this.context.assertOpen();
+    const result = await this.forceUnlockCall(holder);
+    if (result.removed) this.forced(result.holders);
+    return result;
+  }
+
+  private async forceUnlockCall(holder: string): Promise<{ removed: boolean; holders: string[] }> {
+    const { publish, trust } = await this.publishing();
+    const [removed, ...holders] = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
+    return { removed: removed === 1, holders };
   }
 
   /**
    * Who holds the lock (clientId, ownerId, hold count, and the holding client's `name` when its
-   * connection is still there), its remaining TTL, and how many clients wait on it: HGETALL,
-   * PTTL and PUBSUB NUMSUB in one round trip, then CLIENT LIST for the names.
+   * connection is still there), its remaining TTL, and how many clients wait in line for it.
    */
   async inspect(): Promise<LockInfo> {
     this.context.assertOpen();
-    const sharded = (await this.context.publishCommand()) === 'spublish';
-    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, this.channel, sharded));
+    return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, clientQueueExpiryKeyOf(this.context.keyPrefix, this.key)));
   }
 
   protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
     const { channel } = this;
+    const lease = leaseTime ?? this.context.watchdogTimeout;
+    let first = true;
     const protocol: WaitProtocol = {
       channel,
       attempt: async (listening, bound) => {
-        // A client that just passed the lock on lets the other clients' waiters have it: a new
-        // caller that may wait joins its own client's parked waiters instead of barging in.
-        const yielding = this.context.pubsub.peek(channel)?.local?.yielding;
-        if (listening && waitTime > 0 && yielding) return { held: false, ttl: -1 };
+        const waiting = listening && this.waitingClient(listening);
+        // A new caller while the lock is with this client, or while its waiters are in line,
+        // could only fail: it joins them. A woken waiter always asks, and so does an owner
+        // entering again (it may be the very holder).
+        const skip = first && owner.holds === 0 ? waiting?.skipAttemptFor() : undefined;
+        first = false;
+        if (skip !== undefined) return { held: false, ttl: skip };
         const sentAt = performance.now();
-        const reply = await this.attempt(owner, leaseTime, bound);
-        if (typeof reply === 'number') return { held: false, ttl: reply };
+        const reply = await this.attempt(owner, lease, waiting ? 1 : 0, bound);
+        if (typeof reply === 'number') {
+          waiting?.refused(reply);
+          return { held: false, ttl: reply };
+        }
+        waiting?.took(lease, true);
         this.held(owner, reply);
         return { held: true, sentAt };
       },
-      // Each release message wakes one waiter of this client, which tries again; a release of
-      // this client may instead hand it the lock directly.
-      sleep: (entry, ms, stops) => sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease: leaseTime ?? this.context.watchdogTimeout }, ms, stops),
+      // A wake-up means this client's turn came: one waiter tries again. A release of this
+      // client may instead hand a waiter the lock directly.
+      sleep: (entry, ms, stops) => sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease }, ms, stops),
       ...this.waitEvents(owner),
     };
     return waitFor(this.context, protocol, waitTime, signal);
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null> {
-    const { key } = this;
-    const { channel } = this;
-    const publish = await this.context.publishCommand();
-    const local = last && this.handsOverLocally ? this.context.pubsub.peek(channel)?.local : undefined;
-    const message = this.context.clientId;
-    if (local && local.hasCandidates) {
-      const next = local.streak < MAX_LOCAL_HANDOFFS ? local.claimFirst() : undefined;
-      if (next) {
-        const sentAt = performance.now();
-        let result: 0 | 1 | 2 | null | undefined;
-        try {
-          result = await redis.rlock_release(key, channel, latch, field, message, RELEASE_LATCH_TTL_MS, publish, next.candidate.field, next.candidate.lease);
-        } finally {
-          // The waiter holds the lock from the send of this call on; otherwise it tries again.
-          next.deliver(result === 2 ? { sentAt } : undefined);
-        }
-        if (result !== 2) return result;
-        local.streak++;
-        return 1;
-      }
-      // A full run of local handoffs: the other processes' waiters get their turn now.
-      local.yieldTurn();
-    } else if (local) {
-      local.streak = 0;
+    const entry = last ? this.context.pubsub.peek(this.channel) : undefined;
+    const waiting = entry?.keeper instanceof WaitingClient ? entry.keeper : undefined;
+    const local = entry?.local;
+    const next = this.handsOverLocally ? local?.claimFirst() : undefined;
+    // Waiters of this client that joined the lock's channel, parked or about to park.
+    const stayInLine = next !== undefined || (entry !== undefined && entry.refCount > 0) ? 1 : 0;
+    const mustYield = local && local.streak >= MAX_LOCAL_HANDOFFS ? 1 : 0;
+    const { publish, trust } = await this.publishing();
+    const args = [...this.queueKeys(), latch, field, RELEASE_LATCH_TTL_MS, publish, this.wakePrefix, trust, this.context.queueTimeout, stayInLine, mustYield] as const;
+    const sentAt = performance.now();
+    let result: 0 | 1 | 2 | 3 | null | undefined;
+    try {
+      result = next ? await redis.rlock_release(...args, next.candidate.field, next.candidate.lease) : await redis.rlock_release(...args);
+    } finally {
+      // Handed over: the waiter holds the lock from the send of this call on. Sent to another
+      // client while this one stays in line: the waiter sleeps on. Otherwise it asks again.
+      next?.deliver(result === 2 ? { sentAt } : result === 1 && stayInLine ? PARK_AGAIN : undefined);
     }
-    const result = await redis.rlock_release(key, channel, latch, field, message, RELEASE_LATCH_TTL_MS, publish);
-    return result === 2 ? 1 : result;
+    if (result === 2) {
+      local!.streak++;
+      waiting?.took(next!.candidate.lease, false);
+      return 1;
+    }
+    if (result === 1 || result === 3) {
+      if (local) local.streak = 0;
+      waiting?.released(result === 1 && stayInLine === 1);
+      // Nobody else waits: this client's own waiters go on (no message comes for them).
+      if (result === 3 && !next) entry!.wakeOne();
+      return 1;
+    }
+    // Not held any more (lost, forced): whatever it was, it is not with this client now.
+    if (result === null) waiting?.released(waiting.queued);
+    return result;
+  }
+
+  /**
+   * This client's place in the lock's queue of waiting clients, kept by its channel entry (made
+   * by the first waiter to need it).
+   */
+  private waitingClient(entry: ChannelEntry): WaitingClient {
+    if (entry.keeper instanceof WaitingClient) return entry.keeper;
+    const [key, queueKey, expiryKey] = this.queueKeys();
+    const waiting = new WaitingClient(entry, {
+      heartbeat: this.context.heartbeat,
+      entry: { lockKey: key, queueKey, expiryKey, member: this.context.clientId, heartbeatCommand: 'rlock_heartbeat' },
+      leave: async () => {
+        const { publish, trust } = await this.publishing();
+        return this.context.command('leave', (redis) => redis.rlock_leave(key, queueKey, expiryKey, this.context.clientId, publish, this.wakePrefix, trust));
+      },
+    });
+    entry.keeper = waiting;
+    return waiting;
+  }
+
+  /** The lock hash, its queue of waiting clients and their deadlines: every script's first keys. */
+  protected queueKeys(): [string, string, string] {
+    const { keyPrefix } = this.context;
+    return [this.key, clientQueueKeyOf(keyPrefix, this.key), clientQueueExpiryKeyOf(keyPrefix, this.key)];
+  }
+
+  private get wakePrefix(): string {
+    return wakeChannelPrefixOf(this.context.keyPrefix, this.key);
+  }
+
+  /**
+   * How wake-ups are published, and whether PUBLISH's receiver count tells a client that is
+   * gone: on a Cluster it counts the subscribers of one node only, so there a gone client is
+   * only found when its queue entry runs out.
+   */
+  private async publishing(): Promise<{ publish: PublishCommand; trust: 0 | 1 }> {
+    return { publish: await this.context.publishCommand(), trust: this.context.isCluster ? 0 : 1 };
   }
 
   /**
@@ -112,25 +180,24 @@ export class RLock extends LockHandle {
   }
 
   /**
-   * The acquire script and the keys it takes before ARGV = (lease, field). It answers the PTTL (a
+   * The acquire script and the keys it takes before ARGV = (lease, field, join, queueTimeout). It answers the PTTL (a
    * number) when someone else holds the lock, anything else (nil; a fenced lock's token) when the
    * owner got a hold: a variant (FencedLock) swaps in its own script and keeps the answer in `held`.
    */
   protected acquireScript(): { command: string; keys: string[] } {
-    return { command: 'rlock_acquire', keys: [this.key] };
+    return { command: 'rlock_acquire', keys: this.queueKeys() };
   }
 
   /** The owner got a hold; `reply` is what the acquire script answered. */
   protected held(_owner: LockOwner, _reply: unknown): void {}
 
   /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
-  private async attempt(owner: LockOwner, leaseTime: number | undefined, bound: CommandBound): Promise<unknown> {
-    const lease = leaseTime ?? this.context.watchdogTimeout;
+  private async attempt(owner: LockOwner, lease: number, join: 0 | 1, bound: CommandBound): Promise<unknown> {
     const field = this.field(owner);
     const sync = this.context.syncReplicas;
-    if (sync) return this.syncedAttempt(owner, lease, field, sync, bound);
+    if (sync) return this.syncedAttempt(owner, lease, field, join, sync, bound);
     const { command, keys } = this.acquireScript();
-    return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...keys, lease, field), bound);
+    return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...keys, lease, field, join, this.context.queueTimeout), bound);
   }
 
   /**
@@ -142,12 +209,12 @@ export class RLock extends LockHandle {
    * counts as unconfirmed. Unconfirmed: give the hold back and report a failed attempt that may
    * be retried after the sync timeout.
    */
-  private async syncedAttempt(owner: LockOwner, lease: number, field: string, sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
+  private async syncedAttempt(owner: LockOwner, lease: number, field: string, join: 0 | 1, sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
     const epoch = this.context.connectionEpoch();
     const { command, keys } = this.acquireScript();
     const [reply, acked] = await this.context.command('acquire', async (redis) => {
       const pipeline = redis.pipeline() as unknown as Record<string, (...args: (string | number)[]) => ScriptedPipeline>;
-      const replies = await pipeline[command]!(...keys, lease, field).wait(sync.replicas, sync.timeout).exec();
+      const replies = await pipeline[command]!(...keys, lease, field, join, this.context.queueTimeout).wait(sync.replicas, sync.timeout).exec();
       const [acquire, wait] = replies ?? [];
       if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
       // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
@@ -166,5 +233,5 @@ interface ScriptedPipeline {
   wait(replicas: number, timeout: number): { exec(): Promise<[Error | null, unknown][] | null> };
 }
 
-/** An acquire script command: keys, then lease and field. */
+/** An acquire script command: keys, then lease, field, join and queue timeout. */
 type AcquireCall = (...args: (string | number)[]) => Promise<unknown>;

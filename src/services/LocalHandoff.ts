@@ -1,6 +1,12 @@
 import type { Hold } from '../core/waitLoop';
 import type { ChannelEntry } from './LockPubSub';
 
+/** What a release tells a waiter it claimed but could not hand the lock to: its client's turn is later, sleep on. */
+export const PARK_AGAIN = Symbol('park again');
+
+/** What a claimed waiter is told: the hold handed over, undefined to try again, or PARK_AGAIN. */
+export type Handover = Hold | undefined | typeof PARK_AGAIN;
+
 /** A parked waiter of this client that a release of the same client may hand the lock to. */
 export interface Candidate {
   /** The waiter's owner field `<clientId>:<ownerId>` and the lease it asked for. */
@@ -12,7 +18,7 @@ export interface Candidate {
    * Takes the waiter out of its sleep for a handoff; returns how to tell it the outcome (the
    * hold, or undefined to try again), or undefined when it stopped waiting meanwhile.
    */
-  claim(): ((hold: Hold | undefined) => void) | undefined;
+  claim(): ((outcome: Handover) => void) | undefined;
 }
 
 /** Local handoffs in a row before the lock goes back to Redis for the other processes. */
@@ -46,8 +52,10 @@ export class LocalHandoff {
     return this.yieldTimer !== undefined;
   }
 
-  park(candidate: Candidate): void {
-    this.candidates.push(candidate);
+  /** `first`: a waiter that was claimed and is parked again keeps its place at the front. */
+  park(candidate: Candidate, first = false): void {
+    if (first) this.candidates.unshift(candidate);
+    else this.candidates.push(candidate);
   }
 
   unpark(candidate: Candidate): void {
@@ -68,7 +76,7 @@ export class LocalHandoff {
    * The first parked waiter that is still waiting (and that `fits`, if given: the others keep
    * their place), taken out of its sleep.
    */
-  claimFirst(fits?: (candidate: Candidate) => boolean): { candidate: Candidate; deliver: (hold: Hold | undefined) => void } | undefined {
+  claimFirst(fits?: (candidate: Candidate) => boolean): { candidate: Candidate; deliver: (outcome: Handover) => void } | undefined {
     for (let i = 0; i < this.candidates.length; ) {
       const candidate = this.candidates[i]!;
       if (fits && !fits(candidate)) {
@@ -109,7 +117,9 @@ export class LocalHandoff {
 
 /**
  * Sleeps on `entry` as a handoff candidate until a release message, a local handoff (resolves
- * with the hold handed over), or `ms`; the entry's LocalHandoff is made on first need.
+ * with the hold handed over), or `ms`; the entry's LocalHandoff is made on first need. A release
+ * that claimed the waiter but then sent the lock to another client (PARK_AGAIN) puts it back to
+ * sleep at the front of the line, for what is left of `ms`.
  */
 export async function sleepAsCandidate(
   entry: ChannelEntry,
@@ -119,19 +129,35 @@ export async function sleepAsCandidate(
   stops: AbortSignal[],
 ): Promise<Hold | undefined> {
   const local = (entry.local ??= new LocalHandoff(clientId, () => entry.wakeOne()));
-  let outcome: Promise<Hold | undefined> | undefined;
+  const until = performance.now() + ms;
+  for (let first = false; ; first = true) {
+    const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, first);
+    if (outcome !== PARK_AGAIN) return outcome;
+    if (until - performance.now() <= 0) return undefined;
+  }
+}
+
+async function parkOnce(
+  entry: ChannelEntry,
+  local: LocalHandoff,
+  waiter: Pick<Candidate, 'field' | 'lease' | 'permits'>,
+  ms: number,
+  stops: AbortSignal[],
+  first: boolean,
+): Promise<Handover> {
+  let outcome: Promise<Handover> | undefined;
   let interrupt: (() => void) | undefined;
   const candidate: Candidate = {
     ...waiter,
     claim: () => {
       if (!interrupt) return undefined; // not parked (any more)
-      let deliver!: (hold: Hold | undefined) => void;
+      let deliver!: (outcome: Handover) => void;
       outcome = new Promise((resolve) => (deliver = resolve));
       interrupt();
       return deliver;
     },
   };
-  local.park(candidate);
+  local.park(candidate, first);
   try {
     await entry.untilReleased(ms, stops, (stop) => {
       interrupt = stop;

@@ -12,6 +12,21 @@ import type { PublishCommand } from './scripts';
 const COUNTED_MESSAGE = /^wake:(\d+|all)(?::([\w-]*))?(?::(.+))?$/s;
 
 /**
+ * Keeps a channel entry past its last waiter, for a primitive whose state outlives its waiters
+ * (RLock's WaitingClient: the lock is with this client, its waiters come back soon).
+ */
+export interface EntryKeeper {
+  /** The last waiter left: true keeps the entry subscribed; the keeper calls `drop` itself later. */
+  lingers(drop: () => void): boolean;
+  /** A waiter joined the entry again. */
+  joined(): void;
+  /** A message came while no waiter is there. */
+  unheard(): void;
+  /** The entry is gone (unsubscribed); `closing`: the client is closing. */
+  dropped(closing: boolean): void;
+}
+
+/**
  * The waiters of one channel. Each release message adds one permit to the semaphore, so it
  * wakes one parked waiter. A message that comes while no waiter is parked leaves one permit
  * (never more) for the next to park, which then retries at once instead of sleeping through a
@@ -38,6 +53,8 @@ export class ChannelEntry {
   private readonly grantedEarly = new Set<string>();
   /** RLock's handoffs between waiters of this client, made by the first RLock waiter to need it. */
   local: LocalHandoff | undefined;
+  /** Set by a primitive whose entry may outlive its waiters. */
+  keeper: EntryKeeper | undefined;
 
   /**
    * A message arrived on the channel. A counted message (`COUNTED_MESSAGE`) wakes that many
@@ -45,6 +62,10 @@ export class ChannelEntry {
    * naming an expected field is that waiter's grant; any other wakes one waiter.
    */
   deliver(message: string): void {
+    if (this.refCount === 0 && this.keeper) {
+      this.keeper.unheard();
+      return;
+    }
     const counted = COUNTED_MESSAGE.exec(message);
     if (counted) {
       if (counted[3] !== undefined) this.grant(counted[3]);
@@ -218,6 +239,8 @@ export class LockPubSub {
       entry = new ChannelEntry();
       this.entries.set(channel, entry);
       this.subscribe(channel, entry);
+    } else if (entry.refCount === 0) {
+      entry.keeper?.joined();
     }
     entry.refCount++;
     return entry;
@@ -231,9 +254,16 @@ export class LockPubSub {
   leave(channel: string, entry: ChannelEntry): void {
     entry.refCount--;
     if (entry.refCount > 0 || this.entries.get(channel) !== entry) return;
+    if (entry.keeper?.lingers(() => this.drop(channel, entry))) return;
+    this.drop(channel, entry);
+  }
+
+  private drop(channel: string, entry: ChannelEntry): void {
+    if (entry.refCount > 0 || this.entries.get(channel) !== entry) return;
     this.entries.delete(channel);
     entry.semaphore.cancel();
     entry.local?.stopYielding();
+    entry.keeper?.dropped(false);
     if (!this.subscriber) return; // never subscribed
     this.serially(async (subscriber, sharded) => {
       await (sharded ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel));
@@ -246,6 +276,7 @@ export class LockPubSub {
     for (const entry of this.entries.values()) {
       entry.semaphore.cancel();
       entry.local?.stopYielding();
+      entry.keeper?.dropped(true);
     }
     this.entries.clear();
     const subscriber = this.subscriber;

@@ -37,6 +37,7 @@ export class QueueHeartbeat {
   private readonly entries = new Set<QueuedEntry>();
   private timer: NodeJS.Timeout | undefined;
   private beating = false;
+  private beatStartedAt = 0;
 
   constructor(
     private readonly redis: ScriptedRedis,
@@ -64,8 +65,11 @@ export class QueueHeartbeat {
   }
 
   private async beat(): Promise<void> {
-    if (this.beating) return;
+    // One beat at a time; but a beat whose reply never comes (a command stuck in a Cluster
+    // reshaping itself) must not stop every later one: after a whole queueTimeout it is given up.
+    if (this.beating && performance.now() - this.beatStartedAt < this.queueTimeout) return;
     this.beating = true;
+    this.beatStartedAt = performance.now();
     try {
       await Promise.all(batchesOf(this.entries, (entry) => `${entry.heartbeatCommand ?? DEFAULT_HEARTBEAT}\n${this.batchOf(entry.lockKey)}`, BATCH_SIZE).map((batch) => this.beatBatch(batch)));
     } finally {

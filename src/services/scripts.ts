@@ -30,19 +30,26 @@ export type PublishCommand = 'publish' | 'spublish';
  * because they installed rlock.
  */
 export interface ScriptCommands {
-  rlock_acquire(key: string, leaseMs: number, field: string): Promise<number | null>;
+  rlock_acquire(key: string, clientsKey: string, clientsExpiryKey: string, leaseMs: number, field: string, join: 0 | 1, queueTimeoutMs: number): Promise<number | null>;
   rlock_release(
     key: string,
-    channel: string,
+    clientsKey: string,
+    clientsExpiryKey: string,
     latchKey: string,
     field: string,
-    message: string,
     latchTtlMs: number,
     publishCommand: PublishCommand,
+    wakeChannelPrefix: string,
+    trustReceivers: 0 | 1,
+    queueTimeoutMs: number,
+    stayInLine: 0 | 1,
+    mustYield: 0 | 1,
     handToField?: string,
     handToLeaseMs?: number,
-  ): Promise<0 | 1 | 2 | null>;
-  rlock_forceUnlock(key: string, channel: string, message: string, publishCommand: PublishCommand): Promise<string[]>;
+  ): Promise<0 | 1 | 2 | 3 | null>;
+  rlock_forceUnlock(key: string, clientsKey: string, clientsExpiryKey: string, publishCommand: PublishCommand, wakeChannelPrefix: string, trustReceivers: 0 | 1, ifHolder: string): Promise<[0 | 1, ...string[]]>;
+  rlock_leave(key: string, clientsKey: string, clientsExpiryKey: string, clientId: string, publishCommand: PublishCommand, wakeChannelPrefix: string, trustReceivers: 0 | 1): Promise<0 | 1>;
+  rlock_heartbeat(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
   rlock_renew(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
   rlock_fairLock_acquire(
     key: string,

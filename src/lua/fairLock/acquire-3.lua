@@ -43,11 +43,6 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 
 if ARGV[2] == '1' then
-  if not redis.call('zscore', KEYS[3], member) then
-    local last = redis.call('zrange', KEYS[2], -1, -1, 'withscores')
-    redis.call('zadd', KEYS[2], last[2] and tonumber(last[2]) + 1 or 1, member)
-  end
-  redis.call('zadd', KEYS[3], now + queueTimeout, member)
-  touchQueue(queueTimeout)
+  enqueue(member, now, queueTimeout)
 end
 return redis.call('pttl', KEYS[1])

@@ -3,33 +3,9 @@
 --   KEYS[2] the queue: zset member -> arrival order
 --   KEYS[3] the queue deadlines: zset member -> Redis time (ms) after which the entry is dead
 -- A member is "<leaseMs>:<clientId>:<ownerId>": the waiter's lease rides along, so whoever hands
--- the lock over knows how long the grant may live. Deadlines come from Redis's clock (TIME), never
--- a client's, so a client whose clock runs fast cannot evict live waiters (Redisson's queue can).
+-- the lock over knows how long the grant may live. See queue.lua for the deadlines.
 
---@include time.lua
-
--- Entries whose waiters stopped refreshing them (a stopped or dead process) go all at once, so
--- k dead waiters cost one queue timeout together, not one each (Redisson #1353).
-local function purgeExpired(now)
-  local dead = redis.call('zrangebyscore', KEYS[3], '-inf', now)
-  for i = 1, #dead do
-    redis.call('zrem', KEYS[2], dead[i])
-  end
-  if #dead > 0 then
-    redis.call('zremrangebyscore', KEYS[3], '-inf', now)
-  end
-end
-
-local function removeEntry(member)
-  redis.call('zrem', KEYS[2], member)
-  redis.call('zrem', KEYS[3], member)
-end
-
--- The queue keys outlive their last refresh by one timeout: by then every entry in them is dead.
-local function touchQueue(queueTimeout)
-  redis.call('pexpire', KEYS[2], queueTimeout)
-  redis.call('pexpire', KEYS[3], queueTimeout)
-end
+--@include queue.lua
 
 -- Hands the free lock to the first live waiter (direct handoff: the waiter need not come back to
 -- ask). Pops heads until one is granted; `self` is the caller's own member, which is returned
@@ -40,12 +16,7 @@ end
 -- (classic pub/sub on a Cluster counts one node only). Returns the member granted, or false.
 local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand, trustReceivers)
   purgeExpired(now)
-  while true do
-    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
-    if not head then
-      return false
-    end
-    removeEntry(head)
+  for head in popHead do
     if head == self then
       return head
     end
@@ -58,4 +29,5 @@ local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand,
       return head
     end
   end
+  return false
 end

@@ -4,10 +4,14 @@
 
   Input:
     KEYS[1] lock hash key
-    KEYS[2] token key, "rlock__fence:{<lock key>}": the last token minted for this lock (a
+    KEYS[2] waiting clients (zset, arrival order), as lock/acquire-3.lua
+    KEYS[3] their deadlines (zset, Redis ms)
+    KEYS[4] token key, "rlock__fence:{<lock key>}": the last token minted for this lock (a
             string, never expired, one per lock name)
     ARGV[1] lease in ms (the key's new TTL)
     ARGV[2] owner field, "<clientId>:<ownerId>"
+    ARGV[3] "1" when the caller waits: its client queues when the lock is someone else's
+    ARGV[4] queue timeout in ms
 
   Output:
     the holder's token as a string of digits on success (the owner's hold count went up by one);
@@ -19,18 +23,25 @@
   A Lua number is a double: exact up to 2^53 µs (year 2255); formatted with %.0f, not tostring,
   which would answer "1.7e+15".
 ]]
+--@include clientQueue.lua
 local locked = redis.call('exists', KEYS[1]) == 1
 if locked and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  if ARGV[3] == '1' then
+    enqueue(clientOf(ARGV[2]), nowMs(), tonumber(ARGV[4]))
+  end
   return redis.call('pttl', KEYS[1])
 end
 redis.call('hincrby', KEYS[1], ARGV[2], 1)
 redis.call('pexpire', KEYS[1], ARGV[1])
-local last = redis.call('get', KEYS[2])
+if ARGV[3] == '1' then
+  removeEntry(clientOf(ARGV[2]))
+end
+local last = redis.call('get', KEYS[4])
 if locked and last then
   return last
 end
 local now = redis.call('time')
 local token = math.max(tonumber(last or '0') + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
 token = string.format('%.0f', token)
-redis.call('set', KEYS[2], token)
+redis.call('set', KEYS[4], token)
 return token

@@ -1,0 +1,33 @@
+--[[
+  Deletes the lock whoever holds it and wakes the next waiting client at once.
+
+  Input:
+    KEYS[1] lock hash key
+    KEYS[2] waiting clients (zset, arrival order)
+    KEYS[3] their deadlines (zset, Redis ms)
+    ARGV[1] publish command: "spublish" on a Cluster with sharded pub/sub (Redis >= 7), else "publish"
+    ARGV[2] wake channel prefix "rlock__channel:{<lock key>}:"
+    ARGV[3] "1" when PUBLISH's receiver count can be trusted
+    ARGV[4] optional: remove the lock only if this holder holds it, a clientId (any owner of that
+            client) or an owner field "<clientId>:<ownerId>": the CLI's `force-unlock
+            --if-holder`, so that an operator removes the stuck holder they looked at, never an
+            owner that took the lock since (the check and the delete are one atomic step)
+
+  Output:
+    {1, field...} when the lock was deleted: the owner fields it had;
+    {0, field...} when it was not: nobody holds it (no fields), or the owners that hold it instead.
+    Naming them lets an operator (and the soak checker) know exactly whose hold a force removed,
+    instead of guessing from timing.
+]]
+--@include clientQueue.lua
+local holders = redis.call('hkeys', KEYS[1])
+local wanted = ARGV[4] ~= nil and ARGV[4] ~= ''
+local clientPrefix = (ARGV[4] or '') .. ':'
+for _, field in ipairs(holders) do
+  if not wanted or field == ARGV[4] or string.sub(field, 1, #clientPrefix) == clientPrefix then
+    redis.call('del', KEYS[1])
+    wakeNextClient(nowMs(), nil, ARGV[2], ARGV[1], ARGV[3], '0')
+    return {1, unpack(holders)}
+  end
+end
+return {0, unpack(holders)}

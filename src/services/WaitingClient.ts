@@ -1,0 +1,113 @@
+import type { ChannelEntry, EntryKeeper } from './LockPubSub';
+import type { QueuedEntry, QueueHeartbeat } from './QueueHeartbeat';
+
+/** What a WaitingClient needs of its lock: the Redis names of its queue entry and the leave script. */
+export interface ClientQueueEntry {
+  readonly heartbeat: QueueHeartbeat;
+  readonly entry: Omit<QueuedEntry, 'refreshed'>;
+  /** Takes the client out of the lock's queue (and passes a wake-up on when the lock is free). */
+  leave(): Promise<unknown>;
+}
+
+/**
+ * This client's place in a plain lock's queue of waiting clients (see includes/clientQueue.lua):
+ * one per lock and client, kept by the lock's channel entry. It knows when the lock is with this
+ * client (a waiter of it took the lock, or a release handed it from one waiter to the next), so
+ * that a new caller joins the parked waiters instead of asking Redis for a lock it cannot get,
+ * and it keeps the channel subscribed while the lock is here, so that the waiters' back-and-forth
+ * costs no SUBSCRIBE/UNSUBSCRIBE. Its heartbeat keeps the client's queue entry alive, and tells
+ * it when its turn went missing (a wake-up sent to a process that stopped; Redis lost the queue).
+ */
+export class WaitingClient implements EntryKeeper {
+  /** One of this client's owners holds the lock, got through waiting or handed over; until a release of it goes to Redis. */
+  heldHere = false;
+  /** performance.now() until which the lock is known to be taken: the PTTL an attempt saw, the lease of a hold handed over. */
+  busyUntil = 0;
+  /** The client may be in the Redis queue (a queued attempt or release was its last word there). */
+  queued = false;
+  private beat: QueuedEntry | undefined;
+  private lingering: { timer: NodeJS.Timeout; drop: () => void } | undefined;
+
+  constructor(
+    private readonly entry: ChannelEntry,
+    private readonly queue: ClientQueueEntry,
+  ) {}
+
+  /**
+   * How long a new caller that may wait sleeps without asking Redis: the lock is with this
+   * client or its waiters are in line, so an attempt could only fail. Undefined: ask.
+   */
+  skipAttemptFor(): number | undefined {
+    if (!this.heldHere && !this.entry.local?.hasCandidates) return undefined;
+    const ms = this.busyUntil - performance.now();
+    return ms > 0 ? ms : undefined;
+  }
+
+  /** An attempt of a waiter failed; Redis put the client in line. */
+  refused(ttl: number): void {
+    this.queued = true;
+    if (ttl > 0) this.busyUntil = Math.max(this.busyUntil, performance.now() + ttl);
+    this.beat ??= this.startBeat();
+  }
+
+  /** A waiter of this client took the lock (Redis took the client out of line), or was handed it. */
+  took(lease: number, byAttempt: boolean): void {
+    if (byAttempt) this.queued = false;
+    this.heldHere = true;
+    this.busyUntil = performance.now() + lease;
+  }
+
+  /** A release of this client went to Redis; `queued`: the client is in line again. */
+  released(queued: boolean): void {
+    this.heldHere = false;
+    this.queued = queued;
+    const lingering = this.lingering;
+    if (lingering && this.entry.refCount === 0) {
+      this.stopLingering();
+      lingering.drop();
+    }
+  }
+
+  lingers(drop: () => void): boolean {
+    const ms = this.busyUntil - performance.now();
+    if (!this.heldHere || ms <= 0) return false;
+    this.stopLingering();
+    // A hold that is never released (its lease ran out) lets go of the channel by then.
+    this.lingering = { timer: setTimeout(() => this.entry.refCount === 0 && this.lingering?.drop(), ms).unref(), drop };
+    return true;
+  }
+
+  joined(): void {
+    this.stopLingering();
+  }
+
+  unheard(): void {
+    // A wake-up for a client with nobody waiting any more: passed on, or the lock stays free.
+    void this.queue.leave().catch(() => undefined);
+  }
+
+  dropped(closing: boolean): void {
+    this.stopLingering();
+    if (this.beat) this.queue.heartbeat.remove(this.beat);
+    this.beat = undefined;
+    if (!closing && this.queued) void this.queue.leave().catch(() => undefined); // else the entry runs out
+    this.queued = false;
+  }
+
+  private stopLingering(): void {
+    if (this.lingering) clearTimeout(this.lingering.timer);
+    this.lingering = undefined;
+  }
+
+  private startBeat(): QueuedEntry {
+    const beat: QueuedEntry = {
+      ...this.queue.entry,
+      refreshed: (_sentAt, inLine) => {
+        // The lock is free, or another client's while this one is out of line: ask again.
+        if (!inLine) this.entry.wakeOne();
+      },
+    };
+    this.queue.heartbeat.add(beat);
+    return beat;
+  }
+}
