@@ -2,7 +2,7 @@
 // "chaos" lock, on a private redis-server that the harness faults while they run. The checker
 // (checker.ts), not the library, decides whether the primitive kept its promise.
 import { RELEASE_LATCH_TTL_MS } from '../../src/core/LockHandle';
-import { clientQueueKeyOf, wakeChannelPrefixOf } from '../../src/names';
+import { clientQueueKeyOf } from '../../src/names';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { now } from './clock';
 import { injectFaults } from './faults';
 import { judgeRecords, type SoakReport } from './judge';
 import { PRIMITIVES } from './primitives';
+import { lockWakeChannels } from './primitives/channels';
 import type { FaultKind, WorkerConfig, WorkerLine } from './records';
 
 export type { SoakReport } from './judge';
@@ -187,7 +188,7 @@ async function checkRedis(options: SoakOptions, judged: ReturnType<typeof judgeR
   // primitive's one channel.
   let subscribed = 0;
   for (const key of locks.map((lock) => keyPrefix + lock)) {
-    const pattern = primitive.channelOf ? globEscape(primitive.channelOf(keyPrefix, key)) : `${globEscape(wakeChannelPrefixOf(keyPrefix, key))}*`;
+    const pattern = (primitive.channels ?? lockWakeChannels)(keyPrefix, key);
     const channels = (await admin.pubsub('CHANNELS', pattern)) as string[];
     if (channels.length) subscribed += ((await admin.pubsub('NUMSUB', ...channels)) as (string | number)[]).filter((_, i) => i % 2 === 1).reduce<number>((sum, n) => sum + Number(n), 0);
   }
@@ -195,11 +196,6 @@ async function checkRedis(options: SoakOptions, judged: ReturnType<typeof judgeR
   // A worker killed while waiting leaves its client's entry until the entry's deadline.
   if (queued.some(Boolean) && !options.faults.includes('worker-kill')) violations.push(`${queued.reduce((a, b) => a + b, 0)} clients left in lock queues`);
   if (subscribed) violations.push(`${subscribed} subscriptions left on lock channels`);
-}
-
-/** `text` as a literal in a PUBSUB CHANNELS / SCAN MATCH pattern. */
-function globEscape(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 async function scanAll(admin: Redis, match: string): Promise<string[]> {

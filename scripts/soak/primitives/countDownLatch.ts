@@ -4,6 +4,7 @@
 // invariant: an await opens only once COUNT countDowns may have run (invariants.ts, checkLatch).
 import { latchChannelOf } from '../../../src/names';
 import type { Invariant } from '../checker';
+import { oneChannel } from './channels';
 import { now } from '../clock';
 import type { ErrorReading } from '../recorder';
 import { lockErrors, pick, randomInt, type PrimitiveAdapter } from './rlock';
@@ -48,7 +49,7 @@ export const countDownLatch = {
   adapter,
   invariant: { conflicts: () => false, fifo: false, latchCount: COUNT, counters: false } satisfies Invariant,
   faults: ['conn-kill', 'sub-kill', 'restart', 'restart-persist', 'pause', 'worker-kill'] as const,
-  channelOf: latchChannelOf,
+  channels: oneChannel(latchChannelOf),
   // The last generations' latches may be left unopened.
   keysGone: false,
 };

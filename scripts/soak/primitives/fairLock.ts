@@ -2,6 +2,7 @@
 // attempts ask to be queued, and the fair invariant (one holder, grants in queue order).
 import type { LockClient } from '../../../src';
 import type { Invariant } from '../checker';
+import { fairGrantChannels } from './channels';
 import { FAULT_KINDS } from '../records';
 import { lockAdapter, lockErrors, type LockLike } from './rlock';
 
@@ -18,4 +19,5 @@ export const fairLock = {
   invariant: { conflicts: () => true, fifo: true, counters: true } satisfies Invariant,
   faults: FAULT_KINDS,
   getLock,
+  channels: fairGrantChannels,
 };

@@ -20,8 +20,11 @@ export interface Primitive {
   faults: readonly FaultKind[];
   /** A handle the force-unlocking operator uses (when `faults` has `force`). */
   getLock?(client: LockClient, name: string): Pick<LockLike, 'forceUnlock'>;
-  /** The channel its waiters listen on, for the "no subscription left" check (default: RLock's). */
-  channelOf?(keyPrefix: string, key: string): string;
+  /**
+   * The channels its waiters listen on, as a PUBSUB CHANNELS pattern, for the "no subscription
+   * left" check (default: RLock's, one per client under its wake channel prefix).
+   */
+  channels?(keyPrefix: string, key: string): string;
   /** false: its keys outlive the run (a semaphore's count), so "no key left" is not checked. */
   keysGone?: boolean;
   /** Its own checks on Redis once the run is over (a semaphore's permits all back). */
@@ -29,3 +32,4 @@ export interface Primitive {
 }
 
 export const PRIMITIVES: Record<string, Primitive> = { rlock, fairLock, readWriteLock, fencedLock, semaphore, permitSemaphore, countDownLatch };
+

@@ -6,6 +6,7 @@
 import { LockLostError, PermitNotHeldError } from '../../../src';
 import { permitChannelOf } from '../../../src/names';
 import type { Invariant } from '../checker';
+import { oneChannel } from './channels';
 import type { ErrorReading } from '../recorder';
 import { lockErrors, pick, recordGrantsAndLosses, type PrimitiveAdapter } from './rlock';
 import { PERMITS, permitRound, settingPermits } from './semaphore';
@@ -37,6 +38,6 @@ export const permitSemaphore = {
   adapter,
   invariant: { conflicts: () => false, fifo: false, capacity: PERMITS, counters: false } satisfies Invariant,
   faults: ['conn-kill', 'sub-kill', 'restart', 'restart-persist', 'pause', 'worker-kill'] as const,
-  channelOf: permitChannelOf,
+  channels: oneChannel(permitChannelOf),
   keysGone: false,
 };

@@ -5,6 +5,7 @@
 import type { LockClient } from '../../../src';
 import { rwReadChannelOf } from '../../../src/names';
 import type { Invariant } from '../checker';
+import { oneChannel } from './channels';
 import type { Hold } from '../records';
 import { FAULT_KINDS } from '../records';
 import { lockAdapter, pick } from './rlock';
@@ -24,5 +25,5 @@ export const readWriteLock = {
   // Deletes the whole lock, readers and writer alike; names every holder field it removed.
   getLock: (client: LockClient, name: string) => client.getReadWriteLock(name).writeLock(),
   // Readers wait on this channel; the "no subscription left" check looks at it.
-  channelOf: rwReadChannelOf,
+  channels: oneChannel(rwReadChannelOf),
 };

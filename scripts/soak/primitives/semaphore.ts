@@ -6,6 +6,7 @@
 import type { LockClient } from '../../../src';
 import { semaphoreChannelOf } from '../../../src/names';
 import type { Invariant } from '../checker';
+import { oneChannel } from './channels';
 import type { SoakOptions } from '../harness';
 import type { ErrorReading, Recorder } from '../recorder';
 import type { Redis } from 'ioredis';
@@ -103,7 +104,7 @@ export const semaphore = {
   adapter,
   invariant: { conflicts: () => false, fifo: false, capacity: PERMITS, counters: false } satisfies Invariant,
   faults: ['conn-kill', 'sub-kill', 'restart-persist', 'pause'] as const,
-  channelOf: semaphoreChannelOf,
+  channels: oneChannel(semaphoreChannelOf),
   keysGone: false,
   checkRedis: permitsBack,
 };
