@@ -2,6 +2,7 @@
 // by the one message of the countDown that reaches 0, re-checking after subscribing.
 import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
+import { useReplyCuts } from './helpers/tcpProxy';
 import { commandCounts } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
 import { ClientClosedError, diagnostics } from '../src';
@@ -29,6 +30,17 @@ test('trySetCount only when no count is set; countDown never goes below 0 and de
   expect(await latch.getCount()).toBe(2);
 });
 
+describe('a countDown whose reply is lost to a reconnect (ioredis resends it)', () => {
+  const proxy = useReplyCuts(redis);
+
+  test('counts once: the resend answers from its request latch', async () => {
+    const latch = redis.client({ redis: proxy.url }).getCountDownLatch(uniqueName());
+    await latch.trySetCount(2);
+    await proxy.resent(() => latch.countDown());
+    expect(await latch.getCount()).toBe(1); // not opened one count early
+  });
+});
+
 test('awaiters in 3 processes (5 each) all resolve on the countDown that reaches 0', async () => {
   const name = uniqueName();
   const latch = redis.client().getCountDownLatch(name);
@@ -45,8 +57,9 @@ test('awaiters in 3 processes (5 each) all resolve on the countDown that reaches
   for (const result of results) expect(result.code).toBe(0);
   for (const p of processes) expect(p.lines.filter((line) => line.startsWith('opened'))).toHaveLength(5);
   const after = await commandCounts(redis.admin);
-  // One script call for the countDown, one GET per awaiter re-checking: nothing else.
-  expect((after.get ?? 0) - (before.get ?? 0)).toBe(15);
+  // One script call for the countDown (whose one GET looks for its request latch), one GET per
+  // awaiter re-checking: nothing else.
+  expect((after.get ?? 0) - (before.get ?? 0)).toBe(1 + 15);
 }, 30_000);
 
 test('await times out with false, rejects on abort, and close() settles it', async () => {

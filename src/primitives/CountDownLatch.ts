@@ -1,5 +1,6 @@
 import { subscriberCount, type LatchInfo } from '../introspection';
-import { latchChannelOf } from '../names';
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { latchChannelOf, latchPrefixOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type AwaitOptions } from './permitOptions';
@@ -8,7 +9,7 @@ import { type Attempt, Primitive } from './Primitive';
 /** The scripts of src/lua/latch/, as `defineCommand` adds them. */
 interface LatchScripts {
   rlock_latch_trySetCount(key: string, count: number): Promise<0 | 1>;
-  rlock_latch_countDown(key: string, channel: string, publish: PublishCommand): Promise<number>;
+  rlock_latch_countDown(key: string, channel: string, latch: string, publish: PublishCommand, latchTtlMs: number): Promise<number>;
 }
 
 const scripts = (redis: ScriptedRedis): LatchScripts => redis as unknown as LatchScripts;
@@ -34,11 +35,15 @@ export class CountDownLatch extends Primitive {
     return (await this.context.command('trySetCount', (redis) => scripts(redis).rlock_latch_trySetCount(this.key, count))) === 1;
   }
 
-  /** Counts down by one (never below 0); the one that reaches 0 opens the latch. */
+  /**
+   * Counts down by one (never below 0); the one that reaches 0 opens the latch. Once per call:
+   * a call that ioredis resends after a reconnect is answered from its request latch.
+   */
   async countDown(): Promise<void> {
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, publish));
+    const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
+    await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, latch, publish, RELEASE_LATCH_TTL_MS));
   }
 
   /** The count now (0: open). */
