@@ -205,6 +205,7 @@ function semaphoreCases(): Case[] {
     ...badTimes.map(([label, value]): Case => ['PermitExpirableSemaphore.updateLeaseTime', `leaseTime ${label}`, 'leaseTime', () => pes().updateLeaseTime('id', value as number)]),
     ...badTimes.map(([label, value]): Case => ['CountDownLatch.await', `waitTime ${label}`, 'options.waitTime', () => latch().await({ waitTime: value as number })]),
     ...badSignals.map(([label, value]): Case => ['CountDownLatch.await', `signal ${label}`, 'options.signal', () => latch().await({ signal: value as never })]),
+    ['CountDownLatch.await', 'requireInit "yes"', 'options.requireInit', () => latch().await({ requireInit: 'yes' as never })],
     ...([undefined, null, 'fn', {}] as unknown[]).flatMap((fn): Case[] => [
       ['Semaphore.withPermits', `fn ${String(fn)}`, 'fn', () => sem().withPermits(fn as never)],
       ['PermitExpirableSemaphore.withPermit', `fn ${String(fn)}`, 'fn', () => pes().withPermit(fn as never)],
@@ -278,6 +279,8 @@ test('a closed client: every call throws ClientClosedError, nothing sent', async
     () => pes.availablePermits(),
     () => latch.await(),
     () => latch.countDown(),
+    () => latch.delete(),
+    () => latch.getState(),
     () => closing.getFairLock('closed'),
     () => fair.lock(),
     () => fair.tryLock({ waitTime: 100 }),

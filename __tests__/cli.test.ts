@@ -3,6 +3,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { usePrivateRedis } from './helpers/privateRedis';
+import { commandCounts } from './helpers/testRedis';
 import { until } from './helpers/time';
 
 const redis = usePrivateRedis();
@@ -74,7 +75,7 @@ test('inspect --kind rw shows a read-write lock: holders with their mode, waitin
   expect(text).toMatchObject({ code: 0, stderr: '' });
   expect(text.stdout).toMatch(/^cli:rw \(key cli:rw\): locked, ttl \d+\.\d s, 1 client\(s\) waiting\n {2}held by \S+ × 1 \((read|write)\), client "catalog"\n {2}held by \S+ × 1 \((read|write)\), client "catalog"\n {2}mode write, 1 writer\(s\) waiting\n$/);
   const list = await run(['--url', redis.server.url, 'list', '--match', 'cli:rw']);
-  expect(list.stdout).toBe('cli:rw\n');
+  expect(list.stdout).toBe('cli:rw (rw)\n');
   await rw.writeLock().unlock();
   await rw.readLock().unlock();
   expect(await waiting).toBe(true);
@@ -88,7 +89,7 @@ test('inspect shows a fenced lock\'s token; list finds fenced locks', async () =
   expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, fencingToken: String(token) });
   // A plain lock hash: list finds it (and not its token key).
   const listed = await run(['--url', redis.server.url, '--json', 'list', '--match', 'ledger:*']);
-  expect(JSON.parse(listed.stdout)).toEqual(['ledger:1']);
+  expect(JSON.parse(listed.stdout)).toEqual([{ name: 'ledger:1', kind: 'lock' }]);
 });
 
 test('list uses the prefix and --match', async () => {
@@ -98,7 +99,53 @@ test('list uses the prefix and --match', async () => {
   const all = await run(['--url', redis.server.url, '--prefix', 'app:', 'list']);
   expect(all.stdout.split('\n').filter(Boolean).sort()).toEqual(['x:1', 'y:1']);
   const some = await run(['--url', redis.server.url, '--prefix', 'app:', '--json', 'list', '--match', 'x:*']);
-  expect(JSON.parse(some.stdout)).toEqual(['x:1']);
+  expect(JSON.parse(some.stdout)).toEqual([{ name: 'x:1', kind: 'lock' }]);
+});
+
+test('list finds semaphores, permit-expirable semaphores and latches with their kind; inspect recognises them without --kind', async () => {
+  const client = redis.client({ keyPrefix: 'k:' });
+  await client.getSemaphore('kinds:sem').trySetPermits(3);
+  await client.getSemaphore('kinds:released').release(); // a semaphore created by a release (INCRBY)
+  const pes = client.getPermitExpirableSemaphore('kinds:pes');
+  await pes.trySetPermits(2);
+  const id = await pes.acquire({ leaseTime: 60_000 });
+  await client.getPermitExpirableSemaphore('kinds:added').addPermits(1);
+  const latch = client.getCountDownLatch('kinds:latch');
+  await latch.trySetCount(2);
+  await client.getLock('kinds:lock').lock({ leaseTime: 60_000 });
+  await redis.admin.set('k:kinds:plain', '5'); // an integer string no primitive marked: not listed
+  const url = ['--url', redis.server.url, '--prefix', 'k:'];
+  const keysBefore = (await commandCounts(redis.admin)).keys ?? 0;
+  const text = await run([...url, 'list', '--match', 'kinds:*']);
+  expect(text).toMatchObject({ code: 0, stderr: '' });
+  expect(text.stdout.split('\n').filter(Boolean).sort()).toEqual(
+    ['kinds:added (permits)', 'kinds:latch (latch)', 'kinds:lock', 'kinds:pes (permits)', 'kinds:released (semaphore)', 'kinds:sem (semaphore)'],
+  );
+  const json = await run([...url, '--json', 'list', '--kind', 'semaphore']);
+  expect(JSON.parse(json.stdout).sort((a: { name: string }, b: { name: string }) => a.name.localeCompare(b.name))).toEqual([
+    { name: 'kinds:released', kind: 'semaphore' },
+    { name: 'kinds:sem', kind: 'semaphore' },
+  ]);
+  expect((await commandCounts(redis.admin)).keys ?? 0).toBe(keysBefore); // SCAN, never KEYS
+  const sem = await run([...url, 'inspect', 'kinds:sem']);
+  expect(sem).toEqual({ code: 0, stderr: '', stdout: 'kinds:sem (key k:kinds:sem): semaphore, 3 permit(s) free, 0 client(s) waiting\n' });
+  const permits = await run([...url, 'inspect', 'kinds:pes']);
+  expect(permits.stdout).toMatch(new RegExp(`^kinds:pes \\(key k:kinds:pes\\): permit-expirable semaphore, 1 of 2 permit\\(s\\) free, 0 client\\(s\\) waiting\n {2}permit ${id}, lease left \\d+\\.\\d s\n$`));
+  const counting = await run([...url, '--json', 'inspect', 'kinds:latch']);
+  expect(JSON.parse(counting.stdout)).toEqual({ name: 'kinds:latch', key: 'k:kinds:latch', count: 2, state: 'closed', waitingClients: 0 });
+  await latch.countDown();
+  await latch.countDown();
+  // Open: only its marker is left, so list no longer finds it, but inspect still tells it apart from a name never used.
+  expect((await run([...url, 'list', '--kind', 'latch'])).stdout).toBe('');
+  expect((await run([...url, 'inspect', 'kinds:latch'])).stdout).toBe('kinds:latch (key k:kinds:latch): latch open, 0 client(s) waiting\n');
+  expect((await run([...url, 'inspect', '--kind', 'latch', 'kinds:never'])).stdout).toBe('kinds:never (key k:kinds:never): latch never set, 0 client(s) waiting\n');
+  expect(await latch.delete()).toBe(true);
+  expect((await run([...url, 'inspect', 'kinds:latch'])).stdout).toBe('kinds:latch (key k:kinds:latch): latch deleted, 0 client(s) waiting\n');
+  // A name with no keys at all is still shown as a free lock, as before.
+  expect((await run([...url, 'inspect', 'kinds:none'])).stdout).toMatch(/^kinds:none \(key k:kinds:none\): free, no TTL, 0 client\(s\) waiting\n$/);
+  // Bad usage exits 2 before Redis is asked anything.
+  expect(await run([...url, 'list', '--kind', 'queue'])).toMatchObject({ code: 2, stdout: '' });
+  expect(await run([...url, 'list', '--match', ''])).toMatchObject({ code: 2, stdout: '' });
 });
 
 test('force-unlock refuses without --yes off a terminal, removes with it, exits 1 when there is nothing', async () => {

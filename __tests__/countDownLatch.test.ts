@@ -2,10 +2,13 @@
 // by the one message of the countDown that reaches 0, re-checking after subscribing.
 import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
-import { useReplyCuts } from './helpers/tcpProxy';
 import { commandCounts } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
-import { ClientClosedError, diagnostics } from '../src';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { TcpProxy } from './helpers/tcpProxy';
+import { ClientClosedError, diagnostics, LatchDeletedError } from '../src';
+import { latchChannelOf, latchOpsKeyOf } from '../src/names';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -30,17 +33,6 @@ test('trySetCount only when no count is set; countDown never goes below 0 and de
   expect(await latch.getCount()).toBe(2);
 });
 
-describe('a countDown whose reply is lost to a reconnect (ioredis resends it)', () => {
-  const proxy = useReplyCuts(redis);
-
-  test('counts once: the resend answers from its request latch', async () => {
-    const latch = redis.client({ redis: proxy.url }).getCountDownLatch(uniqueName());
-    await latch.trySetCount(2);
-    await proxy.resent(() => latch.countDown());
-    expect(await latch.getCount()).toBe(1); // not opened one count early
-  });
-});
-
 test('awaiters in 3 processes (5 each) all resolve on the countDown that reaches 0', async () => {
   const name = uniqueName();
   const latch = redis.client().getCountDownLatch(name);
@@ -57,9 +49,9 @@ test('awaiters in 3 processes (5 each) all resolve on the countDown that reaches
   for (const result of results) expect(result.code).toBe(0);
   for (const p of processes) expect(p.lines.filter((line) => line.startsWith('opened'))).toHaveLength(5);
   const after = await commandCounts(redis.admin);
-  // One script call for the countDown (whose one GET looks for its request latch), one GET per
-  // awaiter re-checking: nothing else.
-  expect((after.get ?? 0) - (before.get ?? 0)).toBe(1 + 15);
+  // One script call for the countDown, one MGET (count and state) per awaiter re-checking: nothing else.
+  expect((after.mget ?? 0) - (before.mget ?? 0)).toBe(15);
+  expect((after.get ?? 0) - (before.get ?? 0)).toBe(1); // the countDown script's own read of the count
 }, 30_000);
 
 test('await times out with false, rejects on abort, and close() settles it', async () => {
@@ -110,4 +102,82 @@ test('the subscriber connection killed during await: it resubscribes and the cou
   await redis.client().getCountDownLatch(name).countDown();
   expect(await opened).toBe(true);
   expect(performance.now() - countedAt).toBeLessThan(5_000); // by the message, not the 20 s bound
+});
+
+test('the same countDown operation run twice by the script counts once; another operation counts', async () => {
+  const latch = redis.client().getCountDownLatch(uniqueName());
+  await latch.trySetCount(3);
+  const script = readFileSync(join(__dirname, '..', 'src', 'lua', 'latch', 'countDown-3.lua'), 'utf8');
+  const opsKey = latchOpsKeyOf('', latch.key);
+  const run = (opId: string): Promise<unknown> => redis.admin.eval(script, 3, latch.key, latchChannelOf('', latch.key), opsKey, 'publish', opId, 600_000);
+  expect(await run('op-1')).toBe(2);
+  expect(await run('op-1')).toBe(2); // a resend: nothing counted
+  expect(await latch.getCount()).toBe(2);
+  expect(await run('op-2')).toBe(1);
+  expect(await redis.admin.pttl(opsKey)).toBeGreaterThan(590_000); // the ids are forgotten after a while
+  expect(await run('op-3')).toBe(0);
+  expect(await latch.getState()).toBe('open');
+  // Set again: a late resend of an operation of the last round counts nothing.
+  expect(await latch.trySetCount(1)).toBe(true);
+  expect(await run('op-3')).toBe(1);
+  expect(await latch.getCount()).toBe(1);
+});
+
+test('a countDown whose reply is lost is resent by ioredis after the reconnect and counts once', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const client = redis.client({ redis: proxy.url });
+    await client.getCountDownLatch(uniqueName()).countDown(); // the script is loaded: no NOSCRIPT reply to cut below
+    const latch = client.getCountDownLatch(uniqueName());
+    await latch.trySetCount(3);
+    const calls = async (): Promise<number> => {
+      const counts = await commandCounts(redis.admin);
+      return (counts.evalsha ?? 0) + (counts.eval ?? 0);
+    };
+    const before = await calls();
+    proxy.cutOnNextReply();
+    await latch.countDown();
+    expect(proxy.cuts).toBe(1);
+    expect((await calls()) - before).toBe(2); // Redis ran it twice: the call and its resend
+    expect(await latch.getCount()).toBe(2);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test('never set, closed, open and deleted are told apart; requireInit waits on a latch never set', async () => {
+  const client = redis.client();
+  const latch = client.getCountDownLatch(uniqueName());
+  expect(await latch.getState()).toBe('unset');
+  expect(await latch.await({ waitTime: 0 })).toBe(true); // as Redisson: a latch never set is open
+  expect(await latch.await({ waitTime: 0, requireInit: true })).toBe(false);
+  const awaited = latch.await({ waitTime: 20_000, requireInit: true });
+  await until('the awaiter is parked', () => client.stats.waiters === 1);
+  expect(await latch.trySetCount(1)).toBe(true);
+  expect(await latch.getState()).toBe('closed');
+  await latch.countDown();
+  expect(await awaited).toBe(true);
+  expect(await latch.getState()).toBe('open');
+  expect(await latch.await({ waitTime: 0, requireInit: true })).toBe(true); // open, not never set
+  expect(await latch.delete()).toBe(true);
+  expect(await latch.getState()).toBe('deleted');
+  expect(await latch.delete()).toBe(false); // nothing left to delete
+  expect(await latch.trySetCount(2)).toBe(true); // a deleted latch may be set again
+  expect(await latch.getState()).toBe('closed');
+});
+
+test('delete() while awaited: awaiters in this and another client reject with LatchDeletedError, nothing is left but the marker for a while', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const other = redis.client();
+  const latch = client.getCountDownLatch(name);
+  await latch.trySetCount(2);
+  const settled = [client, client, other].map((c) => c.getCountDownLatch(name).await({ waitTime: 20_000 }).then((opened) => opened, (error: unknown) => error));
+  await until('every awaiter is parked', () => client.stats.waiters === 2 && other.stats.waiters === 1);
+  await until('both clients are subscribed', async () => (await subscribersOf(name)) === 2);
+  expect(await redis.client().getCountDownLatch(name).delete()).toBe(true);
+  for (const result of await Promise.all(settled)) expect(result).toBeInstanceOf(LatchDeletedError);
+  await expect(latch.await({ waitTime: 1_000 })).rejects.toBeInstanceOf(LatchDeletedError); // started after the delete
+  expect(await redis.admin.exists(name)).toBe(0);
+  expect(await redis.admin.pttl(`rlock__kind:{${name}}`)).toBeGreaterThan(0); // the marker goes by itself
 });

@@ -2,7 +2,7 @@
 // Redis time, expired permits coming back by themselves (also for a holder killed -9), the
 // watchdog keeping permits taken without a lease, and a lost permit aborting withPermit.
 import { runFixture, startFixture, type FixtureProcess } from './helpers/child';
-import { usePrivateRedis } from './helpers/privateRedis';
+import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { useReplyCuts } from './helpers/tcpProxy';
 import { commandCounts } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
@@ -164,6 +164,38 @@ test('withPermit: a permit taken away that no renewal noticed before the release
   await expect(run).rejects.toBeInstanceOf(LockLostError);
 });
 
+test('a handoff between permits the watchdog keeps is pipelined: the waiter holds before the reply, and is told at once if the script finds the released permit gone', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  const lostEvents: string[] = [];
+  client.on('lockLost', (event) => lostEvents.push(event.ownerId));
+  // A normal pipelined handoff: the waiter holds, renewed by the watchdog, one script call.
+  const first = await sem.acquire();
+  const second = client.getPermitExpirableSemaphore(name).acquire();
+  await until('the waiter is parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 1);
+  await sem.release(first);
+  const secondId = await second;
+  expect(await redis.admin.zrange(`rlock__permits:{${name}}`, 0, -1)).toEqual([secondId]);
+  // Redis lost the holder's permit; the waiter, handed it before the reply, learns it from the reply.
+  let waiterId = '';
+  const waiter = client.getPermitExpirableSemaphore(name).withPermit(async (signal) => {
+    waiterId = (await redis.admin.zrange(`rlock__permits:{${name}}`, 0, 0))[0] ?? '';
+    return aborted(signal);
+  });
+  await until('the next waiter is parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 1);
+  await redis.admin.zrem(`rlock__permits:{${name}}`, secondId);
+  expect(await sem.tryRelease(secondId)).toBe(false);
+  await expect(waiter).rejects.toBeInstanceOf(LockLostError);
+  // The waiter's permit, and the holder's, whose release found it gone (tryRelease false).
+  expect(lostEvents).toHaveLength(2);
+  expect(lostEvents).toContain(secondId);
+  expect(waiterId).toBe(''); // it ran on the permit it was handed, which Redis never had
+  expect(client.stats.renewals).toBe(0);
+  expect(await sem.availablePermits()).toBe(1);
+});
+
 test('a holder process killed -9: its permit comes back after the lease', async () => {
   const name = uniqueName();
   const sem = redis.client().getPermitExpirableSemaphore(name);
@@ -203,6 +235,28 @@ test('2 processes × 6 tasks under the watchdog never hold more than the 3 permi
   expect(await redis.client().getPermitExpirableSemaphore(name).availablePermits()).toBe(3);
   expect(await redis.admin.get(`${name}:holders`)).toBe('0');
 }, 40_000);
+
+test('a new caller behind parked waiters of its client parks without an attempt; a release hands it the permit in one script call', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  const held = await sem.acquire({ leaseTime: 60_000 });
+  const ids: string[] = [];
+  const first = client.getPermitExpirableSemaphore(name).acquire({ leaseTime: 60_000 }).then((id) => ids.push(id));
+  await until('the first waiter is parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 1);
+  const before = await scriptCalls();
+  const second = client.getPermitExpirableSemaphore(name).acquire({ leaseTime: 60_000 }).then((id) => ids.push(id));
+  await until('the second waiter is parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 2);
+  expect((await scriptCalls()) - before).toBe(0);
+  await sem.release(held);
+  await first;
+  await sem.release(ids[0]!);
+  await second;
+  expect((await scriptCalls()) - before).toBe(2); // the two handoffs, nothing else
+  await sem.release(ids[1]!);
+  expect(await sem.availablePermits()).toBe(1);
+});
 
 test('a release hands the permit to a parked waiter of its own client in one script call (no message, no attempt); an expired one is not handed over', async () => {
   const name = uniqueName();

@@ -6,7 +6,7 @@ import {
   LockUsageError,
   NotLockOwnerError,
 } from '../src';
-import { runFixture } from './helpers/child';
+import { runFixture, startFixture } from './helpers/child';
 import { until } from './helpers/time';
 import { parkedWaiters, subscribers } from './helpers/privateRedis';
 import { commandCounts, RedisServer } from './helpers/testRedis';
@@ -20,7 +20,7 @@ let redis: Redis;
 const clients: LockClient[] = [];
 let seq = 0;
 
-function newClient(options: { watchdogTimeout?: number; keyPrefix?: string } = {}): LockClient {
+function newClient(options: { watchdogTimeout?: number; keyPrefix?: string; queueTimeout?: number } = {}): LockClient {
   const client = new LockClient({ redis: server.url, ...options });
   clients.push(client);
   return client;
@@ -473,6 +473,31 @@ describe('contention: local handoff and turns between clients', () => {
     expect((await scriptCalls()) - before).toBe(4);
     expect(order).toEqual([0, 1, 2]);
     expect(await holder.isLocked()).toBe(false);
+  });
+
+  test('a stopped client woken by a release costs the others at most a heartbeat, not the pttl', async () => {
+    const name = uniqueName();
+    const holder = newClient().getLock(name);
+    await holder.lock(); // a 30 s watchdog lease: the pttl the waiters see
+    const stopped = startFixture('fairWaiter.ts', [server.url, name, '30000', '0', '30000', 'plain']);
+    try {
+      await stopped.line((line) => line.startsWith('ready'));
+      stopped.send('wait s1');
+      await until('the client to be stopped is in line', async () => (await holder.inspect()).waitingClients === 1);
+      const live = newClient({ queueTimeout: 900 }); // heartbeat every 300 ms
+      const waiting = live.getLock(name).tryLock({ waitTime: 20_000 });
+      await until('the live client is in line behind it', async () => (await holder.inspect()).waitingClients === 2);
+      stopped.child.kill('SIGSTOP');
+      const released = performance.now();
+      await holder.unlock(); // wakes the stopped client only (its connection is open: PUBLISH counts it)
+      expect(await redis.zrange(`rlock__clients:{${name}}`, 0, -1)).toEqual([live.id]);
+      expect(await waiting).toBe(true);
+      // The live client's heartbeat found the lock free while it waited in line.
+      expect(performance.now() - released).toBeLessThan(5000);
+    } finally {
+      stopped.child.kill('SIGCONT');
+      stopped.child.kill('SIGKILL');
+    }
   });
 
   test('after a run of local handoffs the other client gets its turn: no client starves another', async () => {

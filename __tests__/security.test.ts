@@ -2,7 +2,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { InvalidArgumentError, LockClient, RedisCommandError } from '../src';
-import { clientQueueExpiryKeyOf, clientQueueKeyOf, derivedName, grantChannelPrefixOf, latchChannelOf, latchPrefixOf, permitChannelOf, permitsKeyOf, queueExpiryKeyOf, queueKeyOf, reservationKeyOf, semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
+import { clientQueueExpiryKeyOf, clientQueueKeyOf, derivedName, grantChannelPrefixOf, kindKeyOf, latchChannelOf, latchOpsKeyOf, latchPrefixOf, permitChannelOf, permitsKeyOf, queueExpiryKeyOf, queueKeyOf, reservationKeyOf, semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
 
 /** A plain lock's wake channel for one client. */
 const channelOf = (prefix: string, key: string, clientId = 'Zq3xNbW1mBvH9sTyK0aL_'): string => wakeChannelPrefixOf(prefix, key) + clientId;
@@ -20,7 +20,7 @@ const EXACT_COMMANDS =
   '+hset +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +zscore';
 
 /** What the semaphores and the latch add to the exact recipe (docs/security.md; keep the two identical). */
-const SEMAPHORE_COMMANDS = '+incrby +decrby +decr +zcount';
+const SEMAPHORE_COMMANDS = '+incrby +decrby +decr +zcount +mget +sadd';
 
 /** What the read-write lock adds to the exact recipe (docs/security.md; keep the two identical). */
 const READ_WRITE_COMMANDS = '+hdel +zcard +pexpireat';
@@ -112,9 +112,12 @@ describe('names: every key and channel starts with keyPrefix and hashes to the l
   test.each(['', 'app:', '{tenant}:', 'a}b:'])('the semaphores\' and the latch\'s names, prefix %j', (prefix) => {
     for (const name of names) {
       const key = prefix + name;
-      const derived = [semaphoreChannelOf(prefix, key), reservationKeyOf(prefix, key), permitsKeyOf(prefix, key), permitChannelOf(prefix, key), latchChannelOf(prefix, key)];
+      const derived = [
+        semaphoreChannelOf(prefix, key), reservationKeyOf(prefix, key), permitsKeyOf(prefix, key), permitChannelOf(prefix, key), latchChannelOf(prefix, key),
+        kindKeyOf(prefix, key), latchOpsKeyOf(prefix, key),
+      ];
       for (const derivedKey of derived) expect(derivedKey.startsWith(`${prefix}rlock__`) && calculateSlot(derivedKey) === calculateSlot(key)).toBe(true);
-      expect(new Set([...derived, channelOf(prefix, key), queueKeyOf(prefix, key)]).size).toBe(7);
+      expect(new Set([...derived, channelOf(prefix, key), queueKeyOf(prefix, key)]).size).toBe(9);
     }
   });
 
@@ -155,7 +158,8 @@ describe.each([
       await lock.lock();
       const waiterLock = waiter.getLock('orders:1');
       const waiting = waiterLock.tryLock({ waitTime: 20_000, leaseTime: 5000 });
-      await until('the waiter parked and subscribed', async () => waiter.stats.waiters === 1 && (await subscribers(redis.admin, 'app:orders:1', 'app:')) === 1);
+      // Subscribed, then in line (its attempt after subscribing put its client in the queue).
+      await until('the waiter parked, subscribed and in line', async () => waiter.stats.waiters === 1 && (await subscribers(redis.admin, 'app:orders:1', 'app:')) === 1 && (await waiter.inspect('orders:1')).waitingClients === 1);
       const info = await waiter.inspect('orders:1');
       expect(info).toMatchObject({ key: 'app:orders:1', locked: true, waitingClients: 1 });
       expect(info.holders).toEqual([{ clientId: holder.id, ownerId: expect.any(String), holdCount: 1, clientName: holderName }]);
@@ -426,7 +430,9 @@ test('the CLI as the exact ACL user: inspect, list and force-unlock work, with n
   const inspected = await cli('inspect', 'cli');
   expect(inspected).toMatchObject({ code: 0, stderr: '' });
   expect(inspected.stdout).toMatch(/^cli \(key app:cli\): locked, ttl [\d.]+ s, 0 client\(s\) waiting\n {2}held by \S+ × 1, client \(unknown: not connected, or CLIENT LIST refused\)\n$/);
-  expect(await cli('list')).toEqual({ code: 0, stdout: 'cli\n', stderr: '' });
+  expect(await cli('list', '--kind', 'lock')).toEqual({ code: 0, stdout: 'cli\n', stderr: '' });
+  // Semaphores (of the app-sem test above) are told apart with the exact recipe's commands too (GET of their kind marker).
+  expect(await cli('list', '--kind', 'semaphore')).toEqual({ code: 0, stdout: 'sem (semaphore)\n', stderr: '' });
   expect(await cli('force-unlock', 'cli', '--yes', '--if-holder', holder.id)).toMatchObject({ code: 0, stderr: '' });
   expect(await redis.admin.exists('app:cli')).toBe(0);
 });

@@ -2,7 +2,7 @@
 // processes, multi-permit requests not starved, waiters woken by counted messages (as many as
 // the released permits can serve), and nothing left behind by an abort.
 import { runFixture } from './helpers/child';
-import { usePrivateRedis } from './helpers/privateRedis';
+import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { useReplyCuts } from './helpers/tcpProxy';
 import { commandCounts } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
@@ -230,6 +230,34 @@ describe('in-process handoff', () => {
     await Promise.all(waits);
     await sem.release();
     expect(await sem.availablePermits()).toBe(1);
+  });
+
+  test('a new caller behind parked waiters of its client parks without an attempt and is served after them; a 2-permit one still tries', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(1);
+    await sem.acquire();
+    const got: string[] = [];
+    const first = client.getSemaphore(name).acquire().then(() => got.push('first'));
+    await until('the first waiter is parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 1);
+    const before = await scriptCalls();
+    const second = client.getSemaphore(name).acquire().then(() => got.push('second'));
+    await until('the second waiter is parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 2);
+    expect((await scriptCalls()) - before).toBe(0); // joined the queue without asking Redis
+    // A caller that may not wait still tries (and is refused), and so does a 2-permit one.
+    expect(await client.getSemaphore(name).tryAcquire()).toBe(false);
+    expect((await scriptCalls()) - before).toBe(1);
+    const big = client.getSemaphore(name).tryAcquire({ permits: 2, waitTime: 20_000 });
+    await until('the 2-permit waiter tried', async () => (await scriptCalls()) - before >= 2);
+    await sem.release();
+    await first;
+    await sem.release();
+    await second;
+    expect(got).toEqual(['first', 'second']);
+    await sem.release();
+    await sem.release();
+    expect(await big).toBe(true);
   });
 
   test('a handoff gives a waiter no more than the released permits: a 2-permit waiter is passed over for a 1-permit release', async () => {

@@ -24,9 +24,10 @@ async function main(): Promise<void> {
   const redis = await redisFromEnv();
   const started = Date.now();
   if (process.argv.includes('--semaphore')) {
-    // The semaphore scenario alone (issue 13): `npm run bench -- --semaphore [--quick]`.
+    // The semaphore scenario alone (issue 13): `npm run bench -- --semaphore [--quick] [--repeat=3]`.
     try {
-      const { text, figures } = await semaphoreReport(redis.url, quick ? 3000 : 8000, log);
+      const repetitions = Number(/^--repeat=(\d+)$/.exec(process.argv.find((arg) => arg.startsWith('--repeat=')) ?? '')?.[1] ?? 1);
+      const { text, figures } = await semaphoreReport(redis.url, quick ? 3000 : 8000, log, repetitions);
       console.log(text);
       const date = new Date().toISOString().slice(0, 10);
       mkdirSync(join(__dirname, 'results'), { recursive: true });

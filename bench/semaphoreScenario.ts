@@ -22,6 +22,19 @@ export interface SemaphoreFigures {
   commandsPerAcquisition: number;
   /** The most holders the counter saw at once (must be ≤ PERMITS). */
   maxHolders: number;
+  /** How long the processes took to start and connect (not measured: they all begin after). */
+  readyAfterMs: number;
+  /** CPU time (user + system) of the worker processes per acquisition, in ms: their client library's cost and the holders counter's. */
+  cpuMsPerAcquisition: number;
+  /** Per acquisition, by command (INFO commandstats: script calls and the commands inside them), the holders counter's left out. */
+  commandsByKind: Record<string, number>;
+}
+
+/** INFO commandstats as command → calls. */
+async function commandStats(admin: Redis): Promise<Record<string, number>> {
+  const stats: Record<string, number> = {};
+  for (const match of (await admin.info('commandstats')).matchAll(/^cmdstat_(\S+):calls=(\d+)/gm)) stats[match[1]!] = Number(match[2]);
+  return stats;
 }
 
 let seq = 0;
@@ -30,12 +43,27 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
   const admin = new Redis(url);
   const key = `bench:sem:${process.pid}:${++seq}`;
   try {
+    let failed: unknown;
+    const running = Promise.all(
+      Array.from({ length: PROCESSES }, () => runWorker<{ counts: number[]; waits: number[]; maxHolders: number; cpuMs: number }>([contestant, url, key, String(TASKS), String(PERMITS)], 'semaphoreWorker.ts')),
+    );
+    running.catch((error: unknown) => (failed = error));
+    // Every process connected (a loaded machine is slow to start them): all begin at once and run
+    // for `ms`, and what they did to get ready is not counted.
+    const readySince = Date.now();
+    while (Number(await admin.get(`${key}:ready`)) < PROCESSES) {
+      if (failed) throw failed;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const readyAfterMs = Date.now() - readySince;
+    const statsBefore = await commandStats(admin);
     const commandsBefore = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
-    const deadline = Date.now() + 5000 + ms; // 5 s for the processes to start (a loaded machine is slow at it)
-    const started = Date.now();
-    const workers = await Promise.all(Array.from({ length: PROCESSES }, () => runWorker<{ counts: number[]; waits: number[]; maxHolders: number }>([contestant, url, key, String(deadline), String(TASKS), String(PERMITS)], 'semaphoreWorker.ts')));
-    const elapsed = (Date.now() - Math.max(started, deadline - ms)) / 1000;
+    const start = Date.now() + 50;
+    await admin.rpush(`${key}:go`, ...Array.from({ length: PROCESSES }, () => `${start}:${start + ms}`));
+    const workers = await running;
+    const elapsed = ms / 1000;
     const commands = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]) - commandsBefore;
+    const statsAfter = await commandStats(admin);
     const counts = workers.flatMap((w) => w.counts);
     const waits = workers.flatMap((w) => w.waits);
     const acquisitions = counts.reduce((a, b) => a + b, 0);
@@ -44,9 +72,17 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
       waitP99: round(quantile(waits, 0.99), 1),
       waitMax: round(Math.max(...waits), 1),
       fairness: round(jain(counts), 3),
-      // Less the INCR + DECR in each hold and the two INFO calls.
-      commandsPerAcquisition: round((commands - 2 * acquisitions - 2) / acquisitions),
+      // Less the INCR + DECR in each hold, the first INFO stats, the RPUSH and the BLPOPs of the start.
+      commandsPerAcquisition: round((commands - 2 * acquisitions - 2 - PROCESSES) / acquisitions),
       maxHolders: Math.max(...workers.map((w) => w.maxHolders)),
+      readyAfterMs,
+      cpuMsPerAcquisition: round(workers.reduce((sum, w) => sum + w.cpuMs, 0) / acquisitions, 3),
+      commandsByKind: Object.fromEntries(
+        Object.entries(statsAfter)
+          .map(([command, calls]): [string, number] => [command, calls - (statsBefore[command] ?? 0) - (command === 'incr' || command === 'decr' ? acquisitions : 0)])
+          .filter(([command, calls]) => calls > 0 && !['info', 'rpush', 'blpop'].includes(command))
+          .map(([command, calls]) => [command, round(calls / acquisitions)]),
+      ),
     };
   } finally {
     admin.disconnect();
@@ -54,30 +90,42 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
 }
 
 
-/** Runs every contestant once; a markdown table, the target's verdicts, and the figures. */
-export async function semaphoreReport(url: string, ms: number, log: (line: string) => void): Promise<{ text: string; figures: Record<string, SemaphoreFigures> }> {
-  const figures: Record<string, SemaphoreFigures> = {};
-  for (const contestant of SEMAPHORE_CONTESTANTS) {
-    log(`semaphore: ${contestant}`);
-    figures[contestant] = await semaphoreContended(contestant, url, ms);
+/**
+ * Runs every contestant `repetitions` times, the order rotated each time (so that no contestant
+ * always runs first, or last, on a machine whose load drifts); a markdown table with each
+ * repetition's ratios to redis-semaphore *within that repetition*, the target's verdicts per
+ * repetition, and the figures.
+ */
+export async function semaphoreReport(url: string, ms: number, log: (line: string) => void, repetitions = 1): Promise<{ text: string; figures: Record<string, SemaphoreFigures>[] }> {
+  const runs: Record<string, SemaphoreFigures>[] = [];
+  const rows: string[] = [];
+  const verdicts: string[] = [];
+  for (let r = 0; r < repetitions; r++) {
+    const order = SEMAPHORE_CONTESTANTS.map((_, i) => SEMAPHORE_CONTESTANTS[(i + r) % SEMAPHORE_CONTESTANTS.length]!);
+    const figures: Record<string, SemaphoreFigures> = {};
+    for (const contestant of order) {
+      log(`semaphore: repetition ${r + 1}, ${contestant}`);
+      figures[contestant] = await semaphoreContended(contestant, url, ms);
+    }
+    runs.push(figures);
+    const base = figures['redis-semaphore Semaphore']!;
+    for (const name of SEMAPHORE_CONTESTANTS) {
+      const f = figures[name]!;
+      rows.push(`| ${r + 1} | ${name} | ${f.acquisitionsPerSec} (${round(f.acquisitionsPerSec / base.acquisitionsPerSec)} ×) | ${f.waitP99} / ${f.waitMax} | ${f.fairness} | ${f.commandsPerAcquisition} | ${f.maxHolders} | ${f.cpuMsPerAcquisition} | ${f.readyAfterMs} |`);
+    }
+    for (const name of SEMAPHORE_CONTESTANTS.filter((n) => n !== 'redis-semaphore Semaphore')) {
+      const f = figures[name]!;
+      const ok = f.acquisitionsPerSec >= 1.3 * base.acquisitionsPerSec && f.commandsPerAcquisition <= base.commandsPerAcquisition;
+      verdicts.push(`${ok ? 'MET   ' : 'MISSED'} (${r + 1}) ${name}: ≥ 1.3 × redis-semaphore's acq/s at ≤ its commands: ${round(f.acquisitionsPerSec / base.acquisitionsPerSec)} ×, ${f.commandsPerAcquisition} vs ${base.commandsPerAcquisition} commands`);
+    }
   }
-  const base = figures['redis-semaphore Semaphore']!;
-  const rows = SEMAPHORE_CONTESTANTS.map((name) => {
-    const f = figures[name]!;
-    return `| ${name} | ${f.acquisitionsPerSec} (${round(f.acquisitionsPerSec / base.acquisitionsPerSec)} ×) | ${f.waitP99} / ${f.waitMax} | ${f.fairness} | ${f.commandsPerAcquisition} | ${f.maxHolders} |`;
-  });
-  const verdicts = SEMAPHORE_CONTESTANTS.filter((name) => name !== 'redis-semaphore Semaphore').map((name) => {
-    const f = figures[name]!;
-    const ok = f.acquisitionsPerSec >= 1.3 * base.acquisitionsPerSec && f.commandsPerAcquisition <= base.commandsPerAcquisition;
-    return `${ok ? 'MET   ' : 'MISSED'} ${name}: ≥ 1.3 × redis-semaphore's acq/s at ≤ its commands: ${round(f.acquisitionsPerSec / base.acquisitionsPerSec)} ×, ${f.commandsPerAcquisition} vs ${base.commandsPerAcquisition} commands`;
-  });
   const text = [
-    `permits = ${PERMITS}, ${PROCESSES} processes × ${TASKS} tasks, ${ms / 1000} s each`,
-    '| library | acq/s (× redis-semaphore) | wait p99 / max ms | fairness | cmds/acq | max holders |',
-    '|---|---|---|---|---|---|',
+    `permits = ${PERMITS}, ${PROCESSES} processes × ${TASKS} tasks, ${ms / 1000} s each, ${repetitions} repetition(s) in rotated order`,
+    '| rep | library | acq/s (× redis-semaphore, same repetition) | wait p99 / max ms | fairness | cmds/acq | max holders | worker CPU ms/acq | start-up ms |',
+    '|---|---|---|---|---|---|---|---|---|',
     ...rows,
     '',
     ...verdicts,
   ].join('\n');
-  return { text, figures };
+  return { text, figures: runs };
 }

@@ -1,5 +1,7 @@
-// The semaphore scenario's worker process: `tasks` tasks take a permit until the deadline and
-// hold it for an INCR + DECR of a holders counter. Prints one JSON line with its figures.
+// The semaphore scenario's worker process: once connected, it says so (INCR <key>:ready) and
+// waits for the common start and deadline (BLPOP <key>:go), then `tasks` tasks take a permit
+// until the deadline and hold it for an INCR + DECR of a holders counter. Prints one JSON line
+// with its figures.
 import { Redis } from 'ioredis';
 import { Semaphore as RedisSemaphore } from 'redis-semaphore';
 import { LockClient } from './shippedLibrary';
@@ -44,10 +46,16 @@ async function open(contestant: SemaphoreContestant, url: string, key: string, p
 }
 
 async function main(): Promise<void> {
-  const [contestant, url, key, deadlineArg, tasksArg, permitsArg] = process.argv.slice(2);
+  const [contestant, url, key, tasksArg, permitsArg] = process.argv.slice(2);
   const { take, close } = await open(contestant as SemaphoreContestant, url!, key!, Number(permitsArg));
   const data = new Redis(url!);
-  const deadline = Number(deadlineArg);
+  // Every process starts at once, however slow it was to start up, so that the measured window
+  // holds the contention of all four.
+  await data.incr(`${key}:ready`);
+  const [, go] = (await data.blpop(`${key}:go`, 0))!;
+  const [start, deadline] = go.split(':').map(Number) as [number, number];
+  await new Promise((resolve) => setTimeout(resolve, start - Date.now()));
+  const cpuBefore = process.cpuUsage();
   const counts: number[] = [];
   const waits: number[] = [];
   let maxHolders = 0;
@@ -65,7 +73,8 @@ async function main(): Promise<void> {
       }
     }),
   );
-  console.log(JSON.stringify({ counts, waits, maxHolders }));
+  const cpu = process.cpuUsage(cpuBefore);
+  console.log(JSON.stringify({ counts, waits, maxHolders, cpuMs: (cpu.user + cpu.system) / 1000 }));
   await data.quit();
   await close();
 }

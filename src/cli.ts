@@ -7,8 +7,9 @@ import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
-import type { LatchInfo, LockInfo, PermitSemaphoreInfo, SemaphoreInfo } from './introspection';
+import { kindOf, type LatchInfo, listNamesWithKinds, type LockInfo, type PermitSemaphoreInfo, type PrimitiveKind, type SemaphoreInfo } from './introspection';
 import { LockClient } from './LockClient';
+import { checkListOptions } from './options';
 import { displayUrl, redactUrls } from './redact';
 
 const EXIT_NOTHING = 1;
@@ -174,15 +175,19 @@ function formatInfo(info: LockInfo): string {
 }
 
 /** A semaphore (`semaphore`), a permit-expirable semaphore (`permits`) or a latch: their Redis keys look alike, so the operator says which. */
-function inspectOther(client: LockClient, name: string, kind: string): Promise<SemaphoreInfo | PermitSemaphoreInfo | LatchInfo> {
+function inspectOther(client: LockClient, name: string, kind: Exclude<PrimitiveKind, 'lock' | 'rw'>): Promise<SemaphoreInfo | PermitSemaphoreInfo | LatchInfo> {
   if (kind === 'semaphore') return client.getSemaphore(name).inspect();
   if (kind === 'permits') return client.getPermitExpirableSemaphore(name).inspect();
   return client.getCountDownLatch(name).inspect();
 }
 
+const LATCH_STATES: Partial<Record<LatchInfo['state'], string>> = { open: 'open', unset: 'never set', deleted: 'deleted' };
+
+const KINDS: readonly PrimitiveKind[] = ['lock', 'rw', 'semaphore', 'permits', 'latch'];
+
 function formatOther(info: SemaphoreInfo | PermitSemaphoreInfo | LatchInfo): string {
   const waiting = `${info.waitingClients} client(s) waiting`;
-  if ('count' in info) return `${info.name} (key ${info.key}): latch ${info.count === 0 ? 'open' : `count ${info.count}`}, ${waiting}`;
+  if ('count' in info) return `${info.name} (key ${info.key}): latch ${LATCH_STATES[info.state] ?? `count ${info.count}`}, ${waiting}`;
   if ('reservation' in info) {
     const free = info.availablePermits === null ? 'never set' : `${info.availablePermits} permit(s) free`;
     const reserved = info.reservation
@@ -241,18 +246,19 @@ function buildProgram(): Command {
 
   program
     .command('inspect <name>')
-    .description('who holds a lock, its TTL, and how many clients wait on it (--kind: a read-write lock, semaphore or latch instead)')
-    .addOption(new Option('--kind <kind>', 'what <name> is').choices(['lock', 'rw', 'semaphore', 'permits', 'latch']).default('lock'))
-    .action(async (name: string, opts: { kind: string }) => {
-      await withClient(program, async (client, options) => {
-        if (opts.kind === 'rw') {
+    .description('who holds a lock, its TTL, and how many clients wait on it; a read-write lock, semaphore, permit-expirable semaphore or latch is recognised (or say --kind)')
+    .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys; a name with no keys shows as a free lock)').choices([...KINDS]))
+    .action(async (name: string, opts: { kind?: PrimitiveKind }) => {
+      await withClient(program, async (client, options, redis) => {
+        const kind = opts.kind ?? (await kindOf(redis, options.prefix, client.getLock(name).key)) ?? 'lock';
+        if (kind === 'rw') {
           const info = await client.getReadWriteLock(name).readLock().inspect();
           const mode = `  mode ${info.mode ?? 'free'}, ${info.waitingWriters ?? 0} writer(s) waiting`;
           console.log(options.json ? JSON.stringify(info) : `${formatInfo(info)}\n${mode}`);
           return;
         }
-        if (opts.kind !== 'lock') {
-          const other = await inspectOther(client, name, opts.kind);
+        if (kind !== 'lock') {
+          const other = await inspectOther(client, name, kind);
           console.log(options.json ? JSON.stringify(other) : formatOther(other));
           return;
         }
@@ -266,16 +272,19 @@ function buildProgram(): Command {
 
   program
     .command('list')
-    .description('the lock names under the prefix (SCAN, never KEYS)')
-    .option('--match <glob>', 'glob on the lock name', '*')
-    .action(async (opts: { match: string }) => {
-      await withClient(program, async (client, options) => {
-        const names: string[] = [];
-        for await (const name of client.listLocks({ match: opts.match })) {
-          if (options.json) names.push(name);
-          else console.log(name);
+    .description('the names under the prefix (SCAN, never KEYS): locks, and "<name> (<kind>)" for read-write locks, semaphores, permit-expirable semaphores and latches (while counting)')
+    .option('--match <glob>', 'glob on the name', '*')
+    .addOption(new Option('--kind <kind>', 'only names of this kind').choices([...KINDS]))
+    .action(async (opts: { match: string; kind?: PrimitiveKind }) => {
+      const { match, count } = checkListOptions({ match: opts.match }); // bad input: exit 2 before Redis
+      await withClient(program, async (_client, options, redis) => {
+        const found: { name: string; kind: PrimitiveKind }[] = [];
+        for await (const entry of listNamesWithKinds(redis, options.prefix, match, count)) {
+          if (opts.kind && entry.kind !== opts.kind) continue;
+          if (options.json) found.push(entry);
+          else console.log(entry.kind === 'lock' ? entry.name : `${entry.name} (${entry.kind})`);
         }
-        if (options.json) console.log(JSON.stringify(names));
+        if (options.json) console.log(JSON.stringify(found));
       });
     });
 

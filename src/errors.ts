@@ -45,6 +45,13 @@ export class PermitNotHeldError extends LockError {
   }
 }
 
+/** A count-down latch was deleted (`delete()`) while `await` waited on it: it will not open. */
+export class LatchDeletedError extends LockError {
+  constructor(readonly latchName: string) {
+    super(`latch "${latchName}" was deleted while awaited`);
+  }
+}
+
 /** `withLock` could not take the lock within its `waitTime`. */
 export class LockTimeoutError extends LockError {
   constructor(readonly lockName: string, readonly waitTime: number) {

@@ -17,6 +17,7 @@ export { WriteLock } from './primitives/WriteLock';
 export {
   ClientClosedError,
   InvalidArgumentError,
+  LatchDeletedError,
   LockError,
   LockLostError,
   LockTimeoutError,
@@ -29,6 +30,6 @@ export {
 export { DEFAULT_OFFLINE_TIMEOUT_MS, MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
 export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';
 export { diagnostics, type DiagnosticsChannelName } from './diagnostics';
-export type { LatchInfo, LockHolder, LockInfo, PermitSemaphoreInfo, QueuedWaiter, SemaphoreInfo } from './introspection';
+export type { LatchInfo, LatchState, LockHolder, LockInfo, PermitSemaphoreInfo, QueuedWaiter, SemaphoreInfo } from './introspection';
 export type { HeldLock } from './core/HeldLock';
 export type { ClusterConnectionOptions, ListLocksOptions } from './options';

@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { kindKeyOf } from './names';
 
 /** One owner holding a lock. */
 export interface LockHolder {
@@ -128,12 +129,19 @@ export interface PermitSemaphoreInfo {
   waitingClients: number;
 }
 
+/**
+ * A count-down latch's state: `closed` (a count is set), `open` (it reached 0), `unset` (never
+ * set), `deleted` (for a while after `delete()`; then `unset`).
+ */
+export type LatchState = 'closed' | 'open' | 'unset' | 'deleted';
+
 /** What `inspect()` of a count-down latch tells. */
 export interface LatchInfo {
   name: string;
   key: string;
-  /** 0: open (no count set, or it reached 0). */
+  /** The count left; 0 unless `closed`. */
   count: number;
+  state: LatchState;
   waitingClients: number;
 }
 
@@ -164,23 +172,81 @@ export async function clientNames(redis: Redis | Cluster): Promise<Map<string, s
 
 /** Lock names under `keyPrefix` whose name matches the glob `match`, by SCAN (never KEYS) on every master. */
 export async function* listLockNames(redis: Redis | Cluster, keyPrefix: string, match: string, count: number): AsyncGenerator<string> {
+  for await (const { node, keys } of scanBatches(redis, keyPrefix, match, count, 'hash')) {
+    for (const [key, kind] of await lockKinds(node, keys)) if (kind) yield key.slice(keyPrefix.length);
+  }
+}
+
+/** What a name is: a lock (plain, fair or fenced: one layout), a read-write lock, a semaphore, a permit-expirable semaphore or a latch. */
+export type PrimitiveKind = 'lock' | 'rw' | 'semaphore' | 'permits' | 'latch';
+
+/** The kinds a marker key (names.ts, kindKeyOf) may name. */
+const MARKED_KINDS: readonly string[] = ['semaphore', 'permits', 'latch'] satisfies PrimitiveKind[];
+
+/**
+ * Every name under `keyPrefix` matching `match` with its kind, by SCAN (never KEYS) on every
+ * master, with the commands the library's ACL recipe grants (no TYPE): lock hashes by their
+ * layout, then the integer strings by their kind marker. A latch is found while it has a count
+ * (an open one has only its marker).
+ */
+export async function* listNamesWithKinds(redis: Redis | Cluster, keyPrefix: string, match: string, count: number): AsyncGenerator<{ name: string; kind: PrimitiveKind }> {
+  for await (const { node, keys } of scanBatches(redis, keyPrefix, match, count, 'hash')) {
+    for (const [key, kind] of await lockKinds(node, keys)) if (kind) yield { name: key.slice(keyPrefix.length), kind };
+  }
+  for await (const { node, keys } of scanBatches(redis, keyPrefix, match, count, 'string')) {
+    const pipeline = node.pipeline();
+    for (const key of keys) pipeline.get(kindKeyOf(keyPrefix, key));
+    const markers = await pipeline.exec();
+    for (let i = 0; i < keys.length; i++) {
+      const [error, marker] = markers?.[i] ?? [new Error('pipeline gave no replies')];
+      if (error) throw error;
+      if (typeof marker === 'string' && MARKED_KINDS.includes(marker)) yield { name: keys[i]!.slice(keyPrefix.length), kind: marker as PrimitiveKind };
+    }
+  }
+}
+
+/**
+ * The kind of the primitive at `key`, from its kind marker, else whether its hash has a
+ * read-write lock's mode; undefined for a name that is neither (a free lock, or not ours).
+ */
+export async function kindOf(redis: Redis | Cluster, keyPrefix: string, key: string): Promise<PrimitiveKind | undefined> {
+  const replies = await redis.pipeline().get(kindKeyOf(keyPrefix, key)).hexists(key, 'mode').exec();
+  if (replies?.length !== 2) throw new Error('pipeline gave no replies');
+  const [[markerError, marker], [modeError, mode]] = replies as [[Error | null, unknown], [Error | null, unknown]];
+  if (markerError) throw markerError;
+  if (marker === 'deleted') return 'latch';
+  if (typeof marker === 'string' && MARKED_KINDS.includes(marker)) return marker as PrimitiveKind;
+  // WRONGTYPE: a string no primitive marked, not ours.
+  if (modeError && !/^WRONGTYPE /.test(modeError.message)) throw modeError;
+  if (modeError) return undefined;
+  return mode === 1 ? 'rw' : 'lock';
+}
+
+/** Each hash key with its kind when it has a lock's layout ('rw' with a mode), else undefined. */
+async function lockKinds(node: Redis, keys: string[]): Promise<[string, PrimitiveKind | undefined][]> {
+  if (keys.length === 0) return [];
+  const pipeline = node.pipeline();
+  for (const key of keys) pipeline.hgetall(key);
+  const hashes = (await pipeline.exec()) ?? [];
+  return keys.map((key, i) => {
+    const [error, hash] = hashes[i] ?? [];
+    // A key that changed type since SCAN is not a lock; a refusal (NOPERM: SCAN shows every
+    // key, an ACL may forbid reading them) must not pass for "no locks".
+    if (error && !/^WRONGTYPE /.test(error.message)) throw error;
+    if (error || !hash || !isLockHash(hash as Record<string, string>)) return [key, undefined];
+    return [key, 'mode' in (hash as Record<string, string>) ? 'rw' : 'lock'];
+  });
+}
+
+/** The keys of `type` under `keyPrefix` matching `match`, batch by batch, by SCAN on every master. */
+async function* scanBatches(redis: Redis | Cluster, keyPrefix: string, match: string, count: number, type: 'hash' | 'string'): AsyncGenerator<{ node: Redis; keys: string[] }> {
   const pattern = escapeGlob(keyPrefix) + match;
   for (const node of masters(redis)) {
     let cursor = '0';
     do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count, 'TYPE', 'hash');
+      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count, 'TYPE', type);
       cursor = next;
-      if (keys.length === 0) continue;
-      const pipeline = node.pipeline();
-      for (const key of keys) pipeline.hgetall(key);
-      const hashes = (await pipeline.exec()) ?? [];
-      for (let i = 0; i < keys.length; i++) {
-        const [error, hash] = hashes[i] ?? [];
-        // A key that changed type since SCAN is not a lock; a refusal (NOPERM: SCAN shows every
-        // key, an ACL may forbid reading them) must not pass for "no locks".
-        if (error && !/^WRONGTYPE /.test(error.message)) throw error;
-        if (!error && hash && isLockHash(hash as Record<string, string>)) yield keys[i]!.slice(keyPrefix.length);
-      }
+      if (keys.length > 0) yield { node, keys };
     } while (cursor !== '0');
   }
 }

@@ -162,3 +162,17 @@ export function rwReadChannelOf(keyPrefix: string, key: string): string {
 export function rwWriteChannelOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'rw_write', key);
 }
+
+/**
+ * What a semaphore's, permit-expirable semaphore's or latch's bare integer key is: "semaphore",
+ * "permits", "latch" (or "deleted", for a while after a latch's delete()), so that the CLI can
+ * list and inspect them: `<keyPrefix>rlock__kind:{<key>}`.
+ */
+export function kindKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'kind', key);
+}
+
+/** The operation ids of a latch's recent count downs, a set with a TTL (a resent countDown counts once): `<keyPrefix>rlock__latch_ops:{<key>}`. */
+export function latchOpsKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'latch_ops', key);
+}

@@ -64,6 +64,11 @@ export async function subscribers(admin: Redis, key: string, keyPrefix = ''): Pr
  * first attempts): client internals, read only by tests that count script calls after parking.
  */
 export function parkedWaiters(client: LockClient, name: string, keyPrefix = ''): number {
+  return parkedOnChannel(client, wakeChannelPrefixOf(keyPrefix, keyPrefix + name) + client.id);
+}
+
+/** The same for any primitive's wake-up `channel` (a semaphore's, e.g. `rlock__semaphore:{<name>}`). */
+export function parkedOnChannel(client: LockClient, channel: string): number {
   const internals = client as unknown as { pubsub: { peek(channel: string): { local?: { parkedCount: number } } | undefined } };
-  return internals.pubsub.peek(wakeChannelPrefixOf(keyPrefix, keyPrefix + name) + client.id)?.local?.parkedCount ?? 0;
+  return internals.pubsub.peek(channel)?.local?.parkedCount ?? 0;
 }

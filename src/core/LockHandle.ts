@@ -355,7 +355,7 @@ export abstract class LockHandle {
       // reconnect finds it: nil is never "released", it means the hold was taken away (a
       // force-unlock, an expiry, Redis losing its data) before this release ran. An owner that
       // believed it held one under the watchdog is told as a renewal would have told it.
-      if (holdsBefore > 0 && kept) this.context.renewal.declareLost(this.renewalTarget(owner), 'its release found it no longer held by its owner');
+      if (holdsBefore > 0 && kept) this.context.renewal.reportLost(key, field, 'its release found it no longer held by its owner', this.renewalTarget(owner));
     }
     owner.holds = 0;
     this.context.renewal.remove(key, field);

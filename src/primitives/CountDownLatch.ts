@@ -1,6 +1,6 @@
-import { subscriberCount, type LatchInfo } from '../introspection';
-import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
-import { latchChannelOf, latchPrefixOf } from '../names';
+import { LatchDeletedError } from '../errors';
+import { subscriberCount, type LatchInfo, type LatchState } from '../introspection';
+import { kindKeyOf, latchChannelOf, latchOpsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type AwaitOptions } from './permitOptions';
@@ -8,75 +8,118 @@ import { type Attempt, Primitive } from './Primitive';
 
 /** The scripts of src/lua/latch/, as `defineCommand` adds them. */
 interface LatchScripts {
-  rlock_latch_trySetCount(key: string, count: number): Promise<0 | 1>;
-  rlock_latch_countDown(key: string, channel: string, latch: string, publish: PublishCommand, latchTtlMs: number): Promise<number>;
+  rlock_latch_trySetCount(key: string, kindKey: string, count: number): Promise<0 | 1>;
+  rlock_latch_countDown(key: string, channel: string, opsKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
+  rlock_latch_delete(key: string, kindKey: string, channel: string, publish: PublishCommand, deletedTtlMs: number): Promise<0 | 1>;
 }
 
 const scripts = (redis: ScriptedRedis): LatchScripts => redis as unknown as LatchScripts;
 
 /**
+ * How long a countDown's operation id stays recorded: far longer than ioredis keeps a command
+ * to resend it after a reconnect (its offline queue), so that a resend never counts twice.
+ */
+export const LATCH_OP_TTL_MS = 10 * 60_000;
+
+/** How long a deleted latch says so: its awaiters, woken by the delete's message, read it within ms. */
+export const LATCH_DELETED_TTL_MS = 60_000;
+
+/**
  * Redisson's RCountDownLatch: a count at `<keyPrefix><name>`. `await` resolves once the count is
- * 0 (a missing key, as in Redisson: a latch never set, or one that opened, is open); the
- * `countDown` that reaches 0 deletes the key and wakes every awaiter with one message.
+ * 0; the `countDown` that reaches 0 deletes the count and wakes every awaiter with one message.
+ * Unlike Redisson, a latch knows whether it was never set, opened or deleted (a marker key, see
+ * `LatchState`): `await({ requireInit: true })` waits on a latch never set, and a `delete()`
+ * makes its awaiters reject with `LatchDeletedError` instead of resolving as if it opened. Each
+ * `countDown` carries an operation id, so that one resent after a lost reply counts once.
  */
 export class CountDownLatch extends Primitive {
   private readonly channel: string;
+  private readonly kindKey: string;
+  private readonly opsKey: string;
 
   /** @internal Use `client.getCountDownLatch(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
     this.channel = latchChannelOf(context.keyPrefix, this.key);
+    this.kindKey = kindKeyOf(context.keyPrefix, this.key);
+    this.opsKey = latchOpsKeyOf(context.keyPrefix, this.key);
   }
 
   /** Sets the count (>= 1) if none is set; true when it did. */
   async trySetCount(count: number): Promise<boolean> {
     checkCount('count', count, 1);
     this.context.assertOpen();
-    return (await this.context.command('trySetCount', (redis) => scripts(redis).rlock_latch_trySetCount(this.key, count))) === 1;
+    return (await this.context.command('trySetCount', (redis) => scripts(redis).rlock_latch_trySetCount(this.key, this.kindKey, count))) === 1;
   }
 
-  /**
-   * Counts down by one (never below 0); the one that reaches 0 opens the latch. Once per call:
-   * a call that ioredis resends after a reconnect is answered from its request latch.
-   */
+  /** Counts down by one (never below 0; once per call, even when resent after a reconnect); the one that reaches 0 opens the latch. */
   async countDown(): Promise<void> {
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
-    await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, latch, publish, RELEASE_LATCH_TTL_MS));
+    const opId = this.newId();
+    await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, publish, opId, LATCH_OP_TTL_MS));
   }
 
-  /** The count now (0: open). */
+  /**
+   * Deletes the latch (its count, or its opened state); every `await` on it rejects with
+   * `LatchDeletedError`, and so does one that starts within LATCH_DELETED_TTL_MS. True when there
+   * was a latch to delete.
+   */
+  async delete(): Promise<boolean> {
+    this.context.assertOpen();
+    const publish = await this.publishCommand();
+    return (await this.context.command('delete', (redis) => scripts(redis).rlock_latch_delete(this.key, this.kindKey, this.channel, publish, LATCH_DELETED_TTL_MS))) === 1;
+  }
+
+  /** The count now (0: open, never set, or deleted). */
   async getCount(): Promise<number> {
     this.context.assertOpen();
-    return this.readCount();
+    return (await this.read()).count;
+  }
+
+  /** `closed` (a count is set), `open` (it reached 0), `unset` (never set), or `deleted` (for a while after `delete()`). */
+  async getState(): Promise<LatchState> {
+    this.context.assertOpen();
+    return (await this.read()).state;
   }
 
   /**
    * Waits until the count is 0, at most `waitTime` ms (default: as long as it takes) or until
-   * `signal` aborts (rejects with its reason); true when the latch opened, false on timeout.
+   * `signal` aborts (rejects with its reason); true when the latch opened, false on timeout. A
+   * latch never set counts as open, as in Redisson, unless `requireInit`; a deleted one rejects
+   * with `LatchDeletedError`.
    */
   async await(options?: AwaitOptions): Promise<boolean> {
-    const { waitTime, signal } = checkPermitOptions(options, ['waitTime', 'signal']);
+    const { waitTime, signal, requireInit } = checkPermitOptions(options, ['waitTime', 'signal', 'requireInit']);
     this.context.assertOpen();
     const attempt = async (): Promise<Attempt> => {
       const sentAt = performance.now();
-      return (await this.readCount()) === 0 ? { held: true, sentAt } : { held: false, ttl: -1 };
+      const { state } = await this.read();
+      if (state === 'deleted') throw new LatchDeletedError(this.name);
+      return state === 'open' || (state === 'unset' && !requireInit) ? { held: true, sentAt } : { held: false, ttl: -1 };
     };
     return (await this.wait(this.newId(), this.channel, attempt, waitTime ?? Infinity, signal)) !== undefined;
   }
 
-  /** The count and how many clients have awaiters on it. */
+  /** The count, the state, and how many clients have awaiters on it. */
   async inspect(): Promise<LatchInfo> {
     this.context.assertOpen();
     const sharded = (await this.publishCommand()) === 'spublish';
-    const count = await this.readCount();
+    const { count, state } = await this.read();
     const waitingClients = await this.context.command('inspect', (redis) => subscriberCount(redis, this.channel, sharded));
-    return { name: this.name, key: this.key, count, waitingClients };
+    return { name: this.name, key: this.key, count, state, waitingClients };
   }
 
-  private async readCount(): Promise<number> {
-    const value = await this.context.command('getCount', (redis) => redis.get(this.key));
-    return value === null ? 0 : Math.max(0, Number(value));
+  /** The count and the marker in one MGET (one slot: the marker is named after the key). */
+  private async read(): Promise<{ count: number; state: LatchState }> {
+    const [count, marker] = await this.context.command('getCount', (redis) => redis.mget(this.key, this.kindKey));
+    return latchStateOf(count ?? null, marker ?? null);
   }
+}
+
+/** The state of a latch from its count and its kind marker. */
+export function latchStateOf(count: string | null, marker: string | null): { count: number; state: LatchState } {
+  if (count !== null) return { count: Math.max(0, Number(count)), state: 'closed' };
+  if (marker === 'latch') return { count: 0, state: 'open' };
+  return { count: 0, state: marker === 'deleted' ? 'deleted' : 'unset' };
 }

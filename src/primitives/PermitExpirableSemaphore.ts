@@ -3,7 +3,7 @@ import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
-import { latchPrefixOf, permitChannelOf, permitsKeyOf } from '../names';
+import { kindKeyOf, latchPrefixOf, permitChannelOf, permitsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -12,6 +12,7 @@ import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
 import { type Attempt, Primitive } from './Primitive';
+import { joinsLocalQueue } from './Semaphore';
 
 /** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
 interface PermitScripts {
@@ -20,12 +21,15 @@ interface PermitScripts {
   rlock_permitSemaphore_handoff(permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
-  rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
-  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, delta: number, publish: PublishCommand): Promise<number>;
+  rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
+  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, delta: number, publish: PublishCommand): Promise<number>;
   rlock_permitSemaphore_inspect(key: string, permitsKey: string): Promise<[string | null, number, string[]]>;
 }
 
 const scripts = (redis: ScriptedRedis): PermitScripts => redis as unknown as PermitScripts;
+
+/** Ids of the permits being waited for that the watchdog will keep (taken without `leaseTime`): a handoff to them may be pipelined (see handOver). */
+const keptByWatchdog = new Set<string>();
 
 /** The watchdog's renew script for permits (lua/permitSemaphore/renew.lua). */
 const RENEW_COMMAND = 'rlock_permitSemaphore_renew';
@@ -41,12 +45,14 @@ const RENEW_COMMAND = 'rlock_permitSemaphore_renew';
 export class PermitExpirableSemaphore extends Primitive {
   private readonly permitsKey: string;
   private readonly channel: string;
+  private readonly kindKey: string;
 
   /** @internal Use `client.getPermitExpirableSemaphore(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
     this.permitsKey = permitsKeyOf(context.keyPrefix, this.key);
     this.channel = permitChannelOf(context.keyPrefix, this.key);
+    this.kindKey = kindKeyOf(context.keyPrefix, this.key);
   }
 
   /** Sets the total of permits if it was never set; true when it did. */
@@ -54,7 +60,7 @@ export class PermitExpirableSemaphore extends Primitive {
     checkCount('permits', permits, 0);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    return (await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_permitSemaphore_trySetPermits(this.key, this.permitsKey, this.channel, permits, publish))) === 1;
+    return (await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_permitSemaphore_trySetPermits(this.key, this.permitsKey, this.channel, this.kindKey, permits, publish))) === 1;
   }
 
   /** Changes the total of permits by `delta` (may be negative). */
@@ -62,7 +68,7 @@ export class PermitExpirableSemaphore extends Primitive {
     checkCount('delta', delta, -Infinity);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, delta, publish));
+    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, delta, publish));
   }
 
   /** Waits as long as it takes (or until `signal` aborts) and takes a permit; resolves with its id. */
@@ -89,11 +95,13 @@ export class PermitExpirableSemaphore extends Primitive {
   async tryRelease(id: string): Promise<boolean> {
     checkPermitId(id);
     this.context.assertOpen();
+    // Until when the permit is certainly still in Redis, read before the watchdog lets go of it.
+    const deadline = this.context.renewal.deadlineOf(this.permitsKey, id);
     // Stop renewing first, or a renewal racing the release would report the permit lost.
     const kept = this.context.renewal.remove(this.permitsKey, id);
     // One latch per release request (see release-4.lua): a resend answers what the first run did.
     const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
-    const handed = await this.handOver(id, latch);
+    const handed = await this.handOver(id, deadline, latch);
     let result = handed?.result;
     if (result === undefined) {
       const publish = await this.publishCommand();
@@ -112,7 +120,7 @@ export class PermitExpirableSemaphore extends Primitive {
     // The latch answers a resend, so 0 means taken away before the release ran: a permit the
     // watchdog kept is reported lost, as a renewal would have.
     const released = result === 1;
-    if (!released && kept) this.context.renewal.declareLost(kept, 'its release found it no longer held');
+    if (!released && kept) this.context.renewal.reportLost(this.permitsKey, id, 'its release found it no longer held', kept);
     if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
     return released;
   }
@@ -122,8 +130,16 @@ export class PermitExpirableSemaphore extends Primitive {
    * (no release message, no attempt), at most MAX_LOCAL_HANDOFFS in a row; then the permit goes
    * back to Redis and this client yields its turn (see Semaphore.release). Undefined result: no
    * handoff, release as usual.
+   *
+   * Pipelined when the released permit is kept by the watchdog with more than half a lease
+   * certainly left (`deadline`) and the waiter's will be too: the waiter holds from the send of
+   * the script, without waiting for its reply. The script cannot then find the permit gone
+   * unless Redis lost it; if it does, the waiter's permit is reported lost at once. Its own
+   * commands go after the script on the same connection, and should the script never run (a
+   * dropped connection), the released permit still fills the slot in Redis for over half a
+   * lease, longer than the watchdog takes (a third of one) to find the waiter's permit missing.
    */
-  private async handOver(id: string, latch: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
+  private async handOver(id: string, deadline: number | undefined, latch: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
     const local = this.context.pubsub.peek(this.channel)?.local;
     if (!local?.hasCandidates) {
       if (local) local.streak = 0;
@@ -136,13 +152,18 @@ export class PermitExpirableSemaphore extends Primitive {
     const next = local.claimFirst();
     if (!next) return undefined;
     const sentAt = performance.now();
+    const waiter = next.candidate.field;
+    const pipelined = deadline !== undefined && deadline - sentAt > this.context.watchdogTimeout / 2 && keptByWatchdog.has(waiter);
+    const call = this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS));
+    if (pipelined) next.deliver({ sentAt });
     let result: 0 | 1 | undefined;
     try {
-      result = await this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, latch, id, next.candidate.field, next.candidate.lease, RELEASE_LATCH_TTL_MS));
+      result = await call;
     } finally {
       // The waiter holds the permit from the send of this call on; otherwise it tries again.
-      next.deliver(result === 1 ? { sentAt } : undefined);
+      if (!pipelined) next.deliver(result === 1 ? { sentAt } : undefined);
     }
+    if (pipelined && result !== 1) this.context.renewal.reportLost(this.permitsKey, waiter, 'the permit handed over to it was no longer in Redis');
     if (result === 1) local.streak++;
     return { result, yielded: false };
   }
@@ -231,17 +252,28 @@ export class PermitExpirableSemaphore extends Primitive {
     const id = owner.id;
     const lease = leaseTime ?? context.watchdogTimeout;
     const publish = await this.publishCommand();
+    let attempts = 0;
     const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+      // Only the first: a waiter woken by a message must try, or the wake-up is lost.
+      const first = attempts++ === 0;
       // A client that just passed a permit on lets the other clients' waiters have it (see release).
       if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
+      // Behind this client's parked waiters, a first attempt would be refused (see joinsLocalQueue).
+      if (first && listening && waitTime > 0 && joinsLocalQueue(listening, 1)) return { held: false, ttl: -1 };
       const sentAt = performance.now();
       const ttl = await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, id, lease, publish));
       return ttl === null ? { held: true, sentAt } : { held: false, ttl };
     };
     // Parked, the waiter may be handed a permit by a release of this client (see handOver).
-    const sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
-      park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease }, ms, stops),
-    });
+    if (leaseTime === undefined) keptByWatchdog.add(id);
+    let sentAt: number | undefined;
+    try {
+      sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
+        park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease }, ms, stops),
+      });
+    } finally {
+      keptByWatchdog.delete(id);
+    }
     if (sentAt === undefined) return undefined;
     owner.holds = 1;
     if (leaseTime === undefined) {

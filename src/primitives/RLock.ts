@@ -53,6 +53,9 @@ export class RLock extends LockHandle {
   private async forceUnlockCall(holder: string): Promise<{ removed: boolean; holders: string[] }> {
     const { publish, trust } = await this.publishing();
     const [removed, ...holders] = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
+    // If the lock was with this client, it is not any more.
+    const waiting = this.context.pubsub.peek(this.channel)?.keeper;
+    if (removed === 1 && waiting instanceof WaitingClient) waiting.released(waiting.queued);
     return { removed: removed === 1, holders };
   }
 

@@ -2,7 +2,7 @@ import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError } from '../errors';
 import { subscriberCount, type SemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
-import { latchPrefixOf, reservationKeyOf, semaphoreChannelOf } from '../names';
+import { kindKeyOf, latchPrefixOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -10,12 +10,24 @@ import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type PermitOptions, type TryPermitOptions } from './permitOptions';
 import { type Attempt, Primitive } from './Primitive';
 
+/**
+ * Whether a new caller for `permits` that may wait should park behind its client's waiters
+ * already parked on the semaphore instead of trying first: they wait because no permits were
+ * free, so its attempt would nearly always be refused (one script call per acquisition under
+ * contention, measured in the bench); parked, it is served in order by this client's releases
+ * handing over or by a release message. Single-permit callers only: a multi-permit one must try,
+ * to claim the reservation that keeps smaller requests from starving it.
+ */
+export function joinsLocalQueue(entry: ChannelEntry, permits: number): boolean {
+  return permits === 1 && entry.local?.hasCandidates === true;
+}
+
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
   rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number]>;
-  rlock_semaphore_add(key: string, reservationKey: string, channel: string, delta: number, publish: PublishCommand, releaser: string): Promise<[number, number]>;
-  rlock_semaphore_release(key: string, reservationKey: string, channel: string, latch: string, permits: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
-  rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
+  rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, delta: number, publish: PublishCommand, releaser: string): Promise<[number, number]>;
+  rlock_semaphore_release(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
+  rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
   rlock_semaphore_drain(key: string): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
 }
@@ -33,12 +45,14 @@ const scripts = (redis: ScriptedRedis): SemaphoreScripts => redis as unknown as 
 export class Semaphore extends Primitive {
   private readonly channel: string;
   private readonly reservationKey: string;
+  private readonly kindKey: string;
 
   /** @internal Use `client.getSemaphore(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
     this.channel = semaphoreChannelOf(context.keyPrefix, this.key);
     this.reservationKey = reservationKeyOf(context.keyPrefix, this.key);
+    this.kindKey = kindKeyOf(context.keyPrefix, this.key);
   }
 
   /** Sets the number of permits if it was never set; true when it did. */
@@ -46,7 +60,7 @@ export class Semaphore extends Primitive {
     checkCount('permits', permits, 0);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    const set = await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_semaphore_trySetPermits(this.key, this.reservationKey, this.channel, permits, publish));
+    const set = await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_semaphore_trySetPermits(this.key, this.reservationKey, this.channel, this.kindKey, permits, publish));
     return set === 1;
   }
 
@@ -179,14 +193,14 @@ export class Semaphore extends Primitive {
     const publish = await this.publishCommand();
     const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
     return this.context.command('release', (redis) =>
-      scripts(redis).rlock_semaphore_release(this.key, this.reservationKey, this.channel, latch, permits, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
+      scripts(redis).rlock_semaphore_release(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
     );
   }
 
   /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
   private async add(call: string, delta: number): Promise<[number, number]> {
     const publish = await this.publishCommand();
-    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, delta, publish, this.context.clientId));
+    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, delta, publish, this.context.clientId));
   }
 
   /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */
@@ -202,9 +216,12 @@ export class Semaphore extends Primitive {
     let reserved = false;
     let attempts = 0;
     const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+      // Only the first: a waiter woken by a message must try, or the wake-up is lost.
+      const first = attempts++ === 0;
       // A client that just passed permits on lets the other clients' waiters have them: a new
       // caller that may wait joins its own client's parked waiters instead of barging in.
       if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
+      if (first && listening && waitTime > 0 && joinsLocalQueue(listening, permits)) return { held: false, ttl: -1 };
       if (listening && mayReserve && !entry) {
         // Registered before the request that may reserve: the grant can beat its reply.
         entry = listening;

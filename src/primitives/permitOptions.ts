@@ -31,6 +31,11 @@ export interface AwaitOptions {
   /** How long to wait for the count to reach 0, in ms. Default: as long as it takes. */
   waitTime?: number;
   signal?: AbortSignal;
+  /**
+   * Wait while the latch was never set (Redisson's await returns at once then, the count of a
+   * missing key reading 0): resolve only once a count was set and reached 0. Default false.
+   */
+  requireInit?: boolean;
 }
 
 /** A whole number within [min, MAX_PERMITS] (or ±MAX_PERMITS when `min` is negative). */
@@ -46,18 +51,25 @@ interface Checked {
   waitTime: number | undefined;
   leaseTime: number | undefined;
   signal: AbortSignal | undefined;
+  requireInit: boolean;
 }
 
 /** Validates the options object of a semaphore or latch call; `allowed` lists the keys it takes. */
-export function checkPermitOptions(options: unknown, allowed: readonly ('permits' | 'waitTime' | 'leaseTime' | 'signal')[]): Checked {
-  if (options === undefined) return { permits: 1, waitTime: undefined, leaseTime: undefined, signal: undefined };
+export function checkPermitOptions(options: unknown, allowed: readonly ('permits' | 'waitTime' | 'leaseTime' | 'signal' | 'requireInit')[]): Checked {
+  if (options === undefined) return { permits: 1, waitTime: undefined, leaseTime: undefined, signal: undefined, requireInit: false };
   const raw = checkPlainObject('options', options, allowed);
   return {
     permits: raw.permits === undefined ? 1 : checkCount('options.permits', raw.permits, 1),
     waitTime: checkTime('options.waitTime', raw.waitTime, 0),
     leaseTime: checkTime('options.leaseTime', raw.leaseTime, 1),
     signal: checkSignal('options.signal', raw.signal),
+    requireInit: checkFlag('options.requireInit', raw.requireInit),
   };
+}
+
+function checkFlag(argument: string, value: unknown): boolean {
+  if (value !== undefined && typeof value !== 'boolean') throw new InvalidArgumentError(argument, `must be a boolean, got ${describe(value)}`);
+  return value === true;
 }
 
 /** Checks a permit id given back to a permit-expirable semaphore. */

@@ -115,21 +115,28 @@ export class ExpirationRenewal {
     return entry.lost.signal;
   }
 
-  /**
-   * Reports the hold of `target` lost although no renewal found it so: its owner's release found
-   * it taken away (force-unlock, expiry, lost data). A hold still registered (the owner believed
-   * it kept more holds) aborts its signal too; either way `lockLost` is emitted.
-   */
-  declareLost(target: RenewalTarget, reason: string): void {
-    this.lose(this.entries.get(entryId(target.key, target.field)) ?? target, reason);
-  }
-
-  /** Stops renewing; returns what was renewed, if anything (for `declareLost`). */
+  /** Stops renewing; returns what was renewed, if anything (for `reportLost`). */
   remove(key: string, field: string): RenewalTarget | undefined {
     const id = entryId(key, field);
     const entry = this.entries.get(id);
     this.entries.delete(id);
     return entry;
+  }
+
+  /** When the owner of a hold the watchdog keeps stops believing it holds it (performance.now() ms; see `lostAt`); undefined when not kept. */
+  deadlineOf(key: string, field: string): number | undefined {
+    return this.entries.get(entryId(key, field))?.lostAt;
+  }
+
+  /**
+   * Reports a hold the watchdog keeps as lost now (a caller learnt Redis no longer has it), as a
+   * failed renewal would: its signal aborts and `lockLost` is emitted. `removed`: what `remove`
+   * returned for a hold the caller stopped renewing before it learnt it (a release that found
+   * the hold taken away).
+   */
+  reportLost(key: string, field: string, reason: string, removed?: RenewalTarget): void {
+    const entry = this.entries.get(entryId(key, field)) ?? removed;
+    if (entry) this.lose(entry, reason);
   }
 
   close(): void {

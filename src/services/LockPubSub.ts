@@ -20,6 +20,8 @@ export interface EntryKeeper {
   lingers(drop: () => void): boolean;
   /** A waiter joined the entry again. */
   joined(): void;
+  /** A message came (before it wakes anyone). */
+  heard(): void;
   /** A message came while no waiter is there. */
   unheard(): void;
   /** The entry is gone (unsubscribed); `closing`: the client is closing. */
@@ -62,6 +64,7 @@ export class ChannelEntry {
    * naming an expected field is that waiter's grant; any other wakes one waiter.
    */
   deliver(message: string): void {
+    this.keeper?.heard();
     if (this.refCount === 0 && this.keeper) {
       this.keeper.unheard();
       return;

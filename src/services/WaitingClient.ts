@@ -81,6 +81,13 @@ export class WaitingClient implements EntryKeeper {
     this.stopLingering();
   }
 
+  heard(): void {
+    // Only a release or force by someone else wakes this client: the lock is not here, and the
+    // client is out of line (the waking script took it out).
+    this.heldHere = false;
+    this.queued = false;
+  }
+
   unheard(): void {
     // A wake-up for a client with nobody waiting any more: passed on, or the lock stays free.
     void this.queue.leave().catch(() => undefined);

@@ -5,6 +5,7 @@
     KEYS[1] the counter of free permits
     KEYS[2] the reservation hash
     KEYS[3] the semaphore's channel
+    KEYS[4] the kind marker "rlock__kind:{<key>}" (see kind.lua)
     ARGV[1] permits (>= 0)
     ARGV[2] publish command
 
@@ -12,9 +13,9 @@
     1 when set, 0 when the semaphore already had permits set.
 ]]
 --@include semaphoreWake.lua
-if redis.call('exists', KEYS[1]) == 1 then
+--@include kind.lua
+if not setMarkedOnce(KEYS[1], ARGV[1], KEYS[4], 'semaphore') then
   return 0
 end
-redis.call('set', KEYS[1], ARGV[1])
 wakeWaiters(KEYS[2], KEYS[3], tonumber(ARGV[1]), ARGV[2], '')
 return 1

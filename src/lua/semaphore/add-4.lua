@@ -6,6 +6,7 @@
     KEYS[1] the counter of free permits
     KEYS[2] the reservation hash
     KEYS[3] the semaphore's channel "rlock__semaphore:{<key>}"
+    KEYS[4] the kind marker "rlock__kind:{<key>}" (see kind.lua)
     ARGV[1] permits to add (may be negative)
     ARGV[2] publish command: "spublish" on a Cluster with sharded pub/sub, else "publish"
     ARGV[3] the releasing client's id (named in the message)
@@ -14,6 +15,10 @@
     {free permits after the change, clients the wake-up message reached (0: none sent)}
 ]]
 --@include semaphoreWake.lua
+--@include kind.lua
+if redis.call('exists', KEYS[1]) == 0 then
+  markKind(KEYS[4], 'semaphore')
+end
 local free = redis.call('incrby', KEYS[1], ARGV[1])
 local reached = 0
 if tonumber(ARGV[1]) > 0 then

@@ -5,16 +5,17 @@
     KEYS[1] total permits
     KEYS[2] permits taken (unused; named so that Cluster checks the slot)
     KEYS[3] channel
+    KEYS[4] the kind marker "rlock__kind:{<key>}" (see kind.lua)
     ARGV[1] total (>= 0)
     ARGV[2] publish command
 
   Output:
     1 when set, 0 when a total was set already.
 ]]
-if redis.call('exists', KEYS[1]) == 1 then
+--@include kind.lua
+if not setMarkedOnce(KEYS[1], ARGV[1], KEYS[4], 'permits') then
   return 0
 end
-redis.call('set', KEYS[1], ARGV[1])
 if tonumber(ARGV[1]) > 0 then
   redis.call(ARGV[2], KEYS[3], 'wake:' .. ARGV[1] .. ':')
 end

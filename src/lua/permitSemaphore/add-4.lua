@@ -6,6 +6,7 @@
     KEYS[1] total permits
     KEYS[2] permits taken, zset permit id -> expiry (Redis ms)
     KEYS[3] channel
+    KEYS[4] the kind marker "rlock__kind:{<key>}" (see kind.lua)
     ARGV[1] delta
     ARGV[2] publish command
 
@@ -13,6 +14,10 @@
     the free permits after the change.
 ]]
 --@include permits.lua
+--@include kind.lua
+if redis.call('exists', KEYS[1]) == 0 then
+  markKind(KEYS[4], 'permits')
+end
 redis.call('incrby', KEYS[1], ARGV[1])
 local free = freePermits(KEYS[1], KEYS[2], nowMs())
 if tonumber(ARGV[1]) > 0 and free > 0 then

@@ -1,0 +1,21 @@
+--[[
+  Deletes the latch: its count goes, the marker says "deleted" for a while, and every awaiter is
+  woken to read it and reject (instead of taking the missing count for an opened latch).
+
+  Input:
+    KEYS[1] the count
+    KEYS[2] the kind marker "rlock__kind:{<key>}" (see kind.lua)
+    KEYS[3] channel "rlock__latch:{<key>}"
+    ARGV[1] publish command
+    ARGV[2] how long the "deleted" marker stays, in ms (the awaiters woken read it well before)
+
+  Output:
+    1 when there was a latch (set or open), 0 when there was none (never set, or deleted already).
+]]
+local counted = redis.call('del', KEYS[1])
+if counted == 0 and redis.call('get', KEYS[2]) ~= 'latch' then
+  return 0
+end
+redis.call('set', KEYS[2], 'deleted', 'PX', ARGV[2])
+redis.call(ARGV[1], KEYS[3], 'wake:all')
+return 1
