@@ -3,6 +3,7 @@
 // watchdog keeping permits taken without a lease, and a lost permit aborting withPermit.
 import { runFixture, startFixture, type FixtureProcess } from './helpers/child';
 import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
+import { useReplyCuts } from './helpers/tcpProxy';
 import { commandCounts } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
 import { LockLostError, PermitNotHeldError } from '../src';
@@ -127,6 +128,42 @@ test('withPermit: a permit lost under the watchdog aborts the signal, emits lock
   expect(await sem.availablePermits()).toBe(1);
 });
 
+describe('a release whose reply is lost to a reconnect (ioredis resends it)', () => {
+  const proxy = useReplyCuts(redis);
+  const { resent } = proxy;
+
+  test('a resent release answers "released" from its latch', async () => {
+    const sem = redis.client({ redis: proxy.url }).getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(2);
+    const id = await sem.acquire({ leaseTime: 10_000 });
+    expect(await resent(() => sem.tryRelease(id))).toBe(true);
+    expect(await sem.availablePermits()).toBe(2);
+  });
+
+  test('a permit taken away before such a release is reported lost, not released', async () => {
+    const client = redis.client({ redis: proxy.url });
+    const lostEvents: string[] = [];
+    client.on('lockLost', (event) => lostEvents.push(event.ownerId));
+    const sem = client.getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    const id = await sem.acquire(); // under the watchdog
+    await redis.admin.zrem(`rlock__permits:{${sem.key}}`, id); // Redis lost it
+    await expect(resent(() => sem.release(id))).rejects.toBeInstanceOf(PermitNotHeldError);
+    expect(lostEvents).toEqual([id]);
+    expect(client.stats.renewals).toBe(0);
+  });
+});
+
+test('withPermit: a permit taken away that no renewal noticed before the release: withPermit rejects LockLostError', async () => {
+  const sem = redis.client().getPermitExpirableSemaphore(uniqueName());
+  await sem.trySetPermits(1);
+  const run = sem.withPermit(async () => {
+    const [id] = await redis.admin.zrange(`rlock__permits:{${sem.key}}`, 0, 0);
+    await redis.admin.zrem(`rlock__permits:{${sem.key}}`, id!); // the next renewal is a while off
+  });
+  await expect(run).rejects.toBeInstanceOf(LockLostError);
+});
+
 test('a handoff between permits the watchdog keeps is pipelined: the waiter holds before the reply, and is told at once if the script finds the released permit gone', async () => {
   const name = uniqueName();
   const client = redis.client();
@@ -151,7 +188,9 @@ test('a handoff between permits the watchdog keeps is pipelined: the waiter hold
   await redis.admin.zrem(`rlock__permits:{${name}}`, secondId);
   expect(await sem.tryRelease(secondId)).toBe(false);
   await expect(waiter).rejects.toBeInstanceOf(LockLostError);
-  expect(lostEvents).toHaveLength(1);
+  // The waiter's permit, and the holder's, whose release found it gone (tryRelease false).
+  expect(lostEvents).toHaveLength(2);
+  expect(lostEvents).toContain(secondId);
   expect(waiterId).toBe(''); // it ran on the permit it was handed, which Redis never had
   expect(client.stats.renewals).toBe(0);
   expect(await sem.availablePermits()).toBe(1);

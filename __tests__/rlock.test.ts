@@ -11,6 +11,7 @@ import { until } from './helpers/time';
 import { parkedWaiters, subscribers } from './helpers/privateRedis';
 import { commandCounts, RedisServer } from './helpers/testRedis';
 import { defineScripts, type ScriptedRedis } from '../src/services/scripts';
+import { RELEASE_LATCH_TTL_MS } from '../src/core/LockHandle';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -132,23 +133,74 @@ describe('the Redis protocol', () => {
     await conn.quit();
   });
 
-  test('a resent release answers what the first one did and does not decrement twice', async () => {
+  /** The lock scripts, loaded by a client, called by hand on its connection; one lock per test. */
+  async function byHand(
+    run: (lock: {
+      conn: Redis;
+      key: string;
+      latch: string;
+      acquire(field: string): Promise<number | null>;
+      release(field: string, latch: string, handTo?: string): Promise<number | null>;
+      forceUnlock(): Promise<unknown>;
+    }) => Promise<void>,
+  ): Promise<void> {
     const conn = new Redis(server.url);
     const client = new LockClient({ redis: conn });
     clients.push(client);
     const key = uniqueName();
-    const scripted = conn as unknown as ScriptedRedis;
     const queue = [key, `rlock__clients:{${key}}`, `rlock__clients_timeout:{${key}}`] as const;
+    const scripts = conn as unknown as ScriptedRedis;
     const latch = `rlock__unlock_latch:{${key}}:req1`;
-    const release = () => scripted.rlock_release(...queue, latch, 'c:a', 1000, 'publish', `rlock__channel:{${key}}:`, 1, 5000, 0, 0);
-    await scripted.rlock_acquire(...queue, 10_000, 'c:a', 0, 5000);
-    await scripted.rlock_acquire(...queue, 10_000, 'c:a', 0, 5000);
-    expect(await release()).toBe(0);
-    expect(await release()).toBe(0);
-    expect(await conn.hget(key, 'c:a')).toBe('1');
-    await client.close();
-    await conn.quit();
-  });
+    try {
+      await run({
+        conn,
+        key,
+        latch,
+        acquire: (field) => scripts.rlock_acquire(...queue, 10_000, field, 0, 5000),
+        release: (field, latchKey, handTo) =>
+          handTo
+            ? scripts.rlock_release(...queue, latchKey, field, 1000, 'publish', `rlock__channel:{${key}}:`, 1, 5000, 0, 0, handTo, 10_000)
+            : scripts.rlock_release(...queue, latchKey, field, 1000, 'publish', `rlock__channel:{${key}}:`, 1, 5000, 0, 0),
+        forceUnlock: () => scripts.rlock_forceUnlock(...queue, 'publish', `rlock__channel:{${key}}:`, 1, ''),
+      });
+    } finally {
+      await client.close();
+      await conn.quit();
+    }
+  }
+
+  test('a resent release answers what the first one did and does not decrement twice', () =>
+    byHand(async ({ conn, key, latch, acquire, release }) => {
+      await acquire('c:a');
+      await acquire('c:a');
+      expect(await release('c:a', latch)).toBe(0);
+      expect(await release('c:a', latch)).toBe(0);
+      expect(await conn.hget(key, 'c:a')).toBe('1');
+    }));
+
+  test('a resent full release answers "released" from its latch, even after another owner took the lock', () =>
+    byHand(async ({ conn, key, latch, acquire, release, forceUnlock }) => {
+      await acquire('c:a');
+      expect(await release('c:a', latch)).toBe(1);
+      const ttl = await conn.pttl(latch);
+      expect(ttl).toBeGreaterThan(0); // it expires by itself
+      expect(ttl).toBeLessThanOrEqual(1000);
+      // Another owner takes the free lock; then the first release's resend arrives.
+      expect(await acquire('c:b')).toBeNull();
+      expect(await release('c:a', latch)).toBe(1);
+      expect(await conn.hgetall(key)).toEqual({ 'c:b': '1' });
+      // A release whose hold was taken away before it ran (no latch of its own): nil, "not held".
+      await forceUnlock();
+      expect(await release('c:b', `${latch}.2`)).toBeNull();
+    }));
+
+  test('a resent handoff release answers "handed over" and hands over once', () =>
+    byHand(async ({ conn, key, latch, acquire, release }) => {
+      await acquire('c:a');
+      expect(await release('c:a', latch, 'c:b')).toBe(2);
+      expect(await release('c:a', latch, 'c:b')).toBe(2);
+      expect(await conn.hgetall(key)).toEqual({ 'c:b': '1' });
+    }));
 
   test('the queue of waiting clients: a refused waiter puts its client in line once; a release wakes the first live client only, on its own channel', async () => {
     const key = uniqueName();
@@ -203,7 +255,7 @@ describe('the Redis protocol', () => {
     }
   });
 
-  test('a full release with nobody waiting publishes nothing and leaves no latch key', async () => {
+  test('a full release with nobody waiting publishes nothing and leaves only a latch that expires', async () => {
     const client = newClient();
     const name = uniqueName();
     const listener = server.connect();
@@ -217,7 +269,12 @@ describe('the Redis protocol', () => {
     // A message published after the release would come before this PING's reply.
     await listener.ping();
     expect(messages).toEqual([]);
-    expect(await redis.keys(`rlock__unlock_latch:{${name}}*`)).toEqual([]);
+    // The inner release's latch was deleted once its reply came; the outer one's expires.
+    const latches = await redis.keys(`rlock__unlock_latch:{${name}}*`);
+    expect(latches).toHaveLength(1);
+    const ttl = await redis.pttl(latches[0]!);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(RELEASE_LATCH_TTL_MS);
     await listener.quit();
   });
 });

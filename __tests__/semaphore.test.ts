@@ -3,6 +3,7 @@
 // the released permits can serve), and nothing left behind by an abort.
 import { runFixture } from './helpers/child';
 import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
+import { useReplyCuts } from './helpers/tcpProxy';
 import { commandCounts } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
 import { ClientClosedError, LockTimeoutError } from '../src';
@@ -16,6 +17,20 @@ async function scriptCalls(): Promise<number> {
   const counts = await commandCounts(redis.admin);
   return (counts.evalsha ?? 0) + (counts.eval ?? 0);
 }
+
+describe('resent after a reconnect (the soak found both: more holders than permits, permits lost)', () => {
+  const proxy = useReplyCuts(redis);
+  const { resent } = proxy;
+
+  test('a resent release gives its permits back once, a resent acquire takes them once', async () => {
+    const sem = redis.client({ redis: proxy.url }).getSemaphore(uniqueName());
+    await sem.trySetPermits(3);
+    await resent(() => sem.acquire({ permits: 2 }));
+    expect(await sem.availablePermits()).toBe(1);
+    await resent(() => sem.release({ permits: 2 }));
+    expect(await sem.availablePermits()).toBe(3);
+  });
+});
 
 describe('permits', () => {
   test('trySetPermits sets only once, also after every permit was taken; addPermits may go below 0', async () => {

@@ -1,8 +1,10 @@
 // The soak checker (scripts/soak/checker.ts) on synthetic records: it is pure logic, so each rule
 // is shown on the smallest event list that needs it, next to the case it must not excuse.
 import { checkExclusion, checkFifo } from '../scripts/soak/checker';
+import { checkCapacity, checkLatch, checkTokens } from '../scripts/soak/invariants';
+import { readWriteLock } from '../scripts/soak/primitives/readWriteLock';
 import { exclusive } from '../scripts/soak/primitives/rlock';
-import type { Fault, Force, Hold } from '../scripts/soak/records';
+import type { Fault, Force, Hold, Op } from '../scripts/soak/records';
 
 let next = 0;
 /** A hold on lock L: attempt sent at `sent`, grant reply at `granted`, release sent at `end`. */
@@ -116,13 +118,93 @@ test('FIFO: a waiter queued first must not be granted after one queued later, un
   expect(checkFifo([first, hold(2, 10, 12)], [], [])).toEqual([]);
 });
 
-test('a forced owner whose release ran across a reconnect is listed as untold, not excused, and only then', () => {
-  const a = hold(0, 1, 10, { w: 3 }); // "released": its release ran on the new connection and found nothing
-  const b = hold(4, 5, 12);
-  const result = checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 3, down: 8, up: 10.5 }]);
-  expect(result).toMatchObject({ violations: [], excused: { force: 0 } });
-  expect(result.untold).toHaveLength(1);
-  // A reconnect of another worker, or of this one outside its release: a plain violation.
-  expect(checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 2, down: 8, up: 10.5 }]).violations).toHaveLength(1);
-  expect(checkExclusion([a, b], [force(3, 4, a)], [], exclusive, [{ w: 3, down: 8, up: 9 }]).violations).toHaveLength(1);
+describe('the read-write lock: no writer beside anyone', () => {
+  const rw = readWriteLock.invariant;
+  const write = (sent: number, granted: number, end: number, more: Partial<Hold> = {}): Hold => {
+    const h = hold(sent, granted, end, more);
+    return { ...h, field: `${h.field}:write` };
+  };
+
+  test('readers overlap freely; a writer beside a reader or a writer is a violation', () => {
+    expect(checkExclusion([hold(0, 1, 10), hold(2, 3, 12)], [], [], rw).overlaps).toEqual([]);
+    expect(checkExclusion([hold(0, 1, 10), write(2, 3, 12)], [], [], rw).violations).toHaveLength(1);
+    expect(checkExclusion([write(0, 1, 10), hold(2, 3, 12)], [], [], rw).violations).toHaveLength(1);
+    expect(checkExclusion([write(0, 1, 10), write(2, 3, 12)], [], [], rw).violations).toHaveLength(1);
+  });
+
+  test('a force that named the write field excuses its told writer', () => {
+    const writer = write(0, 1, 10, told(11));
+    const reader = hold(4, 5, 12);
+    expect(checkExclusion([writer, reader], [force(3, 4, writer)], [], rw)).toMatchObject({ violations: [], excused: { force: 1 } });
+  });
+});
+
+describe('semaphores: never more permits held than there are', () => {
+  const semaphore = (permits: number, sent: number, granted: number, end: number, more: Partial<Hold> = {}): Hold => hold(sent, granted, end, { permits, ...more });
+
+  test('up to the capacity is fine; one permit more is a violation naming every holder', () => {
+    expect(checkCapacity([semaphore(1, 0, 1, 10), semaphore(2, 2, 3, 12)], [], [], 3)).toMatchObject({ judged: 2, violations: [] });
+    const over = [semaphore(2, 0, 1, 10), semaphore(1, 2, 3, 12), semaphore(1, 4, 5, 6)];
+    const result = checkCapacity(over, [], [], 3);
+    expect(result.violations).toHaveLength(1);
+    for (const h of over) expect(result.violations[0]).toContain(h.field);
+    // The same holds one after another: fine.
+    expect(checkCapacity([semaphore(2, 0, 1, 2), semaphore(2, 2, 3, 4), semaphore(2, 4, 5, 6)], [], [], 3).violations).toEqual([]);
+  });
+
+  test('a hold a documented fault removed before the grant, with its owner told, is taken out', () => {
+    const pause: Fault = { kind: 'pause', at: 3, end: 8 };
+    const expired = semaphore(2, 0, 1, 20, { outcome: 'lost', toldAt: 10 }); // told after the other's grant
+    const late = semaphore(2, 8, 9.5, 12);
+    expect(checkCapacity([expired, late], [], [pause], 3)).toMatchObject({ violations: [], excused: { pause: 1 } });
+    // Not told: still a violation.
+    expect(checkCapacity([semaphore(2, 0, 1, 20), late], [], [pause], 3).violations).toHaveLength(1);
+    // Without the fault: a violation.
+    expect(checkCapacity([expired, late], [], [], 3).violations).toHaveLength(1);
+  });
+});
+
+describe('the fenced lock: tokens grow', () => {
+  const fenced = (token: number, sent: number, granted: number, end: number): Hold => hold(sent, granted, end, { token: String(token) });
+
+  test('a hold granted after another was must carry a larger token', () => {
+    expect(checkTokens([fenced(10, 0, 1, 2), fenced(11, 2, 3, 4), fenced(20, 4, 5, 6)])).toMatchObject({ judged: 3, violations: [] });
+    const stale = fenced(11, 4, 5, 6);
+    const result = checkTokens([fenced(10, 0, 1, 2), fenced(12, 2, 3, 4), stale]);
+    expect(result.violations).toHaveLength(1);
+    expect(result.violations[0]).toContain(stale.field);
+    // Equal is not larger.
+    expect(checkTokens([fenced(10, 0, 1, 2), fenced(10, 2, 3, 4)]).violations).toHaveLength(1);
+  });
+
+  test('two holds whose attempts raced (one sent before the other was granted) are not ordered', () => {
+    // b's attempt went out before a's grant reply came: Redis may have run either first.
+    expect(checkTokens([fenced(12, 0, 3, 4), fenced(11, 2, 5, 6)]).violations).toEqual([]);
+  });
+});
+
+describe('the count-down latch: it opens only at zero', () => {
+  let opId = 0;
+  const op = (name: string, sent: number, replied: number | null, ok = true): Op => ({ w: 0, id: opId++, lock: 'L', op: name, sent, replied, ok });
+  const opened = (begun: number, at: number): Hold => hold(begun, at, at, { begun });
+  const setAndCount = (n: number): Op[] => [op('set', 0, 1), ...Array.from({ length: n }, (_, i) => op('countDown', 2 + i, 2.5 + i))];
+
+  test('an await that opened after the fourth countDown is fine; after the third, a violation', () => {
+    expect(checkLatch([opened(1.5, 10)], setAndCount(4), [], 4)).toMatchObject({ judged: 1, violations: [] });
+    const result = checkLatch([opened(1.5, 10)], setAndCount(3), [], 4);
+    expect(result.violations).toHaveLength(1);
+    expect(result.violations[0]).toContain('3 of 4');
+  });
+
+  test('a countDown never answered may have run; one sent after the latch opened did not count', () => {
+    expect(checkLatch([opened(1.5, 10)], [...setAndCount(3), op('countDown', 6, null)], [], 4).violations).toEqual([]);
+    expect(checkLatch([opened(1.5, 10)], [...setAndCount(3), op('countDown', 11, 12)], [], 4).violations).toHaveLength(1);
+  });
+
+  test('Redis losing its data in between excuses it; an await before any set is not judged', () => {
+    const restart: Fault = { kind: 'restart', at: 5, end: 6, lostData: true };
+    expect(checkLatch([opened(1.5, 10)], setAndCount(1), [restart], 4)).toMatchObject({ violations: [], excused: { restart: 1 } });
+    expect(checkLatch([opened(1.5, 10)], setAndCount(1), [{ ...restart, kind: 'restart-persist', lostData: false }], 4).violations).toHaveLength(1);
+    expect(checkLatch([opened(0.5, 10)], setAndCount(0), [], 4)).toMatchObject({ judged: 0, violations: [] });
+  });
 });

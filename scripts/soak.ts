@@ -5,8 +5,8 @@ import { runSoak } from './soak/harness';
 import { PRIMITIVES } from './soak/primitives';
 import { FAULT_KINDS, type FaultKind } from './soak/records';
 
-function parseFaults(value: string): FaultKind[] {
-  if (value === 'all') return [...FAULT_KINDS];
+function parseFaults(value: string, applicable: readonly FaultKind[]): FaultKind[] {
+  if (value === 'all') return [...applicable];
   if (value === 'none') return [];
   const kinds = value.split(',').map((kind) => kind.trim());
   for (const kind of kinds) {
@@ -20,7 +20,7 @@ async function main(): Promise<void> {
     options: {
       primitive: { type: 'string', default: 'rlock' },
       duration: { type: 'string', default: '60' },
-      faults: { type: 'string', default: 'force' },
+      faults: { type: 'string' },
       'fault-every': { type: 'string', default: '4' },
       processes: { type: 'string', default: '4' },
       tasks: { type: 'string', default: '16' },
@@ -35,7 +35,9 @@ async function main(): Promise<void> {
   const processes = Number(values.processes);
   const tasks = Number(values.tasks);
   if (!Number.isInteger(processes) || processes < 1 || !Number.isInteger(tasks) || tasks < 1) throw new Error('--processes, --tasks: integers >= 1');
-  const faults = parseFaults(values.faults);
+  const applicable = PRIMITIVES[values.primitive]!.faults;
+  // Default: the force-unlocking operator alone, for a primitive that has a force-unlock.
+  const faults = parseFaults(values.faults ?? (applicable.includes('force') ? 'force' : 'none'), applicable);
   const watchdogTimeout = 2000;
   console.log(`soak: ${values.primitive}, ${processes} processes × ${tasks} tasks on 4 hot locks + 1 chaos lock for ${seconds} s; faults: ${faults.join(', ') || 'none'}`);
   const report = await runSoak({

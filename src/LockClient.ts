@@ -31,7 +31,7 @@ export interface LockLostEvent {
 }
 
 export interface LockClientEvents {
-  /** The watchdog found a lock it kept no longer held by its owner. */
+  /** A lock the watchdog kept was found no longer held by its owner (by a renewal, or by the owner's release). */
   lockLost: [LockLostEvent];
   /** A watchdog renewal call failed (network, Redis error); it is retried next tick. */
   renewalFailed: [unknown];

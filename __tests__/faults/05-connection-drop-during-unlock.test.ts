@@ -1,6 +1,6 @@
 // Fault 5: the command connection drops during unlock(), after Redis ran the release and before
 // its reply arrived. ioredis resends the call on reconnect; the latch must stop a second decrement.
-import { RedisCommandError } from '../../src';
+import { LockLostError, NotLockOwnerError, RedisCommandError } from '../../src';
 import { TcpProxy } from '../helpers/tcpProxy';
 import { commandCounts } from '../helpers/testRedis';
 import { usePrivateRedis } from '../helpers/privateRedis';
@@ -40,21 +40,74 @@ test('a resent release is answered from its latch: the hold count goes down once
   expect(await redis.admin.exists(name)).toBe(0);
 });
 
-test('a resent last release succeeds, reports no loss and leaves no latch behind', async () => {
+test('a resent last release succeeds from its latch and reports no loss; the latch expires by itself', async () => {
   const client = redis.client({ redis: proxy.url });
   const name = 'drop-during-last-unlock';
   const lost = jest.fn();
   client.on('lockLost', lost);
   const lock = client.getLock(name);
   await lock.lock();
+  const before = await releaseCalls();
+  const cuts = proxy.cuts;
   proxy.cutOnNextReply();
-  // The resend finds the lock gone (its first run released it): that is a success, not a loss.
+  // The resend finds the latch its first run left: "released", not "not held".
   await lock.unlock();
+  expect(proxy.cuts - cuts).toBe(1);
+  expect((await releaseCalls()) - before).toBe(2);
   expect(await redis.admin.exists(name)).toBe(0);
   expect(lost).not.toHaveBeenCalled();
-  // The reply of the resend arrived, so the latch was deleted.
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  expect(await redis.admin.keys('rlock__unlock_latch:*')).toEqual([]);
+  const [latch] = await redis.admin.keys(`rlock__unlock_latch:{${name}}:*`);
+  expect(await redis.admin.pttl(latch!)).toBeGreaterThan(0);
+});
+
+test('a hold force-unlocked before a release that spans a reconnect is reported lost, not released', async () => {
+  const client = redis.client({ redis: proxy.url });
+  const name = 'forced-then-drop-during-unlock';
+  const lost: string[] = [];
+  client.on('lockLost', ({ name: lostName }) => lost.push(lostName));
+  const lock = client.getLock(name);
+  await lock.lock(); // under the watchdog
+  expect(await redis.client().getLock(name).forceUnlock()).toBe(true);
+  const before = await releaseCalls();
+  const cuts = proxy.cuts;
+  proxy.cutOnNextReply();
+  // First run and resend both find the field gone and no latch: the hold was taken away.
+  await expect(lock.unlock()).rejects.toBeInstanceOf(NotLockOwnerError);
+  expect(proxy.cuts - cuts).toBe(1);
+  expect((await releaseCalls()) - before).toBe(2);
+  expect(lost).toEqual([name]);
+  expect(client.stats.renewals).toBe(0);
+});
+
+test('a force between acquire and release is reported lost; inside withLock it aborts the scope', async () => {
+  const client = redis.client();
+  const operator = redis.client();
+  const name = 'forced-before-unlock';
+  const lost: string[] = [];
+  client.on('lockLost', ({ name: lostName }) => lost.push(lostName));
+  const lock = client.getLock(name);
+  await lock.lock();
+  await operator.getLock(name).forceUnlock();
+  await expect(lock.unlock()).rejects.toBeInstanceOf(NotLockOwnerError);
+  expect(lost).toEqual([name]);
+
+  // A nested hold released after the force: the scope learns it lost the lock.
+  let aborted: unknown;
+  const outcome = client.getLock(name).withLock(async (signal) => {
+    const inner = client.getLock(name);
+    await inner.lock();
+    await operator.getLock(name).forceUnlock();
+    await expect(inner.unlock()).rejects.toBeInstanceOf(NotLockOwnerError);
+    aborted = signal.reason;
+  });
+  await expect(outcome).rejects.toBeInstanceOf(LockLostError);
+  expect(aborted).toBeInstanceOf(LockLostError);
+  expect(lost).toEqual([name, name]);
+  // A leased hold (no watchdog) is told by the NotLockOwnerError alone.
+  await lock.lock({ leaseTime: 10_000 });
+  await operator.getLock(name).forceUnlock();
+  await expect(lock.unlock()).rejects.toBeInstanceOf(NotLockOwnerError);
+  expect(lost).toEqual([name, name]);
 });
 
 test('an unlock whose outcome stays unknown rejects with RedisCommandError, and the lock is no longer renewed', async () => {

@@ -1,4 +1,6 @@
 import { createServer, type Server, type Socket, connect } from 'node:net';
+import type { Redis } from 'ioredis';
+import { commandCounts } from './testRedis';
 
 /**
  * A loopback TCP proxy in front of a Redis server, so that a test can cut a connection at an
@@ -77,4 +79,43 @@ export class TcpProxy {
     }
     this.pairs.clear();
   }
+}
+
+/**
+ * Runs `call` with the reply of its next command cut by `proxy`, so that ioredis resends it on a
+ * new connection; checks there was one cut and that Redis ran two script calls (the first run and
+ * the resend). Settles as `call` did.
+ */
+export async function withReplyCut<T>(proxy: TcpProxy, admin: Redis, call: () => Promise<T>): Promise<T> {
+  const scriptCalls = async (): Promise<number> => {
+    const counts = await commandCounts(admin);
+    return (counts.evalsha ?? 0) + (counts.eval ?? 0);
+  };
+  const [calls, cuts] = [await scriptCalls(), proxy.cuts];
+  proxy.cutOnNextReply();
+  const [settled] = await Promise.allSettled([call()]);
+  expect(proxy.cuts - cuts).toBe(1);
+  expect((await scriptCalls()) - calls).toBe(2);
+  if (settled!.status === 'rejected') throw settled!.reason;
+  return settled!.value;
+}
+
+/**
+ * A proxy in front of `redis`'s server for the tests of the enclosing describe (started before
+ * them, closed after), and `resent(call)`: `withReplyCut` on it.
+ */
+export function useReplyCuts(redis: { server: { port: number }; admin: Redis }): { readonly url: string; resent<T>(call: () => Promise<T>): Promise<T> } {
+  let proxy: TcpProxy;
+  beforeAll(async () => {
+    proxy = await TcpProxy.start(redis.server.port);
+  });
+  afterAll(async () => {
+    await proxy.close();
+  });
+  return {
+    get url() {
+      return proxy.url;
+    },
+    resent: (call) => withReplyCut(proxy, redis.admin, call),
+  };
 }

@@ -4,12 +4,20 @@
 // before the other was granted, and only when that hold's owner was told.
 import type { Fault, Force, Hold } from './records';
 
-/** What a primitive promises about two of its holds on the same resource. */
+/** What a primitive promises about its holds on one resource (see invariants.ts for the rest). */
 export interface Invariant {
   /** Whether `a` and `b` may not be held at the same time (locks: always; read-write: a writer is involved). */
   conflicts(a: Hold, b: Hold): boolean;
   /** Grants must follow the order in which waiters were queued (fair lock): see checkFifo. */
   fifo: boolean;
+  /** Semaphores: the permits; holds weigh their `permits` and must never sum above it (checkCapacity), instead of `conflicts`. */
+  capacity?: number;
+  /** Fenced lock: a hold granted after another was must carry a larger token (checkTokens). */
+  tokens?: boolean;
+  /** Count-down latch: an await opens only once the count reached zero (checkLatch), with this count. */
+  latchCount?: number;
+  /** Whether each critical section adds one to a counter that must match the holds (not for a latch's awaits). */
+  counters: boolean;
 }
 
 /** Faults the primitive documents as able to break exclusion (removing a hold without its owner). */
@@ -31,13 +39,6 @@ export interface Overlap {
 export interface ExclusionResult {
   overlaps: Overlap[];
   excused: Record<Cause, number>;
-  /**
-   * Overlaps a force explains but whose removed owner was never told, because its release ran
-   * across a reconnect of its connection and the library reads "not held" after a reconnect as
-   * "released" (see docs/reliability.md).
-   * Not excused, not unexplained: a known defect in telling the owner, listed apart.
-   */
-  untold: string[];
   /** Unexcused overlaps, described. */
   violations: string[];
 }
@@ -79,26 +80,8 @@ export function excuse(
   return undefined;
 }
 
-/** A reconnect of one worker's command connection. */
-export interface Reconnect {
-  w: number;
-  down: number;
-  up: number;
-}
-
-/**
- * `removed` was named by a force sent before `other`'s grant, yet its release "succeeded": only
- * possible when its worker's command connection came back while the release was under way, so
- * that the library, seeing its connection epoch moved, read the reply "not held" as "released".
- */
-function releaseAcrossReconnect(removed: Hold, other: Hold, forcesByField: Map<string, Force[]>, reconnects: Reconnect[]): boolean {
-  if (removed.outcome !== 'released') return false;
-  const forced = forcesByField.get(removed.field)?.some((f) => f.lock === removed.lock && f.done >= removed.sent && f.sent < other.granted);
-  return forced === true && reconnects.some((r) => r.w === removed.w && r.up >= removed.end && r.up <= removed.released);
-}
-
-/** Every pair of conflicting holds of a lock whose held intervals overlap, judged. */
-export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], invariant: Invariant, reconnects: Reconnect[] = []): ExclusionResult {
+/** The force-unlocks that named each owner field. */
+export function byField(forces: Force[]): Map<string, Force[]> {
   const forcesByField = new Map<string, Force[]>();
   for (const force of forces) {
     for (const field of force.holders) {
@@ -107,17 +90,27 @@ export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], 
       else forcesByField.set(field, [force]);
     }
   }
+  return forcesByField;
+}
+
+/** Holds grouped by lock. */
+export function byLock<T extends { lock: string }>(items: T[]): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const list = groups.get(item.lock);
+    if (list) list.push(item);
+    else groups.set(item.lock, [item]);
+  }
+  return groups;
+}
+
+/** Every pair of conflicting holds of a lock whose held intervals overlap, judged. */
+export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], invariant: Invariant): ExclusionResult {
+  const forcesByField = byField(forces);
   const overlaps: Overlap[] = [];
   const excused: Record<Cause, number> = { force: 0, restart: 0, pause: 0 };
   const violations: string[] = [];
-  const untold: string[] = [];
-  const byLock = new Map<string, Hold[]>();
-  for (const hold of holds) {
-    const list = byLock.get(hold.lock);
-    if (list) list.push(hold);
-    else byLock.set(hold.lock, [hold]);
-  }
-  for (const [lock, mine] of byLock) {
+  for (const [lock, mine] of byLock(holds)) {
     mine.sort((x, y) => x.granted - y.granted);
     // Holds still held at the current grant; every one of them is compared, not only the latest.
     let active: Hold[] = [];
@@ -131,8 +124,6 @@ export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], 
         if (first || second) {
           Object.assign(overlap, first ?? second, { removed: first ? a : b });
           excused[overlap.cause!]++;
-        } else if (releaseAcrossReconnect(a, b, forcesByField, reconnects) || releaseAcrossReconnect(b, a, forcesByField, reconnects)) {
-          untold.push(describe(overlap, forces, faults));
         } else {
           violations.push(describe(overlap, forces, faults));
         }
@@ -141,17 +132,17 @@ export function checkExclusion(holds: Hold[], forces: Force[], faults: Fault[], 
       if (heldUntil(b) > b.granted) active.push(b);
     }
   }
-  return { overlaps, excused, untold, violations };
+  return { overlaps, excused, violations };
 }
 
 const t = (ms: number | null): string => (ms === null ? '-' : ms.toFixed(3));
 
-function describeHold(h: Hold): string {
+export function describeHold(h: Hold): string {
   return `${h.w}.${h.id} ${h.field} (${h.via}) sent ${t(h.sent)} granted ${t(h.granted)} until ${t(h.end)} ${h.outcome}${h.toldAt === null ? '' : ` told ${t(h.toldAt)}`}`;
 }
 
 /** An unexcused overlap with what happened near it, so that the report says where to look. */
-function describe({ lock, a, b }: Overlap, forces: Force[], faults: Fault[]): string {
+export function describe({ lock, a, b }: Overlap, forces: Force[], faults: Fault[]): string {
   const from = Math.min(a.sent, b.sent) - 50;
   const to = Math.max(heldUntil(a), heldUntil(b)) + 50;
   const near = [
@@ -173,17 +164,11 @@ function describe({ lock, a, b }: Overlap, forces: Force[], faults: Fault[]): st
  */
 export function checkFifo(holds: Hold[], forces: Force[], faults: Fault[]): string[] {
   const violations: string[] = [];
-  const byLock = new Map<string, Hold[]>();
-  for (const hold of holds) {
-    if (hold.queuedSent === null || hold.queuedReplied === null) continue; // never queued
-    const list = byLock.get(hold.lock);
-    if (list) list.push(hold);
-    else byLock.set(hold.lock, [hold]);
-  }
+  const queuedHolds = holds.filter((hold) => hold.queuedSent !== null && hold.queuedReplied !== null); // others never queued
   const faultBetween = (lock: string, from: number, to: number): boolean =>
     forces.some((f) => f.lock === lock && f.holders.length > 0 && f.done >= from && f.sent <= to) ||
     faults.some((f) => f.end >= from && f.at <= to);
-  for (const [lock, queued] of byLock) {
+  for (const [lock, queued] of byLock(queuedHolds)) {
     const byQueued = [...queued].sort((x, y) => x.queuedReplied! - y.queuedReplied!);
     const byQueueSent = [...queued].sort((x, y) => x.queuedSent! - y.queuedSent!);
     // Walk the later waiters in order of their queueing; `latest` is the waiter granted latest

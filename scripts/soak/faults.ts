@@ -29,8 +29,8 @@ export interface FaultPlan {
   downMs: number;
   chaosLock: string;
   keyPrefix: string;
-  /** The primitive's handle for the force-unlocking operator. */
-  getLock: Primitive['getLock'];
+  /** The primitive's handle for the force-unlocking operator (when `kinds` has `force`). */
+  getLock?: Primitive['getLock'];
   /** Kills a worker -9 (and starts a replacement); resolves with its number once it is replaced. */
   killWorker: () => Promise<number | undefined>;
 }
@@ -66,7 +66,7 @@ async function forceLoop(server: RedisServer, plan: FaultPlan, records: FaultRec
   const connection = new Redis(server.url, { disconnectTimeout: 0, connectionName: FORCER_NAME });
   connection.on('error', () => undefined);
   const client = new LockClient({ redis: connection, keyPrefix: plan.keyPrefix, name: FORCER_NAME });
-  const lock = plan.getLock(client, plan.chaosLock);
+  const lock = plan.getLock!(client, plan.chaosLock);
   let holders: string[] = [];
   const onForce = (message: unknown): void => {
     holders = (message as { holders: string[] }).holders;

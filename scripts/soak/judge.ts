@@ -5,7 +5,8 @@ import { checkExclusion, checkFifo, type Cause, type ExclusionResult, type Invar
 import type { FaultRecords } from './faults';
 import { duringFault, toldAfterFault, waitsAfterFaults, waitsOf, type Spread } from './figures';
 import type { SoakOptions } from './harness';
-import type { DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, ReconnectLine, WorkerLine } from './records';
+import { checkCapacity, checkLatch, checkTokens, type InvariantResult } from './invariants';
+import type { DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, Op, OpLine, OpReplyLine, WorkerLine } from './records';
 
 export interface SoakReport {
   options: SoakOptions;
@@ -15,9 +16,9 @@ export interface SoakReport {
   /** Force-unlocks sent, and those that removed a holder. */
   forces: { sent: number; removed: number };
   faults: Record<string, number>;
-  overlaps: { total: number; excused: Record<Cause, number>; untold: number; unexplained: number };
-  /** Overlaps explained by a force whose owner the library never told (checker.ts, `untold`). */
-  untold: string[];
+  overlaps: { total: number; excused: Record<Cause, number>; unexplained: number };
+  /** The primitive's own rule beyond pairs (capacity, tokens, latch), when it has one. */
+  invariant?: { rule: string; judged: number; excused: Partial<Record<Cause, number>>; unexplained: number };
   /** ms from a fault to the owner of a hold it removed being told, per fault kind. */
   toldAfter: Record<string, Spread>;
   /** Holds whose owner was told of a loss that no fault explains (a starved process: lease ran out). */
@@ -60,21 +61,24 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   const misses: MissLine[] = [];
   const errors: ErrorLine[] = [];
   const done: DoneLine[] = [];
-  const reconnects: ReconnectLine[] = [];
+  const opLines: OpLine[] = [];
+  const opReplies = new Map<string, OpReplyLine>();
   for (const line of lines) {
     if (line.k === 'g') grants.set(`${line.w}.${line.id}`, line);
     else if (line.k === 'e') ends.set(`${line.w}.${line.id}`, line);
     else if (line.k === 'x') misses.push(line);
     else if (line.k === 'err') errors.push(line);
-    else if (line.k === 'reconnect') reconnects.push(line);
+    else if (line.k === 'op') opLines.push(line);
+    else if (line.k === 'opr') opReplies.set(`${line.w}.${line.id}`, line);
     else done.push(line);
   }
   const holds: Hold[] = [];
   for (const [key, g] of grants) {
     const grant = { w: g.w, id: g.id, lock: g.lock, field: g.field, via: g.via, begun: g.begun, queuedSent: g.queuedSent, queuedReplied: g.queuedReplied, sent: g.sent, granted: g.granted, waitTime: g.waitTime };
     const e = ends.get(key);
+    if (g.permits !== undefined) Object.assign(grant, { permits: g.permits });
     if (e) {
-      holds.push({ ...grant, end: e.end, released: e.released, outcome: e.outcome, toldAt: e.toldAt, counted: e.counted });
+      holds.push({ ...grant, end: e.end, released: e.released, outcome: e.outcome, toldAt: e.toldAt, counted: e.counted, ...(e.token === undefined ? {} : { token: e.token }) });
     } else if (killedAt.has(g.w)) {
       // In flight when its worker was killed -9: held until the kill, then by nobody alive.
       const at = killedAt.get(g.w)!;
@@ -88,9 +92,15 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   // A killed worker's hold in flight is left out: whether its release was sent before the kill
   // is unknown (it died before printing), and after the kill nobody alive believes it.
   const alive = holds.filter((h) => h.outcome !== 'killed');
-  const exclusion = checkExclusion(alive, forces, faults, input.invariant, reconnects);
+  const exclusion = checkExclusion(alive, forces, faults, input.invariant);
   violations.push(...exclusion.violations);
   if (input.invariant.fifo) violations.push(...checkFifo(alive, forces, faults));
+  const ops: Op[] = opLines.map(({ k: _, ...op }) => {
+    const reply = opReplies.get(`${op.w}.${op.id}`);
+    return { ...op, replied: reply?.replied ?? null, ok: reply?.ok ?? false };
+  });
+  const invariant = checkInvariant(input.invariant, alive, ops, forces, faults);
+  if (invariant) violations.push(...invariant.result.violations);
 
   // Errors: expected only while a fault is on (or just after it).
   const errorsNearFaults: Record<string, number> = {};
@@ -138,8 +148,10 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
     misses: missCounts,
     forces: { sent: forces.length, removed: forces.filter((f) => f.holders.length > 0).length },
     faults: faultCounts,
-    overlaps: { total: exclusion.overlaps.length, excused: exclusion.excused, untold: exclusion.untold.length, unexplained: exclusion.violations.length },
-    untold: exclusion.untold.slice(0, 20),
+    overlaps: { total: exclusion.overlaps.length, excused: exclusion.excused, unexplained: exclusion.violations.length },
+    ...(invariant && {
+      invariant: { rule: invariant.rule, judged: invariant.result.judged, excused: invariant.result.excused, unexplained: invariant.result.violations.length },
+    }),
     toldAfter: told.byKind,
     toldWithoutFault: {
       count: told.none.length,
@@ -157,3 +169,11 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   return { report, holds, exclusion };
 }
 
+
+/** The primitive's rule beyond pairs of holds, if it has one. */
+function checkInvariant(invariant: Invariant, holds: Hold[], ops: Op[], forces: FaultRecords['forces'], faults: FaultRecords['faults']): { rule: string; result: InvariantResult } | undefined {
+  if (invariant.capacity !== undefined) return { rule: `at most ${invariant.capacity} permits held`, result: checkCapacity(holds, forces, faults, invariant.capacity) };
+  if (invariant.tokens) return { rule: 'tokens grow', result: checkTokens(holds) };
+  if (invariant.latchCount !== undefined) return { rule: `opens only after ${invariant.latchCount} countDowns`, result: checkLatch(holds, ops, faults, invariant.latchCount) };
+  return undefined;
+}

@@ -19,6 +19,7 @@ export class HoldRecorder {
   end: number | undefined;
   toldAt: number | null = null;
   counted = false;
+  token: string | undefined;
   readonly begun = now();
 
   constructor(
@@ -27,14 +28,19 @@ export class HoldRecorder {
     readonly via: string,
     readonly waitTime: number | null,
     private readonly recorder: Recorder,
+    /** Appended to the owner field the library reports (a write hold's field ends in ":write"). */
+    readonly suffix = '',
   ) {}
 
-  /** The critical section: GET + SET of the lock's counter, skipped once the owner is told. */
-  async section(signal?: AbortSignal): Promise<void> {
+  /**
+   * The critical section: GET + SET of the lock's counter, the SET skipped once the owner is
+   * told, or always for a shared hold (`writes` false: a reader only reads).
+   */
+  async section(signal?: AbortSignal, writes = true): Promise<void> {
     const key = `${this.recorder.keyPrefix}counter:${this.lock}`;
     const value = Number((await this.recorder.data.get(key)) ?? 0);
     await sleep(Math.floor(Math.random() * 3));
-    if (this.toldAt !== null || signal?.aborted) return;
+    if (this.toldAt !== null || signal?.aborted || !writes) return;
     await this.recorder.data.set(key, value + 1);
     this.counted = true;
   }
@@ -59,6 +65,7 @@ export class Recorder {
   private readonly store = new AsyncLocalStorage<HoldRecorder>();
   private readonly active = new Map<string, HoldRecorder>();
   private next = 0;
+  private nextOp = 0;
 
   constructor(
     readonly worker: number,
@@ -99,18 +106,41 @@ export class Recorder {
     }) as Redis['sendCommand'];
   }
 
-  /** The library granted `field` on `lock` (its acquired event); called in the caller's context. */
-  granted(field: string, lock: string): void {
+  /**
+   * The library granted `field` on `lock` (its acquired event; `permits` for a semaphore);
+   * called in the caller's context.
+   */
+  granted(field: string, lock: string, permits?: number): void {
     const rec = this.store.getStore();
     if (!rec || rec.field !== undefined || rec.lock !== lock) return; // reentrant holds are the outer hold's
     rec.granted = now();
-    rec.field = field;
+    rec.field = field + rec.suffix;
     const sent = rec.lastSent ?? rec.begun;
-    this.active.set(field, rec);
+    this.active.set(rec.field, rec);
     this.emit({
-      k: 'g', w: this.worker, id: rec.id, lock, field, via: rec.via, begun: rec.begun,
+      k: 'g', w: this.worker, id: rec.id, lock, field: rec.field, via: rec.via, begun: rec.begun,
       queuedSent: rec.queuedSent ?? null, queuedReplied: rec.queuedReplied ?? null, sent, granted: rec.granted, waitTime: rec.waitTime,
+      ...(permits === undefined ? {} : { permits }),
     });
+  }
+
+  /** The fencing token the current call's hold got (the first one: a reentrant hold keeps it). */
+  noteToken(token: bigint): void {
+    const rec = this.store.getStore();
+    if (rec) rec.token ??= token.toString();
+  }
+
+  /** Runs `call` (a latch's trySetCount or countDown) and prints it before it is sent and when it answered. */
+  async op<T>(lock: string, op: string, call: () => Promise<T>, ok: (answer: T) => boolean = () => true): Promise<void> {
+    const id = this.nextOp++;
+    this.emit({ k: 'op', w: this.worker, id, lock, op, sent: now() });
+    try {
+      const answer = await call();
+      this.emit({ k: 'opr', w: this.worker, id, replied: now(), ok: ok(answer) });
+    } catch (error) {
+      // Its outcome in Redis is unknown: no reply line, so the checker counts it as maybe run.
+      if (this.errors.miss(error) === undefined) this.error(lock, error);
+    }
   }
 
   /** The library told the owner of `field` that it lost the hold (lockLost event). */
@@ -120,8 +150,8 @@ export class Recorder {
   }
 
   /** Runs one acquiring call and what follows it, and prints its record. */
-  async track(lock: string, via: string, waitTime: number | null, body: (rec: HoldRecorder) => Promise<boolean>): Promise<void> {
-    const rec = new HoldRecorder(this.next++, lock, via, waitTime, this);
+  async track(lock: string, via: string, waitTime: number | null, body: (rec: HoldRecorder) => Promise<boolean>, suffix?: string): Promise<void> {
+    const rec = new HoldRecorder(this.next++, lock, via, waitTime, this, suffix);
     let failure: unknown;
     let got = false;
     try {
@@ -155,7 +185,10 @@ export class Recorder {
     } else if (rec.toldAt !== null) {
       outcome = 'lost';
     }
-    this.emit({ k: 'e', w: this.worker, id: rec.id, end: rec.end ?? settled, released: settled, outcome, toldAt: rec.toldAt, counted: rec.counted });
+    this.emit({
+      k: 'e', w: this.worker, id: rec.id, end: rec.end ?? settled, released: settled, outcome, toldAt: rec.toldAt, counted: rec.counted,
+      ...(rec.token === undefined ? {} : { token: rec.token }),
+    });
   }
 
   private error(lock: string, error: unknown): void {

@@ -46,6 +46,8 @@ export interface GrantLine {
   granted: number;
   /** The wait bound of the call (waitTime or abort timeout), or null for "as long as it takes". */
   waitTime: number | null;
+  /** Semaphores: how many permits the hold took (absent: 1). */
+  permits?: number;
 }
 
 /** A worker line: the end of a granted hold. */
@@ -62,6 +64,8 @@ export interface EndLine {
   toldAt: number | null;
   /** Whether the critical section wrote the lock's counter (it skips the write once told). */
   counted: boolean;
+  /** Fenced lock: the hold's fencing token (a decimal bigint). */
+  token?: string;
 }
 
 /** A worker line: an acquisition that was not granted. */
@@ -86,14 +90,32 @@ export interface ErrorLine {
 }
 
 /**
- * A worker line: its command connection came back after a drop (the library's connection epoch
- * moved): `down` when it closed, `up` when it was ready again.
+ * A worker line: a call that changes a primitive without holding it (a latch's trySetCount or
+ * countDown), printed before it is sent, so that a worker killed meanwhile leaves it on record.
  */
-export interface ReconnectLine {
-  k: 'reconnect';
+export interface OpLine {
+  k: 'op';
   w: number;
-  down: number;
-  up: number;
+  /** Unique in its worker; its reply line (OpReplyLine) names it. */
+  id: number;
+  lock: string;
+  op: string;
+  sent: number;
+}
+
+/** A worker line: the reply to an OpLine; `ok` is what it answered (trySetCount: whether it set). */
+export interface OpReplyLine {
+  k: 'opr';
+  w: number;
+  id: number;
+  replied: number;
+  ok: boolean;
+}
+
+/** An op as the checker sees it: `replied` null when its reply never came (error, worker killed). */
+export interface Op extends Omit<OpLine, 'k'> {
+  replied: number | null;
+  ok: boolean;
 }
 
 /** A worker line: the worker finished; its client's internal state must be empty. */
@@ -103,7 +125,7 @@ export interface DoneLine {
   stats: Record<string, number>;
 }
 
-export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | ReconnectLine | DoneLine;
+export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | OpLine | OpReplyLine | DoneLine;
 
 /** A hold as the checker sees it: the grant and end lines merged. */
 export interface Hold extends Omit<GrantLine, 'k'>, Omit<EndLine, 'k' | 'w' | 'id'> {}
@@ -150,4 +172,6 @@ export interface WorkerConfig {
   deadline: number;
   /** Monotonic ms at which waits without a bound give up (so a starved waiter cannot stretch the run). */
   giveUpAt: number;
+  /** Monotonic ms at which the run started (a latch's generations count from it). */
+  start: number;
 }

@@ -19,13 +19,6 @@ const commands = new Redis(config.url, { disconnectTimeout: 0 });
 const data = new Redis(config.dataUrl, { disconnectTimeout: 0 });
 // Faults restart Redis under them; ioredis reconnects, and the calls tell their own story.
 commands.on('error', () => undefined);
-// Reconnects of the command connection: a release that spans one may read "not held" as released.
-let downAt: number | undefined;
-commands.on('close', () => (downAt ??= now()));
-commands.on('ready', () => {
-  if (downAt !== undefined) process.stdout.write(`${JSON.stringify({ k: 'reconnect', w: config.worker, down: downAt, up: now() })}\n`);
-  downAt = undefined;
-});
 data.on('error', () => undefined);
 const recorder = new Recorder(config.worker, config.keyPrefix, data, primitive.adapter.errors);
 recorder.hookCommands(commands);
@@ -50,6 +43,7 @@ async function task(): Promise<void> {
 const stopProbe = process.env.SOAK_DEBUG ? startPubSubProbe(client, config) : () => undefined;
 
 async function main(): Promise<void> {
+  await primitive!.adapter.prepare?.(client, config);
   await Promise.all(Array.from({ length: config.tasks }, () => task()));
   recorder.emit({ k: 'done', w: config.worker, stats: client.stats });
   clearTimeout(overTimer);

@@ -335,14 +335,14 @@ export abstract class LockHandle {
     // Unique per release request without a random id: the owner's field (the facets of a
     // read-write lock's owner share its id, not its field) and its count of releases.
     const latch = `${latchPrefixOf(this.context.keyPrefix, key)}${field}.${++owner.releases}`;
-    const epoch = this.context.connectionEpoch();
     const holdsBefore = owner.holds;
+    const kept = this.context.renewal.has(key, field);
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal
     // racing this release would find the lock gone and report it lost. If the release fails,
     // the lock then expires within its lease.
     if (holdsBefore <= 1) this.context.renewal.remove(key, field);
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
-    let result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1));
+    const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1));
     if (result !== null && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {
       // The reply came, so ioredis will not resend this call: the latch has done its job.
@@ -350,11 +350,12 @@ export abstract class LockHandle {
       owner.holds = Math.max(1, owner.holds - 1);
       return false;
     }
-    // nil after a reconnect, for an owner with one hold: the answer of a resend whose first run
-    // released the lock (or of a lock lost meanwhile); either way it is not held any more.
-    if (result === null && holdsBefore === 1 && this.context.connectionEpoch() !== epoch) {
-      result = 1;
-      if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: true });
+    if (result === null) {
+      // Every release that gave a hold back left its answer in its latch, where a resend after a
+      // reconnect finds it: nil is never "released", it means the hold was taken away (a
+      // force-unlock, an expiry, Redis losing its data) before this release ran. An owner that
+      // believed it held one under the watchdog is told as a renewal would have told it.
+      if (holdsBefore > 0 && kept) this.context.renewal.reportLost(key, field, 'its release found it no longer held by its owner', this.renewalTarget(owner));
     }
     owner.holds = 0;
     this.context.renewal.remove(key, field);

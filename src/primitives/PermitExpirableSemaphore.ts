@@ -2,7 +2,8 @@ import { watchHold } from '../core/holdScope';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
-import { kindKeyOf, permitChannelOf, permitsKeyOf } from '../names';
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { kindKeyOf, latchPrefixOf, permitChannelOf, permitsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -16,8 +17,8 @@ import { joinsLocalQueue } from './Semaphore';
 /** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
 interface PermitScripts {
   rlock_permitSemaphore_acquire(key: string, permitsKey: string, channel: string, id: string, leaseMs: number, publish: PublishCommand): Promise<number | null>;
-  rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, id: string, publish: PublishCommand, releaser: string): Promise<[0 | 1, number]>;
-  rlock_permitSemaphore_handoff(permitsKey: string, id: string, newId: string, leaseMs: number): Promise<0 | 1>;
+  rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, latch: string, id: string, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[0 | 1, number]>;
+  rlock_permitSemaphore_handoff(permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
@@ -97,14 +98,15 @@ export class PermitExpirableSemaphore extends Primitive {
     // Until when the permit is certainly still in Redis, read before the watchdog lets go of it.
     const deadline = this.context.renewal.deadlineOf(this.permitsKey, id);
     // Stop renewing first, or a renewal racing the release would report the permit lost.
-    this.context.renewal.remove(this.permitsKey, id);
-    const epoch = this.context.connectionEpoch();
-    const handed = await this.handOver(id, deadline);
+    const kept = this.context.renewal.remove(this.permitsKey, id);
+    // One latch per release request (see release-4.lua): a resend answers what the first run did.
+    const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
+    const handed = await this.handOver(id, deadline, latch);
     let result = handed?.result;
     if (result === undefined) {
       const publish = await this.publishCommand();
       const [released, reached] = await this.context.command('release', (redis) =>
-        scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, id, publish, this.context.clientId),
+        scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, latch, id, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
       );
       result = released;
       if (handed?.yielded && reached <= 1) {
@@ -115,8 +117,10 @@ export class PermitExpirableSemaphore extends Primitive {
         entry?.wakeOne();
       }
     }
-    // 0 after a reconnect may be the answer to ioredis resending a release that had run.
-    const released = result === 1 || this.context.connectionEpoch() !== epoch;
+    // The latch answers a resend, so 0 means taken away before the release ran: a permit the
+    // watchdog kept is reported lost, as a renewal would have.
+    const released = result === 1;
+    if (!released && kept) this.context.renewal.reportLost(this.permitsKey, id, 'its release found it no longer held', kept);
     if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
     return released;
   }
@@ -135,7 +139,7 @@ export class PermitExpirableSemaphore extends Primitive {
    * dropped connection), the released permit still fills the slot in Redis for over half a
    * lease, longer than the watchdog takes (a third of one) to find the waiter's permit missing.
    */
-  private async handOver(id: string, deadline: number | undefined): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
+  private async handOver(id: string, deadline: number | undefined, latch: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
     const local = this.context.pubsub.peek(this.channel)?.local;
     if (!local?.hasCandidates) {
       if (local) local.streak = 0;
@@ -150,7 +154,7 @@ export class PermitExpirableSemaphore extends Primitive {
     const sentAt = performance.now();
     const waiter = next.candidate.field;
     const pipelined = deadline !== undefined && deadline - sentAt > this.context.watchdogTimeout / 2 && keptByWatchdog.has(waiter);
-    const call = this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, id, waiter, next.candidate.lease));
+    const call = this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS));
     if (pipelined) next.deliver({ sentAt });
     let result: 0 | 1 | undefined;
     try {
@@ -233,8 +237,10 @@ export class PermitExpirableSemaphore extends Primitive {
       await released.catch(() => undefined);
       throw outcome.error;
     }
-    await released;
+    const gaveBack = await released;
     if (lost) throw lost;
+    // Taken away without a renewal noticing (Redis lost it, its lease ran out): a loss all the same.
+    if (!gaveBack) throw new LockLostError(this.name, 'its release found the permit no longer held');
     return outcome.value;
   }
 

@@ -1,7 +1,8 @@
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError } from '../errors';
 import { subscriberCount, type SemaphoreInfo } from '../introspection';
-import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { kindKeyOf, latchPrefixOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -23,8 +24,9 @@ export function joinsLocalQueue(entry: ChannelEntry, permits: number): boolean {
 
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
-  rlock_semaphore_acquire(key: string, reservationKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number): Promise<[0 | 1 | 2, number]>;
+  rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number]>;
   rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, delta: number, publish: PublishCommand, releaser: string): Promise<[number, number]>;
+  rlock_semaphore_release(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
   rlock_semaphore_drain(key: string): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
@@ -99,7 +101,7 @@ export class Semaphore extends Primitive {
   private async giveBack(permits: number): Promise<void> {
     const { left, yielded } = this.handOver(permits);
     if (left === 0) return;
-    const [free, reached] = await this.add('release', left);
+    const [free, reached] = await this.giveBackToRedis(left);
     if (!yielded || reached > 1) return;
     // No other client waits (the message reached ours alone, or no one): no turn to give; our
     // waiters, which the message may have found still standing back, try again now.
@@ -182,6 +184,19 @@ export class Semaphore extends Primitive {
     }
   }
 
+  /**
+   * Gives back `permits` a holder took, once: the release's latch (expiring by itself) makes a
+   * release that ioredis resends after a reconnect answer what the first run did instead of
+   * adding the permits twice. Resolves as `add`.
+   */
+  private async giveBackToRedis(permits: number): Promise<[number, number]> {
+    const publish = await this.publishCommand();
+    const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
+    return this.context.command('release', (redis) =>
+      scripts(redis).rlock_semaphore_release(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
+    );
+  }
+
   /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
   private async add(call: string, delta: number): Promise<[number, number]> {
     const publish = await this.publishCommand();
@@ -213,8 +228,10 @@ export class Semaphore extends Primitive {
         entry.expectGrant(field);
       }
       const sentAt = performance.now();
+      // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
+      const latch = `${latchPrefixOf(context.keyPrefix, this.key)}${field}.${++attempts}`;
       const [status, ttl] = await context.command('acquire', (redis) =>
-        scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout),
+        scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
       );
       reserving = status === 2;
       reserved ||= reserving;
@@ -244,7 +261,7 @@ export class Semaphore extends Primitive {
     // Taken while the caller aborted or the client closed: give the permits back, leave nothing.
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {
-      await this.add('release', permits).catch(() => undefined);
+      await this.giveBackToRedis(permits).catch(() => undefined);
       throw stopped;
     }
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(callId), permits });

@@ -115,8 +115,12 @@ export class ExpirationRenewal {
     return entry.lost.signal;
   }
 
-  remove(key: string, field: string): void {
-    this.entries.delete(entryId(key, field));
+  /** Stops renewing; returns what was renewed, if anything (for `reportLost`). */
+  remove(key: string, field: string): RenewalTarget | undefined {
+    const id = entryId(key, field);
+    const entry = this.entries.get(id);
+    this.entries.delete(id);
+    return entry;
   }
 
   /** When the owner of a hold the watchdog keeps stops believing it holds it (performance.now() ms; see `lostAt`); undefined when not kept. */
@@ -124,9 +128,14 @@ export class ExpirationRenewal {
     return this.entries.get(entryId(key, field))?.lostAt;
   }
 
-  /** Reports a hold the watchdog keeps as lost now (a caller learnt Redis no longer has it), as a failed renewal would. */
-  reportLost(key: string, field: string, reason: string): void {
-    const entry = this.entries.get(entryId(key, field));
+  /**
+   * Reports a hold the watchdog keeps as lost now (a caller learnt Redis no longer has it), as a
+   * failed renewal would: its signal aborts and `lockLost` is emitted. `removed`: what `remove`
+   * returned for a hold the caller stopped renewing before it learnt it (a release that found
+   * the hold taken away).
+   */
+  reportLost(key: string, field: string, reason: string, removed?: RenewalTarget): void {
+    const entry = this.entries.get(entryId(key, field)) ?? removed;
     if (entry) this.lose(entry, reason);
   }
 
@@ -172,7 +181,7 @@ export class ExpirationRenewal {
     if (next < Infinity) this.armDeadline(next);
   }
 
-  private lose(entry: RenewalEntry, reason: string): void {
+  private lose(entry: RenewalTarget & Pick<RenewalEntry, 'lost'>, reason: string): void {
     this.remove(entry.key, entry.field);
     entry.owner.holds = 0;
     const error = new LockLostError(entry.name, reason);

@@ -2,6 +2,8 @@
 // attempts ask to be queued, and the fair invariant (one holder, grants in queue order).
 import type { LockClient } from '../../../src';
 import type { Invariant } from '../checker';
+import { fairGrantChannels } from './channels';
+import { FAULT_KINDS } from '../records';
 import { lockAdapter, lockErrors, type LockLike } from './rlock';
 
 /**
@@ -13,7 +15,9 @@ const enqueues = (args: unknown[]): boolean => String(args[1]) === '3' && String
 const getLock = (client: LockClient, name: string): LockLike => client.getFairLock(name);
 
 export const fairLock = {
-  adapter: lockAdapter(getLock, { ...lockErrors, enqueues }),
-  invariant: { conflicts: () => true, fifo: true } satisfies Invariant,
+  adapter: lockAdapter((client, name) => ({ handle: getLock(client, name), inner: () => getLock(client, name) }), { ...lockErrors, enqueues }),
+  invariant: { conflicts: () => true, fifo: true, counters: true } satisfies Invariant,
+  faults: FAULT_KINDS,
   getLock,
+  channels: fairGrantChannels,
 };

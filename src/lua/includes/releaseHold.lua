@@ -2,11 +2,14 @@
 -- and calls `freed()` (which wakes waiters or hands the lock on). Answers nil when the owner
 -- holds nothing, 0 when holds remain, otherwise what `freed()` answers, or 1.
 --
--- The latch makes a resent partial release answer what the first one did instead of
--- decrementing twice (Redisson #4871, #6651): ioredis resends a command whose reply was lost to
--- a reconnect. A full release needs no latch: its resend finds the owner's field gone and
--- answers nil, which the client, knowing the connection dropped meanwhile and that it held
--- exactly one hold, reads as "released". Not writing it saves a DEL on every common unlock.
+-- Every release that gave a hold back writes its answer to the latch of its request, so that a
+-- resent one (ioredis resends a command whose reply was lost to a reconnect) answers what the
+-- first run did instead of decrementing twice (Redisson #4871, #6651). The full release needs
+-- it too: without it the resend of a release that worked finds the owner's field gone and
+-- answers nil, the same answer as a hold that a force-unlock, an expiry or a restart took away
+-- before the release ran, and that owner would never be told. So nil means "taken away".
+-- A partial release's latch is deleted by the client once the reply is in; a full release's
+-- is left to expire (its TTL), which saves a command on every common unlock.
 --
 -- releaseOwnHold is the general form: on the owner's last hold it calls `lastHold()` instead,
 -- which decides what is left of the lock (a read-write lock keeps its other holders).
@@ -18,11 +21,12 @@ local function releaseOwnHold(lockKey, latchKey, field, latchTtl, lastHold)
   if redis.call('hexists', lockKey, field) == 0 then
     return nil
   end
+  local result = 0
   if redis.call('hincrby', lockKey, field, -1) <= 0 then
-    return lastHold() or 1
+    result = lastHold() or 1
   end
-  redis.call('set', latchKey, 0, 'px', latchTtl)
-  return 0
+  redis.call('set', latchKey, result, 'px', latchTtl)
+  return result
 end
 
 local function releaseHold(lockKey, latchKey, field, latchTtl, freed)

@@ -1,19 +1,25 @@
 --[[
   Hands a held permit to a waiter of the releasing client: the permit leaves under its id and
   comes back under the waiter's, with the waiter's lease, without ever being free (no message,
-  no attempt; see PermitExpirableSemaphore.tryRelease).
+  no attempt; see PermitExpirableSemaphore.tryRelease). A handoff leaves a latch as a release
+  does (release-4.lua), so that a resend answers "handed over".
 
   Input:
     KEYS[1] permits taken, zset permit id -> expiry (Redis ms)
+    KEYS[2] latch of this release request
     ARGV[1] the released permit's id
     ARGV[2] the waiter's new permit id
     ARGV[3] the waiter's lease in ms
+    ARGV[4] latch TTL in ms
 
   Output:
     1 when handed over; 0 when the released permit was not held (unknown, released, or expired:
     it was free already, and the waiter tries for one as usual).
 ]]
 --@include permits.lua
+if redis.call('exists', KEYS[2]) == 1 then
+  return 1
+end
 local now = nowMs()
 local expiry = redis.call('zscore', KEYS[1], ARGV[1])
 if not expiry then
@@ -24,4 +30,5 @@ if tonumber(expiry) <= now then
   return 0
 end
 redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+redis.call('set', KEYS[2], 1, 'px', ARGV[4])
 return 1

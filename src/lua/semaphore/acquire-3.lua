@@ -3,19 +3,28 @@
   needs them; a waiter that is subscribed and asks for more than one permit may claim the
   reservation when none is held, so that smaller requests stop overtaking it.
 
+  An attempt that took permits leaves a latch (its own name, expiring by itself): ioredis
+  resends a command whose reply was lost to a reconnect, and the resend must answer "taken"
+  instead of taking the permits a second time (they would be lost: nobody gives them back).
+
   Input:
     KEYS[1] the semaphore's counter of free permits (a string; missing: never set, 0 free)
     KEYS[2] its reservation, hash { field, permits } with a TTL
+    KEYS[3] latch of this attempt "rlock__unlock_latch:{<key>}:<clientId>:<waiterId>.<attempt>"
     ARGV[1] permits asked for (>= 1)
     ARGV[2] the waiter's field "<clientId>:<waiterId>"
     ARGV[3] "1" when the waiter may claim the reservation (subscribed, more than one permit)
     ARGV[4] reservation TTL in ms (renewed by the holder's every attempt)
+    ARGV[5] latch TTL in ms
 
   Output:
     {1, 0} taken; {2, 0} refused, the caller holds the reservation; {0, ttl} refused, where ttl
     is the ms until another waiter's reservation that blocked it runs out, or -1 (no bound:
     a release will say when to try again).
 ]]
+if redis.call('exists', KEYS[3]) == 1 then
+  return {1, 0}
+end
 local permits = tonumber(ARGV[1])
 local free = tonumber(redis.call('get', KEYS[1]) or '0')
 local holder = redis.call('hget', KEYS[2], 'field')
@@ -29,6 +38,7 @@ if free - reserved >= permits then
   if mine then
     redis.call('del', KEYS[2])
   end
+  redis.call('set', KEYS[3], 1, 'px', ARGV[5])
   return {1, 0}
 end
 if mine or (not holder and ARGV[3] == '1') then
