@@ -6,8 +6,7 @@
     KEYS[1] lock hash key
     KEYS[2] queue (zset, arrival order)
     KEYS[3] queue deadlines (zset, Redis ms)
-    KEYS[4] latch key of this release request (written only by a partial release; see
-            lock/release-3.lua for why)
+    KEYS[4] latch key of this release request (see includes/releaseHold.lua)
     ARGV[1] owner field "<clientId>:<ownerId>"
     ARGV[2] latch TTL in ms
     ARGV[3] queue timeout in ms
