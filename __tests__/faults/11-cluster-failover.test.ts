@@ -9,7 +9,9 @@ const clusterOf = useCluster({ masters: 3, replicas: 1 });
 
 test('killing the slot owner: the lock is renewed on the promoted replica and its release reaches the waiter', async () => {
   const connections = [clusterOf().connect(), clusterOf().connect()];
-  const [holder, waiting] = connections.map((redis) => new LockClient({ redis, watchdogTimeout: 6000 }));
+  // The waiting client's heartbeat (every queueTimeout / 3 = 500 ms) repairs a wake-up lost to
+  // the failover; the holder's lease (6 s) is the pttl the waiter sleeps at most otherwise.
+  const [holder, waiting] = connections.map((redis) => new LockClient({ redis, watchdogTimeout: 6000, queueTimeout: 1500 }));
   const lost = jest.fn();
   holder!.on('lockLost', lost);
   try {
@@ -29,8 +31,8 @@ test('killing the slot owner: the lock is renewed on the promoted replica and it
     const releasedAt = performance.now();
     await lock.unlock();
     await waiter;
-    // Within the pttl bound at worst (6 s), and no hang.
-    expect(heldAt() - releasedAt).toBeLessThan(6000);
+    // Well within the 6 s pttl: by the release message, or by the heartbeat if the failover lost it.
+    expect(heldAt() - releasedAt).toBeLessThan(3000);
     console.log(`cluster failover: waiter held ${Math.round(heldAt() - releasedAt)} ms after the release`);
   } finally {
     await holder!.close();
