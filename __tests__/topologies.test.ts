@@ -80,6 +80,29 @@ describe.each(topologies)('%s', (_label, start) => {
     await topology.stop();
   });
 
+  test('a client asks COMMAND INFO (sharded pub/sub or not) at most once, however many waits it makes', async () => {
+    const asked = async (): Promise<number> => {
+      const nodes = topology.admin instanceof Cluster ? topology.admin.nodes('master') : [topology.admin];
+      let calls = 0;
+      for (const node of nodes) calls += Number(/^cmdstat_command\|info:calls=(\d+)/m.exec(await node.info('commandstats'))?.[1] ?? 0);
+      return calls;
+    };
+    const before = await asked();
+    const holder = client();
+    const waiter = client();
+    for (let i = 0; i < 3; i++) {
+      const name = uniqueName();
+      const lock = holder.getLock(name);
+      await lock.lock();
+      const waiting = waiter.getLock(name).tryLock({ waitTime: 10_000 });
+      await until('the waiter is in line', async () => (await lock.inspect()).waitingClients === 1);
+      await lock.unlock();
+      expect(await waiting).toBe(true);
+      await waiter.getLock(name).forceUnlock();
+    }
+    expect((await asked()) - before).toBeLessThanOrEqual(2); // once per client
+  });
+
   test('fenced lock: increasing tokens, a reentrant hold keeps its token (lock and token key share a slot)', async () => {
     const c = client();
     const name = uniqueName();

@@ -52,6 +52,34 @@ test('READONLY: a client pointed at a replica gets code READONLY for writes; rea
   }
 });
 
+test('MASTERDOWN: a replica cut off from its master refuses every call; a waiter rides it out (transient) and takes the lock once the replica is promoted', async () => {
+  const master = await RedisServer.start();
+  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(master.port), '--replica-serve-stale-data', 'no']);
+  try {
+    const probe = replica.connect();
+    await until('the replica synced', async () => /master_link_status:up/.test(await probe.info('replication')));
+    await master.stop();
+    await until('the replica lost its master', async () => /master_link_status:down/.test(await probe.info('replication')));
+    const client = redis.client({ redis: replica.url });
+    const single = await client.getLock('errors:masterdown').tryLock().catch((error: unknown) => error);
+    expect(single).toMatchObject({ name: 'RedisCommandError', code: 'MASTERDOWN', transient: true });
+    const waiting = client.getLock('errors:masterdown').tryLock({ waitTime: 10_000 });
+    // The waiter retries every 200 ms meanwhile (each refusal is transient), then the replica becomes a master.
+    const refusals = async (): Promise<number> => {
+      let n = 0;
+      for (const [, rejected, failed] of (await probe.info('commandstats')).matchAll(/^cmdstat_eval(?:sha)?:.*rejected_calls=(\d+),failed_calls=(\d+)/gm)) n += Number(rejected) + Number(failed);
+      return n;
+    };
+    await until('the waiter was refused at least twice more', async () => (await refusals()) >= 3);
+    await probe.call('REPLICAOF', 'NO', 'ONE');
+    await expect(waiting).resolves.toBe(true);
+    probe.disconnect();
+  } finally {
+    await replica.stop();
+    await master.stop().catch(() => undefined);
+  }
+});
+
 test('NOSCRIPT after SCRIPT FLUSH: recovered from, the calls succeed', async () => {
   const client = redis.client();
   const lock = client.getLock('errors:noscript');
