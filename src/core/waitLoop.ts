@@ -6,6 +6,13 @@ import type { ChannelEntry } from '../services/LockPubSub';
 const TRANSIENT_RETRY_MS = 200;
 
 /**
+ * How long a new waiter waits for its SUBSCRIBE to be answered before it asks again anyway: a
+ * subscription that is slow to come (a Cluster slot just moved) must not keep it out of a
+ * queue whose heartbeat would wake it.
+ */
+const SUBSCRIBE_WAIT_MS = 1000;
+
+/**
  * A hold just taken: `sentAt` (performance.now()) is no later than when Redis granted it, and
  * `expiresAt`, when set, is when Redis may expire it at the earliest if that is sooner than
  * `sentAt` plus the lease asked for (a fair lock's handed-over grant).
@@ -86,7 +93,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
     } else {
       // Retrying only once subscribed closes the race with a release published before that.
       entry = context.pubsub.join(protocol.channel);
-      await entry.untilSubscribed(bound(), stops);
+      await entry.untilSubscribed(Math.min(bound(), SUBSCRIBE_WAIT_MS), stops);
     }
     for (;;) {
       if (woken) {
