@@ -124,22 +124,24 @@ export const hashFloor: Contestant = {
   async open(url) {
     const redis = new Redis(url);
     const lua = (file: string): string =>
-      readFileSync(join(__dirname, '..', 'dist', 'lua', file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) =>
-        readFileSync(join(__dirname, '..', 'dist', 'lua', 'includes', name), 'utf8'),
-      );
-    redis.defineCommand('floorAcquire', { numberOfKeys: 1, lua: lua('lock/acquire-1.lua') });
-    redis.defineCommand('floorRelease', { numberOfKeys: 3, lua: lua('lock/release-3.lua') });
+      readFileSync(join(__dirname, '..', 'dist', 'lua', file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) => lua(join('includes', name)));
+    redis.defineCommand('floorAcquire', { numberOfKeys: 3, lua: lua('lock/acquire-3.lua') });
+    redis.defineCommand('floorRelease', { numberOfKeys: 4, lua: lua('lock/release-4.lua') });
     const scripted = redis as unknown as {
-      floorAcquire(key: string, lease: number, field: string): Promise<number | null>;
-      floorRelease(key: string, channel: string, latch: string, field: string, message: string, latchTtl: number, publish: string): Promise<number | null>;
+      floorAcquire(key: string, clients: string, deadlines: string, lease: number, field: string, join: 0, queueTimeout: number): Promise<number | null>;
+      floorRelease(
+        key: string, clients: string, deadlines: string, latch: string, field: string, latchTtl: number,
+        publish: string, wakePrefix: string, trust: 1, queueTimeout: number, stayInLine: 0, mustYield: 0,
+      ): Promise<number | null>;
     };
     const clientId = `floor${process.pid}`.padEnd(21, 'x');
     let seq = 0;
     return {
       async acquire(key) {
         const field = `${clientId}:${String(++seq).padStart(21, '0')}`;
-        if ((await scripted.floorAcquire(key, LEASE_MS, field)) !== null) throw new Error(`floor: ${key} is taken (the floor does not wait)`);
-        return async () => void (await scripted.floorRelease(key, `rlock__channel:{${key}}`, `rlock__unlock_latch:{${key}}:x`, field, clientId, 60_000, 'publish'));
+        const queue = [key, `rlock__clients:{${key}}`, `rlock__clients_timeout:{${key}}`] as const;
+        if ((await scripted.floorAcquire(...queue, LEASE_MS, field, 0, 5000)) !== null) throw new Error(`floor: ${key} is taken (the floor does not wait)`);
+        return async () => void (await scripted.floorRelease(...queue, `rlock__unlock_latch:{${key}}:${field}`, field, 60_000, 'publish', `rlock__channel:{${key}}:`, 1, 5000, 0, 0));
       },
       close: async () => void (await redis.quit()),
     };

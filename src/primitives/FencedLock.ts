@@ -44,7 +44,7 @@ class FencedHold extends RLock {
 
 /**
  * A lock whose every first acquire returns a fencing token (a bigint) greater than every token
- * minted before for this name, even after Redis lost its data (see lua/fencedLock/acquire-2.lua).
+ * minted before for this name, even after Redis lost its data (see lua/fencedLock/acquire-4.lua).
  * Hand the token to the storage the lock protects, which must refuse a write carrying a token
  * lower than one it has already seen: a holder that paused past its lease then cannot overwrite
  * its successor's work (docs/topologies.md, "Fencing tokens"). A reentrant hold keeps its token.
