@@ -3,7 +3,7 @@ import { waitFor, type Hold } from '../core/waitLoop';
 import { LockUsageError } from '../errors';
 import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
 import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../names';
-import type { LockContext } from '../services/LockContext';
+import { type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
 import type { LockOwner } from '../services/LockOwner';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
@@ -28,7 +28,7 @@ export class FairLock extends LockHandle {
   async forceUnlock(): Promise<boolean> {
     this.context.assertOpen();
     const { key } = this;
-    const [publish, trust] = await this.publishing();
+    const { publish, trust } = await queuePublishing(this.context);
     const holders = await this.context.command('forceUnlock', (redis) =>
       redis.rlock_fairLock_forceUnlock(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), this.context.queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
     );
@@ -77,7 +77,7 @@ export class FairLock extends LockHandle {
     const field = this.field(owner);
     const member = `${lease}:${field}`;
     const channel = grantChannelPrefixOf(this.context.keyPrefix, key) + context.clientId;
-    const [publish, trust] = await this.publishing();
+    const { publish, trust } = await queuePublishing(this.context);
     const reentrant = owner.holds > 0 ? 1 : 0;
     // The send time of the latest call that found this waiter still queued: no grant can be
     // older, so a grant's TTL (min(lease, queueTimeout)) runs at the earliest from there.
@@ -154,16 +154,7 @@ export class FairLock extends LockHandle {
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {
     // No local handoff here: the queue decides who is next, across every process.
     const { key } = this;
-    const [publish, trust] = await this.publishing();
+    const { publish, trust } = await queuePublishing(this.context);
     return redis.rlock_fairLock_release(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), latch, field, RELEASE_LATCH_TTL_MS, this.context.queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust);
-  }
-
-  /**
-   * How grants are published, and whether PUBLISH's receiver count tells a gone waiter: on a
-   * Cluster it counts the subscribers of one node only, so there a gone waiter is only found
-   * when its queue entry runs out.
-   */
-  private async publishing(): Promise<['publish' | 'spublish', 0 | 1]> {
-    return [await this.context.publishCommand(), this.context.isCluster ? 0 : 1];
   }
 }

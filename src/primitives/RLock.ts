@@ -3,10 +3,10 @@ import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
 import { MAX_LOCAL_HANDOFFS, PARK_AGAIN, sleepAsCandidate } from '../services/LocalHandoff';
-import type { CommandBound, LockContext } from '../services/LockContext';
+import { type CommandBound, type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
 import type { LockOwner } from '../services/LockOwner';
-import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import type { ScriptedRedis } from '../services/scripts';
 import { WaitingClient } from '../services/WaitingClient';
 
 /**
@@ -26,7 +26,7 @@ export class RLock extends LockHandle {
 
   /** Where releases wake this client's waiters: one channel per client and lock. */
   private get channel(): string {
-    return (this.channelName ??= wakeChannelPrefixOf(this.context.keyPrefix, this.key) + this.context.clientId);
+    return (this.channelName ??= this.wakePrefix + this.context.clientId);
   }
 
   private channelName: string | undefined;
@@ -51,7 +51,7 @@ export class RLock extends LockHandle {
   }
 
   private async forceUnlockCall(holder: string): Promise<{ removed: boolean; holders: string[] }> {
-    const { publish, trust } = await this.publishing();
+    const { publish, trust } = await queuePublishing(this.context);
     const [removed, ...holders] = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
     // If the lock was with this client, it is not any more.
     const waiting = this.context.pubsub.peek(this.channel)?.keeper;
@@ -108,7 +108,7 @@ export class RLock extends LockHandle {
     // Waiters of this client that joined the lock's channel, parked or about to park.
     const stayInLine = next !== undefined || (entry !== undefined && entry.refCount > 0) ? 1 : 0;
     const mustYield = local && local.streak >= MAX_LOCAL_HANDOFFS ? 1 : 0;
-    const { publish, trust } = await this.publishing();
+    const { publish, trust } = await queuePublishing(this.context);
     const args = [...this.queueKeys(), latch, field, RELEASE_LATCH_TTL_MS, publish, this.wakePrefix, trust, this.context.queueTimeout, stayInLine, mustYield] as const;
     const sentAt = performance.now();
     let result: 0 | 1 | 2 | 3 | null | undefined;
@@ -147,7 +147,7 @@ export class RLock extends LockHandle {
       heartbeat: this.context.heartbeat,
       entry: { lockKey: key, queueKey, expiryKey, member: this.context.clientId, heartbeatCommand: 'rlock_heartbeat' },
       leave: async () => {
-        const { publish, trust } = await this.publishing();
+        const { publish, trust } = await queuePublishing(this.context);
         return this.context.command('leave', (redis) => redis.rlock_leave(key, queueKey, expiryKey, this.context.clientId, publish, this.wakePrefix, trust));
       },
     });
@@ -155,24 +155,19 @@ export class RLock extends LockHandle {
     return waiting;
   }
 
-  /** The lock hash, its queue of waiting clients and their deadlines: every script's first keys. */
+  /** The lock hash, its queue of waiting clients and their deadlines: every script's first keys (made once per handle). */
   protected queueKeys(): [string, string, string] {
     const { keyPrefix } = this.context;
-    return [this.key, clientQueueKeyOf(keyPrefix, this.key), clientQueueExpiryKeyOf(keyPrefix, this.key)];
+    return (this.queueKeyNames ??= [this.key, clientQueueKeyOf(keyPrefix, this.key), clientQueueExpiryKeyOf(keyPrefix, this.key)]);
   }
+
+  private queueKeyNames: [string, string, string] | undefined;
 
   private get wakePrefix(): string {
-    return wakeChannelPrefixOf(this.context.keyPrefix, this.key);
+    return (this.wakePrefixName ??= wakeChannelPrefixOf(this.context.keyPrefix, this.key));
   }
 
-  /**
-   * How wake-ups are published, and whether PUBLISH's receiver count tells a client that is
-   * gone: on a Cluster it counts the subscribers of one node only, so there a gone client is
-   * only found when its queue entry runs out.
-   */
-  private async publishing(): Promise<{ publish: PublishCommand; trust: 0 | 1 }> {
-    return { publish: await this.context.publishCommand(), trust: this.context.isCluster ? 0 : 1 };
-  }
+  private wakePrefixName: string | undefined;
 
   /**
    * Whether a release may hand the lock to a parked waiter of this client without a new acquire;

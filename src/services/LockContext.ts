@@ -37,3 +37,13 @@ export interface LockContext {
   /** Counts a parked waiter for `stats`; returns the undo. */
   trackWaiter(): () => void;
 }
+
+/**
+ * How a queue's scripts publish wake-ups and grants (the fair lock's, RLock's queue of waiting
+ * clients), and whether PUBLISH's receiver count tells a client that is gone: on a Cluster it
+ * counts the subscribers of one node only, so there a gone client is only found when its queue
+ * entry runs out.
+ */
+export async function queuePublishing(context: Pick<LockContext, 'publishCommand' | 'isCluster'>): Promise<{ publish: PublishCommand; trust: 0 | 1 }> {
+  return { publish: await context.publishCommand(), trust: context.isCluster ? 0 : 1 };
+}
