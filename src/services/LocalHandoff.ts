@@ -28,13 +28,14 @@ export const MAX_LOCAL_HANDOFFS = 8;
 const YIELD_MS = 50;
 
 /**
- * Cohorting for RLock, per client and lock: a release whose client has waiters parked on the
- * same lock hands it to the first of them in the release script itself (no message, no
- * attempt), at most MAX_LOCAL_HANDOFFS times in a row. Then it releases for real and yields:
- * until another client's release message arrives (or YIELD_MS pass, in case nobody else took
- * it), its own release message wakes none of its waiters and its new callers do not barge in,
- * so the waiters of the other processes get their turn. Waiters of one client are served in
- * the order they parked.
+ * Cohorting, per client and lock (RLock, the semaphores): a release whose client has waiters
+ * parked on the same lock hands it to the first of them in the release script itself (no
+ * message, no attempt), at most MAX_LOCAL_HANDOFFS times in a row. Waiters of one client are
+ * served in the order they parked. What follows a full run differs: RLock's release script
+ * passes the lock to the next client in its queue of waiting clients (see WaitingClient); the
+ * semaphores release for real and yield: until another client's release message arrives (or
+ * YIELD_MS pass, in case nobody else took it), their own release message wakes none of their
+ * waiters and their new callers do not barge in, so the other processes get their turn.
  */
 export class LocalHandoff {
   private readonly candidates: Candidate[] = [];
