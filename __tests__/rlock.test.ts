@@ -626,4 +626,11 @@ describe('process life', () => {
     const result = await runFixture('counterWorker.ts', [server.url, uniqueName(), '3'], 15_000);
     expect(result).toEqual({ code: 0, stderr: '' });
   });
+
+  test('a client closed right after its waiters gave up opens no new connection: the process exits by itself', async () => {
+    // The waiters' UNSUBSCRIBEs were still queued when close() ran; one used to open a new
+    // subscriber connection that nothing closed.
+    const result = await runFixture('abortThenClose.ts', [server.url, uniqueName()], 15_000);
+    expect(result).toEqual({ code: 0, stderr: '' });
+  });
 });

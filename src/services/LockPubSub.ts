@@ -332,9 +332,13 @@ export class LockPubSub {
       // After close() a queued call must not open a new subscriber (nothing would close it).
       if (this.closed) throw new Error('closed');
       const sharded = (await this.mode()) === 'spublish';
+      // Asked again after every wait: a close() meanwhile left no subscriber, and connect()
+      // would open a new one (an UNSUBSCRIBE of a waiter that left just before close() did).
+      if (this.closed) throw new Error('closed');
       const subscriber = this.connect(sharded);
       if (subscriber.isCluster && subscriber.status !== 'ready') {
         await new Promise((resolve) => subscriber.once('ready', resolve));
+        if (this.closed) throw new Error('closed');
       }
       return { reply: send(subscriber, sharded) }; // boxed: the queue waits for the send, not the reply
     });
