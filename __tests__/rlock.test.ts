@@ -476,6 +476,28 @@ describe('contention: local handoff and turns between clients', () => {
     expect(await holder.isLocked()).toBe(false);
   });
 
+  test('a waiter handed the lock starts only once Redis recorded it: a release by an owner the lock was taken from hands nothing over', async () => {
+    const name = uniqueName();
+    const client = newClient();
+    const holder = client.getLock(name);
+    await holder.lock();
+    let waiterHolds = false;
+    const waiter = client.getLock(name);
+    const took = waiter.lock().then(() => (waiterHolds = true));
+    await until('the waiter parked', () => parkedWaiters(client, name) === 1);
+    // Behind the client's back, the lock becomes someone else's (an admin, a failover): no message.
+    await redis.multi().del(name).hset(name, 'someone:else', 1).pexpire(name, 30_000).exec();
+    // The holder's watchdog still vouches for its hold; the release finds it gone.
+    await expect(holder.unlock()).rejects.toBeInstanceOf(NotLockOwnerError);
+    await until('the waiter asked again and parked again', () => parkedWaiters(client, name) === 1);
+    expect(waiterHolds).toBe(false);
+    expect(await redis.hkeys(name)).toEqual(['someone:else']);
+    await newClient().getLock(name).forceUnlock(); // wakes the waiting client
+    await took;
+    expect(await waiter.isHeldByCurrentOwner()).toBe(true);
+    await waiter.unlock();
+  });
+
   test('a stopped client woken by a release costs the others at most a heartbeat, not the pttl', async () => {
     const name = uniqueName();
     const holder = newClient().getLock(name);
