@@ -200,32 +200,54 @@ test('one handle acquiring twice takes two permits (never a silent refresh of th
 });
 
 describe('in-process handoff', () => {
-  test('a release hands permits to the parked waiters of its own client without any Redis call, at most 8 in a row', async () => {
+  test('a release hands permits to the parked waiters of its own client without any Redis call, at most 32 in a row', async () => {
     const name = uniqueName();
     const client = redis.client();
     const sem = client.getSemaphore(name);
     await sem.trySetPermits(1);
     await sem.acquire();
     const got: number[] = [];
-    const waits = Array.from({ length: 10 }, (_, i) => client.getSemaphore(name).acquire().then(() => got.push(i)));
-    await until('10 waiters are parked', () => client.stats.waiters === 10);
-    await sleep(50); // their retries after subscribing are done
+    const waits = Array.from({ length: 34 }, (_, i) => client.getSemaphore(name).acquire().then(() => got.push(i)));
+    await until('34 waiters are parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 34);
     const before = await scriptCalls();
-    for (let i = 0; i < 8; i++) {
-      await sem.release();
-      await until(`waiter ${i} holds`, () => got.length === i + 1);
-    }
+    // Back to back, well within the run's 20 ms: each release hands the permit on in-process.
+    for (let i = 0; i < 32; i++) await sem.release();
+    await until('32 waiters hold in turn', () => got.length === 32);
     // Served in the order they parked, and Redis saw nothing.
-    expect(got).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(got).toEqual(Array.from({ length: 32 }, (_, i) => i));
     expect((await scriptCalls()) - before).toBe(0);
-    // The 9th release goes back to Redis (so the other processes' waiters get their turn): the
+    // The 33rd release goes back to Redis (so the other processes' waiters get their turn): the
     // release, one attempt by the waiter it woke, and at most one more (its message and the
     // reply saying no other client waits may each wake one).
     await sem.release();
-    await until('a 9th waiter holds', () => got.length === 9);
+    await until('a 33rd waiter holds', () => got.length === 33);
     await sleep(100);
     expect((await scriptCalls()) - before).toBeGreaterThanOrEqual(2);
     expect((await scriptCalls()) - before).toBeLessThanOrEqual(3);
+    await sem.release();
+    await Promise.all(waits);
+    await sem.release();
+    expect(await sem.availablePermits()).toBe(1);
+  });
+
+  test('a run of in-process handoffs ends 20 ms after its first: a holder that kept the permit longer gives it back to Redis', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(1);
+    await sem.acquire();
+    let got = 0;
+    const waits = Array.from({ length: 3 }, () => client.getSemaphore(name).acquire().then(() => got++));
+    await until('3 waiters are parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 3);
+    const before = await scriptCalls();
+    await sem.release(); // the run's first handoff
+    await until('the first waiter holds', () => got === 1);
+    expect((await scriptCalls()) - before).toBe(0);
+    await sleep(30); // held past the run's 20 ms
+    await sem.release();
+    await until('the second waiter holds', () => got === 2);
+    // Through Redis this time: the release and the woken waiter's attempt.
+    expect((await scriptCalls()) - before).toBeGreaterThanOrEqual(2);
     await sem.release();
     await Promise.all(waits);
     await sem.release();

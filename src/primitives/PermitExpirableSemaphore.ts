@@ -5,7 +5,7 @@ import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, latchPrefixOf, permitChannelOf, permitsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
-import { MAX_LOCAL_HANDOFFS, sleepAsCandidate } from '../services/LocalHandoff';
+import { sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
 import { LockOwner } from '../services/LockOwner';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
@@ -127,7 +127,7 @@ export class PermitExpirableSemaphore extends Primitive {
 
   /**
    * A waiter of this client parked on this semaphore takes the permit over in one script call
-   * (no release message, no attempt), at most MAX_LOCAL_HANDOFFS in a row; then the permit goes
+   * (no release message, no attempt), at most MAX_PERMIT_HANDOFFS in a row and for MAX_PERMIT_RUN_MS; then the permit goes
    * back to Redis and this client yields its turn (see Semaphore.release). Undefined result: no
    * handoff, release as usual.
    *
@@ -145,7 +145,7 @@ export class PermitExpirableSemaphore extends Primitive {
       if (local) local.streak = 0;
       return undefined;
     }
-    if (local.streak >= MAX_LOCAL_HANDOFFS) {
+    if (local.permitRunIsOver) {
       local.yieldTurn();
       return { yielded: true };
     }
@@ -164,7 +164,7 @@ export class PermitExpirableSemaphore extends Primitive {
       if (!pipelined) next.deliver(result === 1 ? { sentAt } : undefined);
     }
     if (pipelined && result !== 1) this.context.renewal.reportLost(this.permitsKey, waiter, 'the permit handed over to it was no longer in Redis');
-    if (result === 1) local.streak++;
+    if (result === 1) local.handedOver();
     return { result, yielded: false };
   }
 
