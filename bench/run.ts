@@ -11,13 +11,13 @@ import { semaphoreReport } from './semaphoreScenario';
 import { quantile, round } from './stats';
 
 /** Rounds of scenario 1 (the sequential ops are split between them). */
-const S1_ROUNDS = 3;
+const S1_ROUNDS = 5;
 const median = (values: number[]): number => quantile(values, 0.5);
 
 const quick = process.argv.includes('--quick');
 const sizes: scenario.Sizes = quick
-  ? { sequentialOps: 2000, parallelOps: 5000, handoffs: 40, slowHandoffs: 10, contendedMs: 3000, manyLocksMs: 2000 }
-  : { sequentialOps: 10_000, parallelOps: 30_000, handoffs: 200, slowHandoffs: 40, contendedMs: 10_000, manyLocksMs: 5000 };
+  ? { sequentialOps: 6000, parallelOps: 5000, handoffs: 40, slowHandoffs: 10, contendedMs: 3000, manyLocksMs: 2000 }
+  : { sequentialOps: 20_000, parallelOps: 30_000, handoffs: 200, slowHandoffs: 40, contendedMs: 10_000, manyLocksMs: 5000 };
 
 function log(line: string): void {
   process.stderr.write(`${line}\n`);
@@ -43,7 +43,7 @@ async function main(): Promise<void> {
   }
   const everyone = [...lockLibraries, rlockFair, raw, hashFloor];
   try {
-    // Scenario 1 in rounds, the order rotated each round: its ratios (against raw and the
+    // Scenario 1 in 5 rounds, the order rotated each round: its ratios (against raw and the
     // floors) are medians of ratios within one round, as single runs minutes apart swing by 20 %.
     const rounds: Record<string, number>[] = [];
     for (let r = 0; r < S1_ROUNDS; r++) {
