@@ -39,6 +39,8 @@ export abstract class LockHandle {
   /** The Redis key of the lock hash: `<keyPrefix><name>`. */
   readonly key: string;
   private ownOwner: LockOwner | undefined;
+  /** Where this lock's release latches live (made on the first release). */
+  private latchPrefix: string | undefined;
 
   protected constructor(
     protected readonly context: LockContext,
@@ -334,7 +336,7 @@ export abstract class LockHandle {
     const field = this.field(owner);
     // Unique per release request without a random id: the owner's field (the facets of a
     // read-write lock's owner share its id, not its field) and its count of releases.
-    const latch = `${latchPrefixOf(this.context.keyPrefix, key)}${field}.${++owner.releases}`;
+    const latch = `${(this.latchPrefix ??= latchPrefixOf(this.context.keyPrefix, key))}${field}.${++owner.releases}`;
     const holdsBefore = owner.holds;
     const kept = this.context.renewal.has(key, field);
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal

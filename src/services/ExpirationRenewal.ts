@@ -70,7 +70,8 @@ export class ExpirationRenewal {
   }
 
   /**
-   * Starts renewing a lock whose acquire call was sent at `sentAt` (performance.now()); a second
+   * Starts renewing a lock whose acquire call was sent at `sentAt` (performance.now()), keeping
+   * `target` itself (a fresh object the caller does not reuse) as its entry; a second
    * call for the same lock and owner is a no-op. `expiresAt`, when given, is when Redis may
    * expire the hold at the earliest if that is sooner than a full lease (a fair-lock grant lives
    * at most the queue timeout until its owner extends it): it is renewed halfway there.
@@ -79,7 +80,10 @@ export class ExpirationRenewal {
     const id = entryId(target.key, target.field);
     if (this.closed || this.entries.has(id)) return;
     const lease = Math.min(expiresAt, sentAt + this.leaseMs) - sentAt;
-    const entry: RenewalEntry = { ...target, lostAt: lostAt(sentAt, lease) };
+    // The target becomes the entry (every caller makes a fresh one): a copy cost more than the
+    // rest of add() on every acquire.
+    const entry = target as RenewalEntry;
+    entry.lostAt = lostAt(sentAt, lease);
     this.entries.set(id, entry);
     // Timers outlive the last entry until their next run: a lock taken and released over and
     // over then costs no timer churn.
