@@ -8,7 +8,7 @@ import type { LockContext } from '../services/LockContext';
 import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { HeldLock } from './HeldLock';
-import { watchHold } from './holdScope';
+import { outcomeOf, watchHold } from './holdScope';
 import type { Hold, WaitProtocol } from './waitLoop';
 
 /**
@@ -109,15 +109,8 @@ export abstract class LockHandle {
 
     const scope = new AbortController();
     const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
-    let outcome: { value: T } | { error: unknown };
-    try {
-      const run = (): T | Promise<T> => fn(scope.signal);
-      outcome = { value: await (outer ? run() : runAsOwner(this.identity, scopeOwner, run)) };
-    } catch (error) {
-      outcome = { error };
-    } finally {
-      stopWatching();
-    }
+    const run = (): T | Promise<T> => fn(scope.signal);
+    const outcome = await outcomeOf(() => (outer ? run() : runAsOwner(this.identity, scopeOwner, run)), stopWatching);
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
     let releaseError: unknown;
     try {

@@ -29,3 +29,20 @@ export function watchHold(
   }
   return () => undo.forEach((fn) => fn());
 }
+
+/** How a scope's callback ended: its value, or what it threw. */
+export type Outcome<T> = { value: T } | { error: unknown };
+
+/**
+ * Runs a scope's callback to its end and says how it ended instead of throwing, then stops
+ * watching the hold: the scope gives its hold back either way before it reports anything.
+ */
+export async function outcomeOf<T>(run: () => T | Promise<T>, stopWatching: () => void): Promise<Outcome<T>> {
+  try {
+    return { value: await run() };
+  } catch (error) {
+    return { error };
+  } finally {
+    stopWatching();
+  }
+}

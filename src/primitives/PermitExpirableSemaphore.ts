@@ -1,4 +1,4 @@
-import { watchHold } from '../core/holdScope';
+import { outcomeOf, watchHold } from '../core/holdScope';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
@@ -222,14 +222,7 @@ export class PermitExpirableSemaphore extends Primitive {
     const scope = new AbortController();
     const lease = leaseTime === undefined ? undefined : { name: this.name, leaseTime, sentAt: taken.sentAt };
     const stopWatching = watchHold(scope, [signal, this.context.renewal.lostSignal(this.permitsKey, taken.id)], lease);
-    let outcome: { value: T } | { error: unknown };
-    try {
-      outcome = { value: await fn(scope.signal) };
-    } catch (error) {
-      outcome = { error };
-    } finally {
-      stopWatching();
-    }
+    const outcome = await outcomeOf(() => fn(scope.signal), stopWatching);
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
     // After a loss the permit is gone already: tryRelease answers false, which is no news.
     const released = this.tryRelease(taken.id);

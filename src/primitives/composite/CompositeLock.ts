@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { nanoid } from 'nanoid';
+import { outcomeOf, watchHold } from '../../core/holdScope';
 import { LockHandle } from '../../core/LockHandle';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../../errors';
 import { checkLockOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from '../../options';
@@ -89,22 +90,7 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     const hold = await this.acquireMembers(leaseTime, maxWait, signal);
     if (!hold) throw new LockTimeoutError(this.name, maxWait);
     const scope = new AbortController();
-    const undo: (() => void)[] = [];
-    for (const source of [signal, hold.lostSignal]) {
-      if (!source) continue;
-      if (source.aborted) scope.abort(source.reason);
-      const listener = (): void => scope.abort(source.reason);
-      source.addEventListener('abort', listener, { once: true });
-      undo.push(() => source.removeEventListener('abort', listener));
-    }
-    let outcome: { value: T } | { error: unknown };
-    try {
-      outcome = { value: await fn(scope.signal) };
-    } catch (error) {
-      outcome = { error };
-    } finally {
-      for (const stop of undo) stop();
-    }
+    const outcome = await outcomeOf(() => fn(scope.signal), watchHold(scope, [signal, hold.lostSignal]));
     const lost = hold.lostSignal.aborted ? (hold.lostSignal.reason as LockLostError) : undefined;
     let releaseError: unknown;
     try {
