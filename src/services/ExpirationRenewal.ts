@@ -23,15 +23,33 @@ export interface RenewalTarget {
   renewKeys?: readonly string[];
 }
 
-interface RenewalEntry extends RenewalTarget {
+/** One hold the watchdog keeps: a copy of its target with a fixed shape (a spread cost more CPU, adding fields to the caller's object more heap). */
+class RenewalEntry implements RenewalTarget {
+  readonly name: string;
+  readonly key: string;
+  readonly field: string;
+  readonly owner: LockOwner;
+  readonly renewCommand: string | undefined;
+  readonly renewKeys: readonly string[] | undefined;
   /** Aborted with a `LockLostError` on loss; made only when someone asks (withLock does). */
-  lost?: AbortController;
-  /**
-   * When the owner stops believing it holds the lock (performance.now() ms): the earliest
-   * instant Redis can expire it (the send time of the last call that confirmed the lease, plus
-   * the lease: Redis set the TTL after that send) minus a margin, see `lostAt`.
-   */
-  lostAt: number;
+  lost: AbortController | undefined = undefined;
+
+  constructor(
+    target: RenewalTarget,
+    /**
+     * When the owner stops believing it holds the lock (performance.now() ms): the earliest
+     * instant Redis can expire it (the send time of the last call that confirmed the lease, plus
+     * the lease: Redis set the TTL after that send) minus a margin, see `lostAt`.
+     */
+    public lostAt: number,
+  ) {
+    this.name = target.name;
+    this.key = target.key;
+    this.field = target.field;
+    this.owner = target.owner;
+    this.renewCommand = target.renewCommand;
+    this.renewKeys = target.renewKeys;
+  }
 }
 
 const DEFAULT_RENEW = 'rlock_renew';
@@ -70,8 +88,7 @@ export class ExpirationRenewal {
   }
 
   /**
-   * Starts renewing a lock whose acquire call was sent at `sentAt` (performance.now()), keeping
-   * `target` itself (a fresh object the caller does not reuse) as its entry; a second
+   * Starts renewing a lock whose acquire call was sent at `sentAt` (performance.now()); a second
    * call for the same lock and owner is a no-op. `expiresAt`, when given, is when Redis may
    * expire the hold at the earliest if that is sooner than a full lease (a fair-lock grant lives
    * at most the queue timeout until its owner extends it): it is renewed halfway there.
@@ -80,10 +97,7 @@ export class ExpirationRenewal {
     const id = entryId(target.key, target.field);
     if (this.closed || this.entries.has(id)) return;
     const lease = Math.min(expiresAt, sentAt + this.leaseMs) - sentAt;
-    // The target becomes the entry (every caller makes a fresh one): a copy cost more than the
-    // rest of add() on every acquire.
-    const entry = target as RenewalEntry;
-    entry.lostAt = lostAt(sentAt, lease);
+    const entry = new RenewalEntry(target, lostAt(sentAt, lease));
     this.entries.set(id, entry);
     // Timers outlive the last entry until their next run: a lock taken and released over and
     // over then costs no timer churn.
@@ -185,7 +199,7 @@ export class ExpirationRenewal {
     if (next < Infinity) this.armDeadline(next);
   }
 
-  private lose(entry: RenewalTarget & Pick<RenewalEntry, 'lost'>, reason: string): void {
+  private lose(entry: RenewalTarget & { lost?: AbortController }, reason: string): void {
     this.remove(entry.key, entry.field);
     entry.owner.holds = 0;
     const error = new LockLostError(entry.name, reason);
