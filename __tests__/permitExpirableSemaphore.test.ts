@@ -6,7 +6,9 @@ import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { useReplyCuts } from './helpers/tcpProxy';
 import { commandCounts } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
+import type { Redis } from 'ioredis';
 import { LockLostError, PermitNotHeldError } from '../src';
+import { defineScripts } from '../src/services/scripts';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -126,6 +128,31 @@ test('withPermit: a permit lost under the watchdog aborts the signal, emits lock
   expect(lostEvents).toEqual([permitId]);
   expect(client.stats.renewals).toBe(0);
   expect(await sem.availablePermits()).toBe(1);
+});
+
+test('the handoff script: a resend answers "handed over" and hands over once; a permit not held is not handed over and leaves no latch', async () => {
+  const conn = defineScripts(redis.admin.duplicate()) as unknown as {
+    rlock_permitSemaphore_handoff(permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1>;
+  } & Redis;
+  try {
+    const name = uniqueName();
+    const sem = redis.client().getPermitExpirableSemaphore(name);
+    await sem.trySetPermits(1);
+    const old = await sem.acquire({ leaseTime: 60_000 });
+    const permitsKey = `rlock__permits:{${name}}`;
+    const latch = `rlock__unlock_latch:{${name}}:req1`;
+    expect(await conn.rlock_permitSemaphore_handoff(permitsKey, latch, old, 'new-id', 60_000, 1000)).toBe(1);
+    expect(await conn.rlock_permitSemaphore_handoff(permitsKey, latch, old, 'new-id', 60_000, 1000)).toBe(1);
+    expect(await conn.zrange(permitsKey, 0, -1)).toEqual(['new-id']);
+    // Not held (released, expired, unknown): 0, and no latch, so a resend answers 0 again.
+    const latch2 = `rlock__unlock_latch:{${name}}:req2`;
+    expect(await conn.rlock_permitSemaphore_handoff(permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000)).toBe(0);
+    expect(await conn.exists(latch2)).toBe(0);
+    expect(await conn.rlock_permitSemaphore_handoff(permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000)).toBe(0);
+    expect(await conn.zrange(permitsKey, 0, -1)).toEqual(['new-id']);
+  } finally {
+    await (conn as Redis).quit();
+  }
 });
 
 describe('a release whose reply is lost to a reconnect (ioredis resends it)', () => {

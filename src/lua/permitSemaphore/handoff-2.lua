@@ -17,14 +17,13 @@
     it was free already, and the waiter tries for one as usual).
 ]]
 --@include permits.lua
-if redis.call('exists', KEYS[2]) == 1 then
-  return 1
-end
-local now = nowMs()
 local expiry = redis.call('zscore', KEYS[1], ARGV[1])
 if not expiry then
-  return 0
+  -- Gone: a resend of a request whose first run handed it over (its latch says so), or a permit
+  -- that was not held. Asked only here: a first run finds the permit, and saves the call.
+  return redis.call('exists', KEYS[2])
 end
+local now = nowMs()
 redis.call('zrem', KEYS[1], ARGV[1])
 if tonumber(expiry) <= now then
   return 0
