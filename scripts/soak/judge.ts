@@ -136,7 +136,13 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   }
 
   const told = toldAfterFault(holds, forces, faults);
-  const forcedFields = new Set(forces.flatMap((f) => f.holders));
+  // Which forces removed each owner field. A force counts against a hold only if it could have
+  // removed that hold: done after the hold's successful attempt was sent, sent before its release.
+  // (A fair-lock waiter whose grant a force removed before it took the grant up asks again and
+  // may be granted later under the same field: that later hold was never forced.)
+  const forcesByField = new Map<string, FaultRecords['forces']>();
+  for (const f of forces) for (const field of f.holders) forcesByField.set(field, [...(forcesByField.get(field) ?? []), f]);
+  const forced = (h: Hold): boolean => (forcesByField.get(h.field) ?? []).some((f) => f.done >= h.sent && f.sent <= h.end);
   const faultCounts: Record<string, number> = {};
   for (const f of faults) faultCounts[f.kind] = (faultCounts[f.kind] ?? 0) + 1;
   const missCounts: Record<string, number> = {};
@@ -157,7 +163,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
       count: told.none.length,
       examples: told.none.slice(0, 5).map((h) => `${h.w}.${h.id} on ${h.lock} (${h.via}) granted ${h.granted.toFixed(3)} ${h.outcome} told ${h.toldAt!.toFixed(3)}`),
     },
-    forcedButNotTold: holds.filter((h) => forcedFields.has(h.field) && h.toldAt === null && h.outcome === 'released').length,
+    forcedButNotTold: holds.filter((h) => h.toldAt === null && h.outcome === 'released' && forced(h)).length,
     abortedAsGranted: holds.filter((h) => h.outcome === 'aborted').length,
     killedInFlight: holds.length - alive.length,
     waitsAfter: waitsAfterFaults(waitsOf(holds, misses), forces, faults, input.start + 1000, input.deadline),
