@@ -127,9 +127,9 @@ export class PermitExpirableSemaphore extends Primitive {
 
   /**
    * A waiter of this client parked on this semaphore takes the permit over in one script call
-   * (no release message, no attempt), at most MAX_PERMIT_HANDOFFS in a row and for MAX_PERMIT_RUN_MS; then the permit goes
-   * back to Redis and this client yields its turn (see Semaphore.release). Undefined result: no
-   * handoff, release as usual.
+   * (no release message, no attempt), at most MAX_PERMIT_HANDOFFS in a row and for at most
+   * MAX_PERMIT_RUN_MS; then the permit goes back to Redis and this client yields its turn (see
+   * Semaphore.release). Undefined result: no handoff, release as usual.
    *
    * Pipelined when the released permit is kept by the watchdog with more than half a lease
    * certainly left (`deadline`) and the waiter's will be too: the waiter holds from the send of
