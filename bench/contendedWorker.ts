@@ -14,7 +14,10 @@ Redis.prototype.sendCommand = function (this: Redis, ...args: Parameters<Redis['
 };
 
 async function main(): Promise<void> {
-  const [name, url, key, deadlineArg, tasksArg, holdArg = '0', startArg = '0'] = process.argv.slice(2);
+  const [name, url, key, deadlineArg, tasksArg, holdArg = '0', startArg = '0', eventsArg = ''] = process.argv.slice(2);
+  // 'events': also report each hold's start and end on the machine's clock (bench/gaps.ts).
+  const events: [number, number][] | undefined = eventsArg === 'events' ? [] : undefined;
+  const now = (): number => performance.timeOrigin + performance.now();
   const holdMs = Number(holdArg);
   // Every worker starts at the same instant (when given), so a slow start-up is not a loss of share.
   const startAt = Number(startArg);
@@ -33,16 +36,18 @@ async function main(): Promise<void> {
         const start = performance.now();
         const release = await session.acquire(key!);
         waits.push(performance.now() - start);
+        const heldAt = events && now();
         const value = Number((await data.get(`${key}:counter`)) ?? 0);
         if (holdMs > 0) await new Promise((resolve) => setTimeout(resolve, holdMs));
         await data.set(`${key}:counter`, value + 1);
+        if (events) events.push([heldAt!, now()]);
         await release();
         counts[task]!++;
       }
     }),
   );
   const acquisitions = counts.reduce((a, b) => a + b, 0);
-  console.log(JSON.stringify({ counts, waits, requests: requests - 2 * acquisitions }));
+  console.log(JSON.stringify({ counts, waits, requests: requests - 2 * acquisitions, ...(events && { pid: process.pid, events }) }));
   await data.quit();
   await session.close();
 }
