@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import {
   LockClient,
@@ -640,6 +641,44 @@ describe('AbortSignal', () => {
     await expect(lock.withLock(() => 1, { signal: AbortSignal.abort(new Error('no')) })).rejects.toThrow('no');
     const after = await commandCounts(redis);
     expect({ ...after, info: 0 }).toEqual({ ...before, info: 0 });
+  });
+});
+
+describe('connections ioredis ended for good', () => {
+  // ioredis ends a connection for good when its connector fails while remaking it (a Sentinel
+  // failover noticed during a reconnect: fault 10 saw a client that never worked again). Here the
+  // end is brought about by disconnect(), which leaves the connection in the same state.
+  const ended = async (connection: Redis): Promise<void> => {
+    const end = once(connection, 'end');
+    connection.disconnect();
+    await end;
+  };
+
+  test('the client\'s connection is made again: calls wait for it instead of failing', async () => {
+    const client = newClient();
+    const lock = client.getLock(uniqueName());
+    await lock.lock();
+    await lock.unlock();
+    const connection = (client as unknown as { redis: Redis }).redis;
+    await ended(connection);
+    expect(await lock.tryLock()).toBe(true);
+    expect(connection.status).toBe('ready');
+    await lock.unlock();
+  });
+
+  test('the subscriber connection is made again and subscribed again: a parked waiter hears the release', async () => {
+    const name = uniqueName();
+    const holder = newClient().getLock(name);
+    await holder.lock(); // a 30 s watchdog lease: the pttl the waiter sees
+    const client = newClient({ queueTimeout: 60_000 }); // its heartbeat (every 20 s) stays out of it
+    const waiting = client.getLock(name).tryLock({ waitTime: 25_000 });
+    await until('the waiter is parked', () => parkedWaiters(client, name) === 1);
+    await ended((client as unknown as { pubsub: { subscriber: Redis } }).pubsub.subscriber);
+    await until('the waiter\'s channel is subscribed again', async () => (await subscribers(redis, name)) === 1);
+    const releasedAt = performance.now();
+    await holder.unlock();
+    expect(await waiting).toBe(true);
+    expect(performance.now() - releasedAt).toBeLessThan(3000);
   });
 });
 

@@ -5,6 +5,7 @@ import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
 import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisCommandError, RedisUnreachableError } from './errors';
 import { diagnostics } from './diagnostics';
+import { reviveWhenEnded } from './services/reviveEnded';
 import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
 import type { CommandBound, LockContext } from './services/LockContext';
 import { LockPubSub } from './services/LockPubSub';
@@ -149,6 +150,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly waitingForReady = new Set<(error?: Error) => void>();
   private readonly onReady: () => void;
   private readonly onError: (error: Error) => void;
+  /** Stops remaking our connection after ioredis ended it (see reviveWhenEnded). */
+  private readonly stopReviving: () => void;
 
   constructor(options: LockClientOptions) {
     super();
@@ -251,6 +254,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // Only on a connection we own: a listener on the user's would silence ioredis's own
     // "Unhandled error event" report for them. ioredis retries; calls report their own failures.
     if (this.ownsRedis) this.redis.on('error', this.onError);
+    // A Cluster remakes its node connections itself; a connection passed in is the user's to remake.
+    this.stopReviving = this.ownsRedis && !this.redis.isCluster ? reviveWhenEnded(this.redis as Redis, () => !this.closed) : () => undefined;
     this.onDrop = () => this.epoch++;
     this.redis.on('close', this.onDrop);
     this.context = {
@@ -400,6 +405,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.redis.off('ready', this.onReconnect);
     this.redis.off('close', this.onDrop);
     this.redis.off('ready', this.onReady);
+    this.stopReviving();
     this.unname();
     const error = new ClientClosedError();
     this.closing.abort(error);
@@ -459,8 +465,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       const status = this.redis.status;
       // 'wait': a lazyConnect connection connects on its first command.
       if (status === 'ready' || status === 'wait') return send();
-      if (status === 'end') return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
       if (this.ownsRedis && !this.everReady && this.lastError && isDefinitive(this.lastError)) return settle(this.unreachable(name, this.lastError));
+      // Ours is being made again after ioredis ended it (reviveWhenEnded); one passed in is not.
+      if (status === 'end' && (!this.ownsRedis || this.redis.isCluster)) return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
       stopWaiting = this.whenReady(name, bound, send, settle);
     });
   }

@@ -3,6 +3,7 @@ import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import type { LocalHandoff } from './LocalHandoff';
 import type { PublishCommand } from './scripts';
+import { reviveWhenEnded } from './reviveEnded';
 
 /**
  * A counted message, published by the semaphore and latch scripts: `wake:<count>` or `wake:all`,
@@ -228,6 +229,7 @@ export class LockPubSub {
   private wasReady = false;
   private publishCommand: Promise<PublishCommand> | undefined;
   private closed = false;
+  private stopReviving: () => void = () => undefined;
   /** The tail of the (un)subscribe queue, see `serially`. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -294,6 +296,7 @@ export class LockPubSub {
     this.entries.clear();
     const subscriber = this.subscriber;
     this.subscriber = undefined;
+    this.stopReviving();
     if (subscriber) subscriber.disconnect();
   }
 
@@ -409,6 +412,8 @@ export class LockPubSub {
         this.retryFailed();
       });
     }
+    // ioredis can end it for good (see reviveWhenEnded); a Cluster remakes its connections itself.
+    if (!subscriber.isCluster) this.stopReviving = reviveWhenEnded(subscriber as Redis, () => !this.closed && this.subscriber === subscriber);
     this.subscriber = subscriber;
     return subscriber;
   }
