@@ -15,3 +15,12 @@ local function setMarkedOnce(key, value, kindKey, kind)
   markKind(kindKey, kind)
   return true
 end
+
+-- Adds `delta` to the integer at `key` and answers the new value; a key this creates is marked
+-- as a `kind` (a count that existed already was marked when it was created).
+local function incrByMarked(key, delta, kindKey, kind)
+  if redis.call('exists', key) == 0 then
+    markKind(kindKey, kind)
+  end
+  return redis.call('incrby', key, delta)
+end

@@ -15,10 +15,7 @@
 ]]
 --@include permits.lua
 --@include kind.lua
-if redis.call('exists', KEYS[1]) == 0 then
-  markKind(KEYS[4], 'permits')
-end
-redis.call('incrby', KEYS[1], ARGV[1])
+incrByMarked(KEYS[1], ARGV[1], KEYS[4], 'permits')
 local free = freePermits(KEYS[1], KEYS[2], nowMs())
 if tonumber(ARGV[1]) > 0 and free > 0 then
   redis.call(ARGV[2], KEYS[3], 'wake:' .. free .. ':')

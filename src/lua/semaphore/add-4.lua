@@ -16,10 +16,7 @@
 ]]
 --@include semaphoreWake.lua
 --@include kind.lua
-if redis.call('exists', KEYS[1]) == 0 then
-  markKind(KEYS[4], 'semaphore')
-end
-local free = redis.call('incrby', KEYS[1], ARGV[1])
+local free = incrByMarked(KEYS[1], ARGV[1], KEYS[4], 'semaphore')
 local reached = 0
 if tonumber(ARGV[1]) > 0 then
   reached = wakeWaiters(KEYS[2], KEYS[3], free, ARGV[2], ARGV[3])

@@ -28,10 +28,7 @@ if done then
   local free, reached = string.match(done, '^(-?%d+):(%d+)$')
   return {tonumber(free), tonumber(reached)}
 end
-if redis.call('exists', KEYS[1]) == 0 then
-  markKind(KEYS[4], 'semaphore')
-end
-local free = redis.call('incrby', KEYS[1], ARGV[1])
+local free = incrByMarked(KEYS[1], ARGV[1], KEYS[4], 'semaphore')
 local reached = wakeWaiters(KEYS[2], KEYS[3], free, ARGV[2], ARGV[3])
 redis.call('set', KEYS[5], free .. ':' .. reached, 'px', ARGV[4])
 return {free, reached}
