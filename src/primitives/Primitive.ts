@@ -2,6 +2,7 @@ import { nanoid } from 'nanoid';
 import type { Hold, WaitProtocol } from '../core/waitLoop';
 import { waitFor } from '../core/waitLoop';
 import { diagnostics } from '../diagnostics';
+import { latchPrefixOf } from '../names';
 import { checkName } from '../options';
 import type { LockContext } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -48,6 +49,16 @@ export abstract class Primitive {
   protected newId(): string {
     return nanoid();
   }
+
+  /**
+   * The latch key of one request (see includes/releaseHold.lua): `suffix` names the request,
+   * unique within this client; by default a fresh id. It keeps the request's answer for a resend.
+   */
+  protected requestLatch(suffix = `${this.context.clientId}:${this.newId()}`): string {
+    return (this.latchPrefix ??= latchPrefixOf(this.context.keyPrefix, this.key)) + suffix;
+  }
+
+  private latchPrefix: string | undefined;
 
   /**
    * Waits through `waitFor`: `attempt` until it takes, sleeping between attempts until a message

@@ -2,7 +2,7 @@ import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError } from '../errors';
 import { subscriberCount, type SemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
-import { kindKeyOf, latchPrefixOf, reservationKeyOf, semaphoreChannelOf } from '../names';
+import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -191,7 +191,7 @@ export class Semaphore extends Primitive {
    */
   private async giveBackToRedis(permits: number): Promise<[number, number]> {
     const publish = await this.publishCommand();
-    const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
+    const latch = this.requestLatch();
     return this.context.command('release', (redis) =>
       scripts(redis).rlock_semaphore_release(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
     );
@@ -216,8 +216,9 @@ export class Semaphore extends Primitive {
     let reserved = false;
     let attempts = 0;
     const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+      const number = ++attempts;
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
-      const first = attempts++ === 0;
+      const first = number === 1;
       // A client that just passed permits on lets the other clients' waiters have them: a new
       // caller that may wait joins its own client's parked waiters instead of barging in.
       if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
@@ -229,7 +230,7 @@ export class Semaphore extends Primitive {
       }
       const sentAt = performance.now();
       // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
-      const latch = `${latchPrefixOf(context.keyPrefix, this.key)}${field}.${++attempts}`;
+      const latch = this.requestLatch(`${field}.${number}`);
       const [status, ttl] = await context.command('acquire', (redis) =>
         scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
       );

@@ -280,6 +280,11 @@ export class LockPubSub {
     entry.local?.stopYielding();
     entry.keeper?.dropped(false);
     if (!this.subscriber) return; // never subscribed
+    this.unsubscribe(channel);
+  }
+
+  /** Queues an UNSUBSCRIBE of `channel` (sharded or not, as subscribed); a failure changes nothing we rely on. */
+  private unsubscribe(channel: string): void {
     this.serially(async (subscriber, sharded) => {
       await (sharded ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel));
     }).catch(() => undefined);
@@ -355,9 +360,7 @@ export class LockPubSub {
       // slot map ioredis had not refreshed yet): one still unanswered a refresh later is sent again.
       if (!entry.confirmed && !entry.failed && entry.subscribeSentAt > 0 && performance.now() - entry.subscribeSentAt > SUBSCRIBE_ANSWER_MS) {
         // ioredis keeps the channel as subscribed: an unsubscribe first, or it sends nothing.
-        this.serially(async (subscriber, sharded) => {
-          await (sharded ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel));
-        }).catch(() => undefined);
+        this.unsubscribe(channel);
         this.subscribe(channel, entry);
         entry.wakeAll();
         continue;
