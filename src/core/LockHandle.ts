@@ -331,11 +331,10 @@ export abstract class LockHandle {
     // read-write lock's owner share its id, not its field) and its count of releases.
     const latch = `${(this.latchPrefix ??= latchPrefixOf(this.context.keyPrefix, key))}${field}.${++owner.releases}`;
     const holdsBefore = owner.holds;
-    const kept = this.context.renewal.has(key, field);
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal
     // racing this release would find the lock gone and report it lost. If the release fails,
     // the lock then expires within its lease.
-    if (holdsBefore <= 1) this.context.renewal.remove(key, field);
+    const removed = holdsBefore <= 1 ? this.context.renewal.remove(key, field) : undefined;
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
     const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1));
     if (result !== null && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
@@ -350,7 +349,8 @@ export abstract class LockHandle {
       // reconnect finds it: nil is never "released", it means the hold was taken away (a
       // force-unlock, an expiry, Redis losing its data) before this release ran. An owner that
       // believed it held one under the watchdog is told as a renewal would have told it.
-      if (holdsBefore > 0 && kept) this.context.renewal.reportLost(key, field, 'its release found it no longer held by its owner', this.renewalTarget(owner));
+      // (reportLost finds a hold the watchdog still keeps, or takes the one removed above.)
+      if (holdsBefore > 0) this.context.renewal.reportLost(key, field, 'its release found it no longer held by its owner', removed);
     }
     owner.holds = 0;
     this.context.renewal.remove(key, field);

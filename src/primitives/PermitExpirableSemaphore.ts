@@ -3,7 +3,7 @@ import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
-import { kindKeyOf, latchPrefixOf, permitChannelOf, permitsKeyOf } from '../names';
+import { kindKeyOf, permitChannelOf, permitsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -95,13 +95,12 @@ export class PermitExpirableSemaphore extends Primitive {
   async tryRelease(id: string): Promise<boolean> {
     checkPermitId(id);
     this.context.assertOpen();
-    // Until when the permit is certainly still in Redis, read before the watchdog lets go of it.
-    const deadline = this.context.renewal.deadlineOf(this.permitsKey, id);
-    // Stop renewing first, or a renewal racing the release would report the permit lost.
+    // Stop renewing first, or a renewal racing the release would report the permit lost. Until
+    // `kept.lostAt` the permit is certainly still in Redis.
     const kept = this.context.renewal.remove(this.permitsKey, id);
     // One latch per release request (see release-4.lua): a resend answers what the first run did.
-    const latch = `${latchPrefixOf(this.context.keyPrefix, this.key)}${this.context.clientId}:${this.newId()}`;
-    const handed = await this.handOver(id, deadline, latch);
+    const latch = this.requestLatch();
+    const handed = await this.handOver(id, kept?.lostAt, latch);
     let result = handed?.result;
     if (result === undefined) {
       const publish = await this.publishCommand();

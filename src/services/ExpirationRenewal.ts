@@ -133,17 +133,15 @@ export class ExpirationRenewal {
     return entry.lost.signal;
   }
 
-  /** Stops renewing; returns what was renewed, if anything (for `reportLost`). */
-  remove(key: string, field: string): RenewalTarget | undefined {
+  /**
+   * Stops renewing; returns what was renewed, if anything (for `reportLost`), with `lostAt`: until
+   * when its owner could still believe it held it (performance.now() ms).
+   */
+  remove(key: string, field: string): (RenewalTarget & { readonly lostAt: number }) | undefined {
     const id = entryId(key, field);
     const entry = this.entries.get(id);
     this.entries.delete(id);
     return entry;
-  }
-
-  /** When the owner of a hold the watchdog keeps stops believing it holds it (performance.now() ms; see `lostAt`); undefined when not kept. */
-  deadlineOf(key: string, field: string): number | undefined {
-    return this.entries.get(entryId(key, field))?.lostAt;
   }
 
   /**
