@@ -524,6 +524,34 @@ describe('contention: local handoff and turns between clients', () => {
     }
   });
 
+  test('a run of local handoffs ends 20 ms after its first when another client waits: a holder that kept the lock longer passes it to that client', async () => {
+    const name = uniqueName();
+    const a = newClient();
+    const b = newClient();
+    const holder = a.getLock(name);
+    await holder.lock();
+    const order: string[] = [];
+    const ownWaiters = [a.getLock(name), a.getLock(name)];
+    const ownTook = ownWaiters.map((lock) => lock.lock().then(() => order.push('a')));
+    await until('two waiters of the holding client are parked', () => parkedWaiters(a, name) === 2);
+    const other = b.getLock(name);
+    const otherTook = other.lock().then(() => order.push('b'));
+    await until('the other client is in line', async () => (await redis.zrange(`rlock__clients:{${name}}`, 0, -1)).includes(b.id));
+    await holder.unlock(); // the run's first handoff
+    await until('a waiter of the same client holds', () => order.length === 1);
+    const first = (await Promise.all(ownWaiters.map((lock) => lock.isHeldByCurrentOwner()))).indexOf(true);
+    await sleep(30); // held past the run's 20 ms
+    await ownWaiters[first]!.unlock();
+    await until('the next holder took the lock', () => order.length === 2);
+    // The other client came before the holder's second waiter (without the time bound it would not).
+    expect(order).toEqual(['a', 'b']);
+    await otherTook;
+    await other.unlock();
+    await Promise.all(ownTook);
+    await ownWaiters[1 - first]!.unlock();
+    expect(await holder.isLocked()).toBe(false);
+  });
+
   test('after a run of local handoffs the other client gets its turn: no client starves another', async () => {
     const name = uniqueName();
     const a = newClient();
@@ -540,7 +568,7 @@ describe('contention: local handoff and turns between clients', () => {
     };
     await Promise.all([a, a, a, a, b, b, b, b].map(loop));
     const [countA, countB] = [counts.get(a)!, counts.get(b)!];
-    // Local handoffs run at most 8 in a row, then the lock goes to the other client's waiters.
+    // A run of local handoffs ends after 20 ms (or 32 handoffs), then the lock goes to the other client.
     expect(Math.min(countA, countB)).toBeGreaterThan(0.25 * (countA + countB));
   }, 20_000);
 });

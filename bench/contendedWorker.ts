@@ -27,6 +27,7 @@ async function main(): Promise<void> {
   const data = new Redis(url!);
   const deadline = Number(deadlineArg);
   requests = 0; // connecting is not part of the contest
+  const cpuAtStart = process.cpuUsage();
   const counts: number[] = [];
   const waits: number[] = [];
   await Promise.all(
@@ -47,7 +48,8 @@ async function main(): Promise<void> {
     }),
   );
   const acquisitions = counts.reduce((a, b) => a + b, 0);
-  console.log(JSON.stringify({ counts, waits, requests: requests - 2 * acquisitions, ...(events && { pid: process.pid, events }) }));
+  const cpu = process.cpuUsage(cpuAtStart);
+  console.log(JSON.stringify({ counts, waits, requests: requests - 2 * acquisitions, cpuUs: cpu.user + cpu.system, cpuSys: cpu.system, ...(events && { pid: process.pid, events }) }));
   await data.quit();
   await session.close();
 }

@@ -35,6 +35,16 @@ interface Run {
   lostUpdates: number;
   requestsPerAcq: number;
   commandsPerAcq: number;
+  /** CPU time (user + system) per acquisition: all worker processes together, and redis-server. */
+  nodeCpuUsPerAcq: number;
+  redisCpuUsPerAcq: number;
+}
+
+/** redis-server's CPU time so far (user + system, its own and its threads'), in µs. */
+async function redisCpuUs(admin: Redis): Promise<number> {
+  const info = await admin.info('cpu');
+  const field = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
+  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
 }
 
 /** Commands Redis ran (scripts' inner calls included): INFO commandstats. */
@@ -48,12 +58,14 @@ async function commandsRun(admin: Redis): Promise<number> {
 async function run(name: string, url: string, admin: Redis, processes: number, holdMs: number): Promise<Run> {
   const key = `bench:scaling:${name.replace(/\W/g, '')}:${processes}:${holdMs}:${Date.now()}`;
   await admin.config('RESETSTAT');
+  const redisCpuBefore = await redisCpuUs(admin);
   const startAt = Date.now() + 3000 + processes * 300; // for the processes to start
   const deadline = startAt + runMs;
   const workers = await Promise.all(
-    Array.from({ length: processes }, () => runWorker<{ counts: number[]; waits: number[]; requests: number }>([name, url, key, String(deadline), String(32 / processes), String(holdMs), String(startAt)])),
+    Array.from({ length: processes }, () => runWorker<{ counts: number[]; waits: number[]; requests: number; cpuUs: number }>([name, url, key, String(deadline), String(32 / processes), String(holdMs), String(startAt)])),
   );
   const commands = await commandsRun(admin);
+  const redisCpu = (await redisCpuUs(admin)) - redisCpuBefore;
   const counts = workers.flatMap((w) => w.counts);
   const waits = workers.flatMap((w) => w.waits);
   const acquisitions = counts.reduce((a, b) => a + b, 0);
@@ -70,6 +82,8 @@ async function run(name: string, url: string, admin: Redis, processes: number, h
     // the critical section's GET + SET.
     requestsPerAcq: round(workers.reduce((sum, w) => sum + w.requests, 0) / acquisitions, 2),
     commandsPerAcq: round((commands - 2 * acquisitions) / acquisitions, 2),
+    nodeCpuUsPerAcq: round(workers.reduce((sum, w) => sum + w.cpuUs, 0) / acquisitions, 0),
+    redisCpuUsPerAcq: round(redisCpu / acquisitions, 0),
   };
 }
 
@@ -90,7 +104,7 @@ async function main(): Promise<void> {
           for (const c of order) {
             process.stderr.write(`${label} rep ${rep + 1}/${reps}: ${c.name}\n`);
             const result = await run(c.name, redis.url, admin, processes, holdMs);
-            process.stderr.write(`  ${result.acqPerSec} acq/s, fairness ${result.fairness}, requests/acq ${result.requestsPerAcq}, wait p99 ${result.waitP99} ms, lost ${result.lostUpdates}\n`);
+            process.stderr.write(`  ${result.acqPerSec} acq/s, fairness ${result.fairness}, requests/acq ${result.requestsPerAcq}, CPU µs/acq node ${result.nodeCpuUsPerAcq} redis ${result.redisCpuUsPerAcq}, wait p99 ${result.waitP99} ms, lost ${result.lostUpdates}\n`);
             (results[label]![c.name] ??= []).push(result);
           }
         }
@@ -106,8 +120,8 @@ async function main(): Promise<void> {
       '',
       `### Critical section ${holdMs ? '1 ms' : 'GET + SET only'} (medians of ${reps} repetitions, ratios within a repetition)`,
       '',
-      '| P × W | library | acq/s | × redis-semaphore | wait p50 / p99 / p99.9 / max ms | fairness | requests/acq | commands/acq | lost |',
-      '|---|---|---|---|---|---|---|---|---|',
+      '| P × W | library | acq/s | × redis-semaphore | wait p50 / p99 / p99.9 / max ms | fairness | requests/acq | commands/acq | CPU µs/acq Node / Redis | lost |',
+      '|---|---|---|---|---|---|---|---|---|---|',
     );
     for (const processes of processCounts) {
       const label = `${processes}x${32 / processes} hold ${holdMs}`;
@@ -118,7 +132,7 @@ async function main(): Promise<void> {
         const m = (pick: (r: Run) => number): number => median(runs.map(pick));
         const ratio = median(runs.map((r, i) => r.acqPerSec / base[i]!.acqPerSec));
         lines.push(
-          `| ${processes} × ${32 / processes} | ${c.name} | ${m((r) => r.acqPerSec)} | ${ratio} | ${m((r) => r.waitP50)} / ${m((r) => r.waitP99)} / ${m((r) => r.waitP999)} / ${m((r) => r.waitMax)} | ${m((r) => r.fairness)} | ${m((r) => r.requestsPerAcq)} | ${m((r) => r.commandsPerAcq)} | ${Math.max(...runs.map((r) => r.lostUpdates))} |`,
+          `| ${processes} × ${32 / processes} | ${c.name} | ${m((r) => r.acqPerSec)} | ${ratio} | ${m((r) => r.waitP50)} / ${m((r) => r.waitP99)} / ${m((r) => r.waitP999)} / ${m((r) => r.waitMax)} | ${m((r) => r.fairness)} | ${m((r) => r.requestsPerAcq)} | ${m((r) => r.commandsPerAcq)} | ${m((r) => r.nodeCpuUsPerAcq)} / ${m((r) => r.redisCpuUsPerAcq)} | ${Math.max(...runs.map((r) => r.lostUpdates))} |`,
         );
       }
     }

@@ -126,8 +126,8 @@ export class PermitExpirableSemaphore extends Primitive {
 
   /**
    * A waiter of this client parked on this semaphore takes the permit over in one script call
-   * (no release message, no attempt), at most MAX_PERMIT_HANDOFFS in a row and for at most
-   * MAX_PERMIT_RUN_MS; then the permit goes back to Redis and this client yields its turn (see
+   * (no release message, no attempt), at most MAX_LOCAL_HANDOFFS in a row and for at most
+   * MAX_LOCAL_RUN_MS; then the permit goes back to Redis and this client yields its turn (see
    * Semaphore.release). Undefined result: no handoff, release as usual.
    *
    * Pipelined when the released permit is kept by the watchdog with more than half a lease
@@ -144,7 +144,7 @@ export class PermitExpirableSemaphore extends Primitive {
       if (local) local.streak = 0;
       return undefined;
     }
-    if (local.permitRunIsOver) {
+    if (local.runIsOver) {
       local.yieldTurn();
       return { yielded: true };
     }

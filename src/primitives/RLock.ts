@@ -2,7 +2,7 @@ import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
-import { MAX_LOCAL_HANDOFFS, PARK_AGAIN, sleepAsCandidate } from '../services/LocalHandoff';
+import { PARK_AGAIN, sleepAsCandidate } from '../services/LocalHandoff';
 import { type CommandBound, type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
 import type { LockOwner } from '../services/LockOwner';
@@ -14,8 +14,8 @@ import { WaitingClient } from '../services/WaitingClient';
  * Not fair: whoever asks while it is free takes it. Waiting is per client: a client whose
  * waiter was refused is put in a queue of waiting clients in Redis (one entry per client), and
  * a release wakes the first of them only, on a channel of that client's own; its waiters pass
- * the lock between them in the release script (at most MAX_LOCAL_HANDOFFS times in a row while
- * other clients wait) before it goes to the next client. See docs/design.md, "RLock contention";
+ * the lock between them in the release script (a run of at most MAX_LOCAL_HANDOFFS handoffs and
+ * MAX_LOCAL_RUN_MS while other clients wait) before it goes to the next client. See docs/design.md, "RLock contention";
  * FairLock serves owners first come, first served.
  */
 export class RLock extends LockHandle {
@@ -107,7 +107,7 @@ export class RLock extends LockHandle {
     const next = this.handsOverLocally ? local?.claimFirst() : undefined;
     // Waiters of this client that joined the lock's channel, parked or about to park.
     const stayInLine = next !== undefined || (entry !== undefined && entry.refCount > 0) ? 1 : 0;
-    const mustYield = local && local.streak >= MAX_LOCAL_HANDOFFS ? 1 : 0;
+    const mustYield = local?.runIsOver ? 1 : 0;
     const { publish, trust } = await queuePublishing(this.context);
     const args = [...this.queueKeys(), latch, field, RELEASE_LATCH_TTL_MS, publish, this.wakePrefix, trust, this.context.queueTimeout, stayInLine, mustYield] as const;
     const sentAt = performance.now();
@@ -120,7 +120,7 @@ export class RLock extends LockHandle {
       next?.deliver(result === 2 ? { sentAt } : result === 1 && stayInLine ? PARK_AGAIN : undefined);
     }
     if (result === 2) {
-      local!.streak++;
+      local!.handedOver();
       waiting?.took(next!.candidate.lease, false);
       return 1;
     }

@@ -88,8 +88,8 @@ export class Semaphore extends Primitive {
   /**
    * Gives back `permits` permits (default 1). Unchecked, as in Redisson: the semaphore has no
    * owners. Permits that a waiter of this client parked on this semaphore can use are handed to
-   * it in-process, no Redis call at all (at most MAX_PERMIT_HANDOFFS in a row and for at most
-   * MAX_PERMIT_RUN_MS; then the permits go back to Redis and wake the other processes' waiters too).
+   * it in-process, no Redis call at all (at most MAX_LOCAL_HANDOFFS in a row and for at most
+   * MAX_LOCAL_RUN_MS; then the permits go back to Redis and wake the other processes' waiters too).
    */
   async release(options?: Pick<PermitOptions, 'permits'>): Promise<void> {
     const { permits } = checkPermitOptions(options, ['permits']);
@@ -116,7 +116,7 @@ export class Semaphore extends Primitive {
     if (!local) return { left: permits, yielded: false };
     let left = permits;
     const fits = (candidate: { permits?: number }): boolean => (candidate.permits ?? Infinity) <= left;
-    while (left > 0 && !local.permitRunIsOver) {
+    while (left > 0 && !local.runIsOver) {
       const next = local.claimFirst(fits);
       if (!next) break;
       left -= next.candidate.permits!;
@@ -127,7 +127,7 @@ export class Semaphore extends Primitive {
     // A full run of handoffs while waiters here could use these permits: they go back to Redis
     // and this client yields its turn (its waiters and new callers stand back for a moment), so
     // that the other processes' waiters get them. Otherwise a new run may start after them.
-    const yielded = local.permitRunIsOver;
+    const yielded = local.runIsOver;
     if (yielded) local.yieldTurn();
     else local.streak = 0;
     return { left, yielded };
