@@ -3,6 +3,7 @@
 // counter as the section); every hold's start and end on the machine's clock, merged, give the
 // section's length and the gap from one release to the next holder, split by whether that holder
 // is in the same process or another one. docs/benchmarks.md, "Where an acquisition's time goes".
+import { Redis } from 'ioredis';
 import { redisFromEnv } from '../scripts/redisServer';
 import { byName } from './contestants';
 import { runWorker } from './scenarios';
@@ -20,6 +21,16 @@ async function main(): Promise<void> {
   for (const name of names) if (!byName.has(name)) throw new Error(`--library: one of ${[...byName.keys()].join(', ')}`);
   const redis = await redisFromEnv();
   try {
+    // The unit the gaps are made of: one round trip at a time from an otherwise idle process (on a
+    // virtual machine, most of it is waking an idle CPU: see docs/benchmarks.md).
+    const probe = new Redis(redis.url);
+    for (let i = 0; i < 500; i++) await probe.get('bench:gaps:probe'); // warm-up
+    const cpuBefore = process.cpuUsage();
+    const startedAt = performance.now();
+    for (let i = 0; i < 2000; i++) await probe.get('bench:gaps:probe');
+    const cpu = process.cpuUsage(cpuBefore);
+    console.log(`one round trip at a time (GET): ${round(((performance.now() - startedAt) * 1000) / 2000, 0)} µs, Node CPU ${round((cpu.user + cpu.system) / 2000, 0)} µs`);
+    probe.disconnect();
     for (const name of names) {
       const key = `bench:gaps:${name.replace(/\W/g, '')}:${Date.now()}`;
       const startAt = Date.now() + 2500 + processes * 300;
