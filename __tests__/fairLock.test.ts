@@ -135,6 +135,61 @@ describe('dead and stopped waiters', () => {
     stopped.child.kill('SIGCONT');
   }, 30_000);
 
+  test('a release grants a waiter of its own client in its reply, without a message; first come, first served still', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const other = redis.client();
+    const listener = redis.server.connect();
+    const messages: string[] = [];
+    listener.on('pmessage', (_pattern: string, channel: string, message: string) => messages.push(`${channel} ${message}`));
+    await listener.psubscribe(`rlock__grant:{${name}}:*`);
+    try {
+      const holder = client.getFairLock(name);
+      await holder.lock();
+      const order: string[] = [];
+      const own = client.getFairLock(name).withLock(() => void order.push('own'));
+      await until('the own waiter is queued', async () => (await queueLength(name)) === 1);
+      const others = other.getFairLock(name).withLock(() => void order.push('other'));
+      await until('the other client is queued', async () => (await queueLength(name)) === 2);
+      const own2 = client.getFairLock(name).withLock(() => void order.push('own 2'));
+      await until('the second own waiter is queued', async () => (await queueLength(name)) === 3);
+      await holder.unlock();
+      await Promise.all([own, others, own2]);
+      expect(order).toEqual(['own', 'other', 'own 2']);
+      // A message published after the releases would come before this PING's reply.
+      await listener.ping();
+      // Only the grants that crossed to another client went by message: holder → own (reply),
+      // own → other (message), other → own 2 (message).
+      expect(messages.map((message) => message.split(' ')[0])).toEqual([`rlock__grant:{${name}}:${other.id}`, `rlock__grant:{${name}}:${client.id}`]);
+      expect(await holder.isLocked()).toBe(false);
+    } finally {
+      await listener.quit();
+    }
+  });
+
+  test('a release reply replayed for an earlier wait of the same owner grants nothing: the waiter goes on waiting', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    const client = redis.client();
+    let resolved = false;
+    const waiting = client
+      .getFairLock(name)
+      .tryLock({ waitTime: 10_000 })
+      .then((got) => (resolved = got));
+    await until('the waiter is queued', async () => (await queueLength(name)) === 1);
+    const [queued] = (await holder.inspect()).queue!;
+    const field = `${queued!.clientId}:${queued!.ownerId}`;
+    const entry = (client as unknown as { context: { pubsub: { peek(channel: string): { grantFromReply(field: string, sentAt: number): void } | undefined } } }).context.pubsub.peek(`rlock__grant:{${name}}:${client.id}`);
+    // A reply to a release sent before this wait asked to be queued (ioredis resent it after a
+    // reconnect; its latch answers what the first run did, a grant of an earlier wait).
+    entry!.grantFromReply(field, performance.now() - 60_000);
+    await holder.isLocked(); // a round trip: a grant taken would have resolved the waiter by now
+    expect(resolved).toBe(false);
+    await holder.unlock();
+    expect(await waiting).toBe(true);
+  });
+
   test('a lost grant message costs at most a third of the queue timeout: the heartbeat finds the entry gone', async () => {
     const name = uniqueName();
     const queueTimeout = 1_500;
@@ -149,7 +204,7 @@ describe('dead and stopped waiters', () => {
     const field = Object.keys(await redis.admin.hgetall(name))[0]!;
     const scripted = a as unknown as { context: { redis: import('../src/services/scripts').ScriptedRedis } };
     const released = performance.now();
-    await scripted.context.redis.rlock_fairLock_release(name, `rlock__queue:{${name}}`, `rlock__queue_expiry:{${name}}`, `rlock__unlock_latch:{${name}}:x`, field, 1000, queueTimeout, 'nowhere:', 'publish', 0);
+    await scripted.context.redis.rlock_fairLock_release(name, `rlock__queue:{${name}}`, `rlock__queue_expiry:{${name}}`, `rlock__unlock_latch:{${name}}:x`, field, 1000, queueTimeout, 'nowhere:', 'publish', 0, a.id);
     expect(await waiting).toBe(true);
     expect(performance.now() - released).toBeLessThan(queueTimeout / 3 + 1_000);
   }, 30_000);

@@ -98,6 +98,7 @@ export class FairLock extends LockHandle {
               entry.expectGrant(field);
             }
             const sentAt = performance.now();
+            if (listening) listening.queuing(field, sentAt);
             const ttl = await context.command('acquire', (redis) =>
               redis.rlock_fairLock_acquire(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), member, listening ? 1 : 0, reentrant, queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
               bound,
@@ -152,9 +153,15 @@ export class FairLock extends LockHandle {
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {
-    // No local handoff here: the queue decides who is next, across every process.
-    const { key } = this;
-    const { publish, trust } = await queuePublishing(this.context);
-    return redis.rlock_fairLock_release(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), latch, field, RELEASE_LATCH_TTL_MS, this.context.queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust);
+    // No local handoff here: the queue decides who is next, across every process. When the next
+    // is a waiter of this client, the script grants it without a message and answers its field:
+    // the waiter is told here, a pub/sub hop sooner.
+    const { key, context } = this;
+    const { publish, trust } = await queuePublishing(context);
+    const sentAt = performance.now();
+    const result = await redis.rlock_fairLock_release(key, queueKeyOf(context.keyPrefix, key), queueExpiryKeyOf(context.keyPrefix, key), latch, field, RELEASE_LATCH_TTL_MS, context.queueTimeout, grantChannelPrefixOf(context.keyPrefix, key), publish, trust, context.clientId);
+    if (typeof result !== 'string') return result;
+    context.pubsub.peek(grantChannelPrefixOf(context.keyPrefix, key) + context.clientId)?.grantFromReply(result, sentAt);
+    return 1;
   }
 }

@@ -58,6 +58,8 @@ export class ChannelEntry {
    */
   private readonly expected = new Map<string, ((granted: boolean) => void) | undefined>();
   private readonly grantedEarly = new Set<string>();
+  /** When each expected waiter's wait first asked to be queued (performance.now() at the send). */
+  private readonly queuingSince = new Map<string, number>();
   /** RLock's handoffs between waiters of this client, made by the first RLock waiter to need it. */
   local: LocalHandoff | undefined;
   /** Set by a primitive whose entry may outlive its waiters. */
@@ -126,6 +128,25 @@ export class ChannelEntry {
   forgetGrant(field: string): void {
     this.expected.delete(field);
     this.grantedEarly.delete(field);
+    this.queuingSince.delete(field);
+  }
+
+  /** The waiter expecting `field` sends a request that may queue it (the first one of its wait counts). */
+  queuing(field: string, sentAt: number): void {
+    if (!this.queuingSince.has(field)) this.queuingSince.set(field, sentAt);
+  }
+
+  /**
+   * A release of this client, sent at `sentAt`, granted `field` and said so in its reply instead
+   * of a message. Told like a message, unless that waiter's wait asked to be queued only after
+   * the release was sent: then the reply is one replayed from the release's latch (ioredis
+   * resent the release after a reconnect) for an earlier wait of the same owner, which took the
+   * lock by asking meanwhile. Both go over one connection, in order, so a grant for this wait
+   * comes from a release sent after its queuing request.
+   */
+  grantFromReply(field: string, sentAt: number): void {
+    const since = this.queuingSince.get(field);
+    if (since !== undefined && since < sentAt) this.grant(field);
   }
 
   /** Resolves true on a grant for `field`, false after `ms` or on `wakeAll`; rejects like `untilSubscribed` on abort. */

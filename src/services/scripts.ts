@@ -74,7 +74,8 @@ export interface ScriptCommands {
     grantChannelPrefix: string,
     publishCommand: PublishCommand,
     trustReceivers: 0 | 1,
-  ): Promise<0 | 1 | null>;
+    releasingClientId: string,
+  ): Promise<0 | 1 | string | null>;
   rlock_fairLock_leave(
     key: string,
     queueKey: string,

@@ -13,12 +13,17 @@
     ARGV[4] grant channel prefix "rlock__grant:{<lock key>}:"
     ARGV[5] publish command ("publish" or "spublish")
     ARGV[6] "1" when PUBLISH's receiver count can be trusted
+    ARGV[7] the releasing client's id: a waiter of this client is granted the lock without a
+            message (the caller tells it from the reply)
 
   Output:
-    nil when the owner holds nothing; 0 when holds remain; 1 when the owner's last hold went.
+    nil when the owner holds nothing; 0 when holds remain; 1 when the owner's last hold went;
+    the granted owner field instead of 1 when the lock went to a waiter of the releasing client
+    (a resent release answers the same: its latch keeps the answer).
 ]]
 --@include fairQueue.lua
 --@include releaseHold.lua
 return releaseHold(KEYS[1], KEYS[4], ARGV[1], ARGV[2], function()
-  grantNext(nowMs(), nil, tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6])
+  local _, toldField = grantNext(nowMs(), nil, tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+  return toldField
 end)

@@ -13,8 +13,11 @@
 -- a waiter that is gone (stopped) holds the lock up the queue timeout at most; a live one
 -- extends it. PUBLISH reaching nobody means the waiter's process is gone (its subscription
 -- went with its connection): skipped in the same call, unless receivers cannot be counted
--- (classic pub/sub on a Cluster counts one node only). Returns the member granted, or false.
-local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand, trustReceivers)
+-- (classic pub/sub on a Cluster counts one node only). `localClient` (a release's own client)
+-- gets no message either: its waiter is told from the script's reply (it is alive: it is
+-- calling). Returns the member granted, or false; and the owner field when it went to
+-- `localClient` without a message.
+local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand, trustReceivers, localClient)
   purgeExpired(now)
   for head in popHead do
     if head == self then
@@ -22,11 +25,11 @@ local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand,
     end
     local lease, field = string.match(head, '^(%d+):(.*)$')
     local clientId = string.match(field, '^([^:]*):')
-    local heard = redis.call(publishCommand, channelPrefix .. clientId, field)
-    if heard > 0 or trustReceivers ~= '1' then
+    local told = clientId == localClient
+    if told or redis.call(publishCommand, channelPrefix .. clientId, field) > 0 or trustReceivers ~= '1' then
       redis.call('hset', KEYS[1], field, 1)
       redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
-      return head
+      return head, told and field or nil
     end
   end
   return false

@@ -16,7 +16,7 @@
 local function releaseOwnHold(lockKey, latchKey, field, latchTtl, lastHold)
   local done = redis.call('get', latchKey)
   if done then
-    return tonumber(done)
+    return tonumber(done) or done
   end
   if redis.call('hexists', lockKey, field) == 0 then
     return nil
