@@ -167,6 +167,20 @@ describe('dead and stopped waiters', () => {
     }
   });
 
+  test('owners of one client that take turns keep its grant channel subscribed: no SUBSCRIBE per acquisition', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const subscribes = async (): Promise<number> => (await commandCounts(redis.admin)).subscribe ?? 0;
+    const before = await subscribes();
+    let turns = 0;
+    const loop = async (): Promise<void> => {
+      while (turns < 60) await client.getFairLock(name).withLock(() => void turns++);
+    };
+    await Promise.all([loop(), loop()]);
+    // Each release grants the other owner in its reply; the releasing owner queues again at once.
+    expect((await subscribes()) - before).toBeLessThanOrEqual(2);
+  });
+
   test('a release reply replayed for an earlier wait of the same owner grants nothing: the waiter goes on waiting', async () => {
     const name = uniqueName();
     const holder = redis.client().getFairLock(name);

@@ -4,12 +4,30 @@ import { LockUsageError } from '../errors';
 import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
 import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../names';
 import { type LockContext, queuePublishing } from '../services/LockContext';
-import type { ChannelEntry } from '../services/LockPubSub';
+import type { ChannelEntry, EntryKeeper } from '../services/LockPubSub';
 import type { LockOwner } from '../services/LockOwner';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
 import type { ScriptedRedis } from '../services/scripts';
 
 const MEMBER = /^(\d+):([\w-]{21}):([\w-]{21})$/;
+
+/**
+ * Keeps a grant channel subscribed until the event loop's next turn after its last waiter left:
+ * an owner that releases and at once locks again (a loop, a queue of jobs) finds it subscribed.
+ * Without it, a grant made in the release's reply lets that waiter leave the channel before the
+ * releasing owner comes back, and every acquisition paid an UNSUBSCRIBE and a SUBSCRIBE. A grant
+ * message that comes meanwhile is for nobody here (its waiter's leave passes the grant on).
+ */
+const LINGER_ONE_TURN: EntryKeeper = {
+  lingers: (drop) => {
+    setImmediate(drop);
+    return true;
+  },
+  joined: () => undefined,
+  heard: () => undefined,
+  unheard: () => undefined,
+  dropped: () => undefined,
+};
 
 /**
  * A fair lock (Redisson's RFairLock, seed 003): the same reentrant hash as `RLock`, plus a queue
@@ -95,6 +113,7 @@ export class FairLock extends LockHandle {
               // Registered before the request to queue: the grant can beat its reply.
               entry?.forgetGrant(field);
               entry = listening;
+              entry.keeper ??= LINGER_ONE_TURN;
               entry.expectGrant(field);
             }
             const sentAt = performance.now();
