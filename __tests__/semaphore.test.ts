@@ -18,6 +18,16 @@ async function scriptCalls(): Promise<number> {
   return (counts.evalsha ?? 0) + (counts.eval ?? 0);
 }
 
+/** A new semaphore of one permit, taken by a new client (whose further waiters may be handed it in-process). */
+async function takenSemaphore() {
+  const name = uniqueName();
+  const client = redis.client();
+  const sem = client.getSemaphore(name);
+  await sem.trySetPermits(1);
+  await sem.acquire();
+  return { name, client, sem };
+}
+
 describe('resent after a reconnect (the soak found both: more holders than permits, permits lost)', () => {
   const proxy = useReplyCuts(redis);
   const { resent } = proxy;
@@ -201,11 +211,7 @@ test('one handle acquiring twice takes two permits (never a silent refresh of th
 
 describe('in-process handoff', () => {
   test('a release hands permits to the parked waiters of its own client without any Redis call, at most 32 in a row', async () => {
-    const name = uniqueName();
-    const client = redis.client();
-    const sem = client.getSemaphore(name);
-    await sem.trySetPermits(1);
-    await sem.acquire();
+    const { name, client, sem } = await takenSemaphore();
     const got: number[] = [];
     const waits = Array.from({ length: 34 }, (_, i) => client.getSemaphore(name).acquire().then(() => got.push(i)));
     await until('34 waiters are parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 34);
@@ -231,11 +237,7 @@ describe('in-process handoff', () => {
   });
 
   test('a run of in-process handoffs ends 20 ms after its first: a holder that kept the permit longer gives it back to Redis', async () => {
-    const name = uniqueName();
-    const client = redis.client();
-    const sem = client.getSemaphore(name);
-    await sem.trySetPermits(1);
-    await sem.acquire();
+    const { name, client, sem } = await takenSemaphore();
     let got = 0;
     const waits = Array.from({ length: 3 }, () => client.getSemaphore(name).acquire().then(() => got++));
     await until('3 waiters are parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 3);
@@ -255,11 +257,7 @@ describe('in-process handoff', () => {
   });
 
   test('a new caller behind parked waiters of its client parks without an attempt and is served after them; a 2-permit one still tries', async () => {
-    const name = uniqueName();
-    const client = redis.client();
-    const sem = client.getSemaphore(name);
-    await sem.trySetPermits(1);
-    await sem.acquire();
+    const { name, client, sem } = await takenSemaphore();
     const got: string[] = [];
     const first = client.getSemaphore(name).acquire().then(() => got.push('first'));
     await until('the first waiter is parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 1);
@@ -283,11 +281,7 @@ describe('in-process handoff', () => {
   });
 
   test('a handoff gives a waiter no more than the released permits: a 2-permit waiter is passed over for a 1-permit release', async () => {
-    const name = uniqueName();
-    const client = redis.client();
-    const sem = client.getSemaphore(name);
-    await sem.trySetPermits(1);
-    await sem.acquire();
+    const { name, client, sem } = await takenSemaphore();
     const order: string[] = [];
     // Another client's 3-permit waiter holds the reservation, so this client's 2-permit waiter
     // cannot reserve and parks as a handoff candidate.
