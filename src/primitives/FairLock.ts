@@ -48,7 +48,7 @@ export class FairLock extends LockHandle {
     const { key } = this;
     const { publish, trust } = await queuePublishing(this.context);
     const holders = await this.context.command('forceUnlock', (redis) =>
-      redis.rlock_fairLock_forceUnlock(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), this.context.queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
+      redis.rlock_fairLock_forceUnlock(key, this.names.queue, this.names.expiry, this.context.queueTimeout, this.names.grantPrefix, publish, trust),
     );
     return this.forced(holders);
   }
@@ -58,7 +58,7 @@ export class FairLock extends LockHandle {
     this.context.assertOpen();
     const { key, name } = this;
     return this.context.command('inspect', async (redis) => {
-      const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(queueKeyOf(this.context.keyPrefix, key), 0, -1).zrange(queueExpiryKeyOf(this.context.keyPrefix, key), 0, -1, 'WITHSCORES').time().exec();
+      const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(this.names.queue, 0, -1).zrange(this.names.expiry, 0, -1, 'WITHSCORES').time().exec();
       const failed = replies?.find(([error]) => error);
       if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
       const [hash, ttl, members, deadlines, time] = replies.map(([, value]) => value) as [Record<string, string>, number, string[], string[], [string, string]];
@@ -94,7 +94,7 @@ export class FairLock extends LockHandle {
     const lease = leaseTime ?? context.watchdogTimeout;
     const field = this.field(owner);
     const member = `${lease}:${field}`;
-    const channel = grantChannelPrefixOf(this.context.keyPrefix, key) + context.clientId;
+    const { queue, expiry, grantPrefix, grantChannel: channel } = this.names;
     const { publish, trust } = await queuePublishing(this.context);
     const reentrant = owner.holds > 0 ? 1 : 0;
     // The send time of the latest call that found this waiter still queued: no grant can be
@@ -119,7 +119,7 @@ export class FairLock extends LockHandle {
             const sentAt = performance.now();
             if (listening) listening.queuing(field, sentAt);
             const ttl = await context.command('acquire', (redis) =>
-              redis.rlock_fairLock_acquire(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), member, listening ? 1 : 0, reentrant, queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
+              redis.rlock_fairLock_acquire(key, queue, expiry, member, listening ? 1 : 0, reentrant, queueTimeout, grantPrefix, publish, trust),
               bound,
             );
             if (ttl === null) return { held: true, sentAt };
@@ -128,8 +128,8 @@ export class FairLock extends LockHandle {
               if (!beat) {
                 beat = {
                   lockKey: key,
-                  queueKey: queueKeyOf(this.context.keyPrefix, key),
-                  expiryKey: queueExpiryKeyOf(this.context.keyPrefix, key),
+                  queueKey: queue,
+                  expiryKey: expiry,
                   member,
                   refreshed: (at, queued) => {
                     if (queued) queuedAt = Math.max(queuedAt ?? at, at);
@@ -156,7 +156,7 @@ export class FairLock extends LockHandle {
             if (queuedAt === undefined) return;
             await context
               .command('leave', (redis) =>
-                redis.rlock_fairLock_leave(key, queueKeyOf(this.context.keyPrefix, key), queueExpiryKeyOf(this.context.keyPrefix, key), member, queueTimeout, grantChannelPrefixOf(this.context.keyPrefix, key), publish, trust),
+                redis.rlock_fairLock_leave(key, queue, expiry, member, queueTimeout, grantPrefix, publish, trust),
               )
               .catch(() => undefined); // the entry then runs out after queueTimeout
           },
@@ -175,12 +175,29 @@ export class FairLock extends LockHandle {
     // No local handoff here: the queue decides who is next, across every process. When the next
     // is a waiter of this client, the script grants it without a message and answers its field:
     // the waiter is told here, a pub/sub hop sooner.
-    const { key, context } = this;
+    const { key, context, names } = this;
     const { publish, trust } = await queuePublishing(context);
     const sentAt = performance.now();
-    const result = await redis.rlock_fairLock_release(key, queueKeyOf(context.keyPrefix, key), queueExpiryKeyOf(context.keyPrefix, key), latch, field, RELEASE_LATCH_TTL_MS, context.queueTimeout, grantChannelPrefixOf(context.keyPrefix, key), publish, trust, context.clientId);
+    const result = await redis.rlock_fairLock_release(key, names.queue, names.expiry, latch, field, RELEASE_LATCH_TTL_MS, context.queueTimeout, names.grantPrefix, publish, trust, context.clientId);
     if (typeof result !== 'string') return result;
-    context.pubsub.peek(grantChannelPrefixOf(context.keyPrefix, key) + context.clientId)?.grantFromReply(result, sentAt);
+    context.pubsub.peek(names.grantChannel)?.grantFromReply(result, sentAt);
     return 1;
   }
+
+  /** The queue, its deadlines, the grant channels' prefix and this client's grant channel (made once per handle). */
+  private get names(): FairLockNames {
+    if (this.namesMade) return this.namesMade;
+    const { keyPrefix, clientId } = this.context;
+    const grantPrefix = grantChannelPrefixOf(keyPrefix, this.key);
+    return (this.namesMade = { queue: queueKeyOf(keyPrefix, this.key), expiry: queueExpiryKeyOf(keyPrefix, this.key), grantPrefix, grantChannel: grantPrefix + clientId });
+  }
+
+  private namesMade: FairLockNames | undefined;
+}
+
+interface FairLockNames {
+  readonly queue: string;
+  readonly expiry: string;
+  readonly grantPrefix: string;
+  readonly grantChannel: string;
 }
