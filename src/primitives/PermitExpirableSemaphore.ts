@@ -141,7 +141,7 @@ export class PermitExpirableSemaphore extends Primitive {
   private async handOver(id: string, deadline: number | undefined, latch: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
     const local = this.context.pubsub.peek(this.channel)?.local;
     if (!local?.hasCandidates) {
-      if (local) local.streak = 0;
+      local?.endRun();
       return undefined;
     }
     if (local.runIsOver) {

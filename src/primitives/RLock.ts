@@ -125,7 +125,7 @@ export class RLock extends LockHandle {
       return 1;
     }
     if (result === 1 || result === 3) {
-      if (local) local.streak = 0;
+      local?.endRun();
       waiting?.released(result === 1 && stayInLine === 1);
       // Nobody else waits: this client's own waiters go on (no message comes for them).
       if (result === 3 && !next) entry!.wakeOne();

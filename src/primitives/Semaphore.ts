@@ -129,7 +129,7 @@ export class Semaphore extends Primitive {
     // that the other processes' waiters get them. Otherwise a new run may start after them.
     const yielded = local.runIsOver;
     if (yielded) local.yieldTurn();
-    else local.streak = 0;
+    else local.endRun();
     return { left, yielded };
   }
 

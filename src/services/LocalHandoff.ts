@@ -49,7 +49,7 @@ const YIELD_MS = 50;
 export class LocalHandoff {
   private readonly candidates: Candidate[] = [];
   /** Local handoffs since the lock last came from (or went to) another client. */
-  streak = 0;
+  private streak = 0;
   /** When the first handoff of the current streak was made (performance.now()). */
   private streakStartedAt = 0;
   private yieldTimer: NodeJS.Timeout | undefined;
@@ -113,18 +113,23 @@ export class LocalHandoff {
     return this.streak >= MAX_LOCAL_HANDOFFS || (this.streak > 0 && performance.now() - this.streakStartedAt >= MAX_LOCAL_RUN_MS);
   }
 
+  /** The lock (or permit) went back through Redis: the next local handoff starts a new run. */
+  endRun(): void {
+    this.streak = 0;
+  }
+
   /** A release message arrived; false when it must not wake anyone (our own, while yielding). */
   heard(message: string): boolean {
     if (message === this.clientId) return !this.yielding;
     // The lock went through another client (or an admin's force-unlock): our turn may come.
-    this.streak = 0;
+    this.endRun();
     this.stopYielding();
     return true;
   }
 
   /** Called with a real release after a run of local handoffs. */
   yieldTurn(): void {
-    this.streak = 0;
+    this.endRun();
     this.stopYielding();
     this.yieldTimer = setTimeout(() => {
       this.yieldTimer = undefined;
