@@ -88,6 +88,61 @@ describe('first come, first served across processes', () => {
 });
 
 describe('dead and stopped waiters', () => {
+  test('a holder whose lease runs out without an unlock: the head of the queue holds within lease + 100 ms, the rest in order (Redisson #3730)', async () => {
+    const name = uniqueName();
+    const lease = 1_500;
+    // A long queue timeout: only the lease's end, not a heartbeat, can let the waiters in.
+    const holder = redis.client({ queueTimeout: 30_000 }).getFairLock(name);
+    const took = performance.now();
+    await holder.lock({ leaseTime: lease });
+    const order: number[] = [];
+    const heldAt: number[] = [];
+    const waiters = [0, 1, 2].map(async (i) => {
+      const lock = redis.client({ queueTimeout: 30_000 }).getFairLock(name);
+      await until(`waiter ${i} comes after ${i} others`, async () => (await queueLength(name)) === i);
+      const wait = lock.tryLock({ waitTime: 10_000, leaseTime: 30_000 });
+      await until(`waiter ${i} is queued`, async () => (await queueLength(name)) >= i + 1 || order.length > 0);
+      expect(await wait).toBe(true);
+      heldAt[i] = performance.now();
+      order.push(i);
+      await lock.unlock();
+    });
+    await Promise.all(waiters);
+    expect(order).toEqual([0, 1, 2]);
+    // The holder never unlocks: its lease alone frees the lock.
+    expect(heldAt[0]! - took).toBeGreaterThan(lease - 50);
+    expect(heldAt[0]! - took).toBeLessThan(lease + 100);
+  });
+
+  test('waiters that give up and queue again do not push deadlines ahead: each entry lives one queue timeout (Redisson #1104, #2099)', async () => {
+    const name = uniqueName();
+    const queueTimeout = 2_000;
+    const holder = redis.client({ queueTimeout }).getFairLock(name);
+    await holder.lock({ leaseTime: 20_000 });
+    const clients = [0, 1, 2].map(() => redis.client({ queueTimeout }));
+    let latest = -Infinity;
+    let samples = 0;
+    const stop = performance.now() + 3_000;
+    // Three clients loop tryLock(wait 150 ms, lease 30 s), as in the reports, while the lock stays taken.
+    const loops = clients.map(async (client) => {
+      while (performance.now() < stop) expect(await client.getFairLock(name).tryLock({ waitTime: 150, leaseTime: 30_000 })).toBe(false);
+    });
+    while (performance.now() < stop) {
+      const deadlines = await redis.admin.zrange(`rlock__queue_expiry:{${name}}`, 0, -1, 'WITHSCORES');
+      const [seconds, micros] = await redis.admin.time();
+      const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      for (let i = 1; i < deadlines.length; i += 2) latest = Math.max(latest, Number(deadlines[i]) - redisNow);
+      samples += deadlines.length / 2;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await Promise.all(loops);
+    expect(samples).toBeGreaterThan(10);
+    expect(latest).toBeLessThanOrEqual(queueTimeout);
+    // A waiter that comes now, with the lock freed, is served at once: nothing of the loops blocks it.
+    await holder.unlock();
+    expect(await redis.client({ queueTimeout }).getFairLock(name).tryLock({ waitTime: 1_000 })).toBe(true);
+  }, 20_000);
+
   test('waiters of a killed process are skipped by the release itself, all of them at once', async () => {
     const name = uniqueName();
     const holder = redis.client().getFairLock(name);

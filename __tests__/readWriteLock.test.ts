@@ -60,15 +60,20 @@ describe('readers share, writers exclude', () => {
     expect(await redis.admin.exists(name, `rlock__rw_leases:{${name}}`, `rlock__rw_writers:{${name}}`)).toBe(0);
   }, 60_000);
 
-  test('2 writers in 2 processes, 150 write holds each: no wake-up is missed (a missed one costs the 30 s lease)', async () => {
+  test('2 writers in 2 processes, 150 write holds each: every wake-up comes by message (Redisson #3891: one waited 35 s)', async () => {
     const name = uniqueName();
-    const workers = [0, 1].map(() => fixture('rwCounterWorker.ts', [redis.server.url, name, '1', '150', '1']));
+    // A 60 s queue timeout: the heartbeat (a third of it) never wakes a waiter within the test,
+    // and a missed release message costs the holder's 30 s lease.
+    const workers = [0, 1].map(() => fixture('rwCounterWorker.ts', [redis.server.url, name, '1', '150', '1', '60000']));
     for (const worker of workers) worker.child.stdin!.end();
     for (const worker of workers) {
       expect(await worker.exited(60_000)).toMatchObject({ code: 0 });
       const outcome = JSON.parse(worker.lines.at(-1)!) as { violations: number; writes: number; maxWaitMs: number };
       expect(outcome).toMatchObject({ violations: 0, writes: 150 });
-      expect(outcome.maxWaitMs).toBeLessThan(5_000);
+      // The other writer holds for 1-5 ms but may take the lock back several times in a row
+      // (writers barge, as Redisson's do: waits of up to ~350 ms here); a missed message would
+      // cost a wait of the 30 s lease.
+      expect(outcome.maxWaitMs).toBeLessThan(2_000);
     }
   }, 60_000);
 
