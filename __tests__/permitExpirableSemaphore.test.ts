@@ -112,6 +112,38 @@ test('the watchdog keeps a permit taken without a lease past 3 leases, and stops
   expect(await sem.availablePermits()).toBe(1);
 });
 
+test('32 holders of 25 permits under a 30 ms watchdog (a renewal every 10 ms): no release is ever reported as a loss (redis-semaphore #205, #206)', async () => {
+  const name = uniqueName();
+  const clients = [0, 1, 2, 3].map(() => redis.client({ watchdogTimeout: 30 }));
+  const lost: unknown[] = [];
+  for (const client of clients) client.on('lockLost', (event) => lost.push(event));
+  await clients[0]!.getPermitExpirableSemaphore(name).trySetPermits(25);
+  let inside = 0;
+  let most = 0;
+  let holds = 0;
+  const stop = performance.now() + 2_500;
+  await Promise.all(
+    Array.from({ length: 32 }, async (_, task) => {
+      const sem = clients[task % 4]!.getPermitExpirableSemaphore(name);
+      while (performance.now() < stop) {
+        await sem.withPermit(async (signal) => {
+          most = Math.max(most, ++inside);
+          // Holds across several renewals, and releases racing them.
+          await sleep(Math.floor(Math.random() * 40));
+          expect(signal.aborted).toBe(false);
+          inside--;
+          holds++;
+        });
+      }
+    }),
+  );
+  expect(lost).toEqual([]);
+  expect(most).toBe(25);
+  expect(holds).toBeGreaterThan(100);
+  expect(clients.map((client) => client.stats.renewals)).toEqual([0, 0, 0, 0]);
+  expect(await clients[0]!.getPermitExpirableSemaphore(name).availablePermits()).toBe(25);
+}, 20_000);
+
 test('withPermit: a permit lost under the watchdog aborts the signal, emits lockLost, and withPermit rejects', async () => {
   const client = redis.client({ watchdogTimeout: 300 });
   const sem = client.getPermitExpirableSemaphore(uniqueName());
