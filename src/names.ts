@@ -153,6 +153,14 @@ export function rwWritersKeyOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'rw_writers', key);
 }
 
+/**
+ * The client whose writer just passed a read-write lock on to writers of other clients that
+ * waited, for a moment (see acquireWrite-4.lua): `<keyPrefix>rlock__rw_turn:{<key>}`.
+ */
+export function rwTurnKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'rw_turn', key);
+}
+
 /** Where a read-write lock wakes its readers: `<keyPrefix>rlock__rw_read:{<key>}`. */
 export function rwReadChannelOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'rw_read', key);

@@ -1,14 +1,14 @@
 import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold } from '../core/waitLoop';
 import type { LockInfo } from '../introspection';
-import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
+import { rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { inspectReadWriteLock } from './readWriteInspect';
 import { facetOf, type ReadWriteMode } from './readWriteOwners';
-import { READ_WRITE_RENEW, readWriteScripts } from './readWriteScripts';
+import { READ_WRITE_RENEW, readWriteScripts, WRITERS_TURN_MS } from './readWriteScripts';
 
 /** What the two handles of one `ReadWriteLock` share. */
 export interface ReadWriteFamily {
@@ -105,11 +105,13 @@ export abstract class ReadWriteHandle extends LockHandle {
       rwReadChannelOf(this.context.keyPrefix, key),
       rwWriteChannelOf(this.context.keyPrefix, key),
       latch,
+      rwTurnKeyOf(this.context.keyPrefix, key),
       field,
       RELEASE_LATCH_TTL_MS,
       publish,
       WAKE_ALL_MESSAGE,
       UNLOCK_MESSAGE,
+      WRITERS_TURN_MS,
     );
   }
 

@@ -1,6 +1,6 @@
 import type { Hold } from '../core/waitLoop';
 import { LockUsageError } from '../errors';
-import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE } from '../names';
+import { rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
@@ -42,7 +42,7 @@ export class WriteLock extends ReadWriteHandle {
     let beat: QueuedEntry | undefined;
     const attempt = async (listening: boolean, bound: CommandBound): Promise<number | null> => {
       const ttl = await context.command('acquire', (redis) =>
-        readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), lease, field, listening ? 1 : 0, context.queueTimeout),
+        readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwTurnKeyOf(this.context.keyPrefix, key), lease, field, listening ? 1 : 0, context.queueTimeout),
         bound,
       );
       if (ttl !== null && listening && !beat) {

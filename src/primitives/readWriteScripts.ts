@@ -7,6 +7,7 @@ export interface ReadWriteScripts {
     key: string,
     leasesKey: string,
     writersKey: string,
+    turnKey: string,
     leaseMs: number,
     field: string,
     register: 0 | 1,
@@ -19,11 +20,13 @@ export interface ReadWriteScripts {
     readChannel: string,
     writeChannel: string,
     latchKey: string,
+    turnKey: string,
     field: string,
     latchTtlMs: number,
     publishCommand: PublishCommand,
     wakeAllMessage: string,
     wakeOneMessage: string,
+    turnMs: number,
   ): Promise<0 | 1 | null>;
   rlock_readWriteLock_leave(
     key: string,
@@ -45,6 +48,14 @@ export interface ReadWriteScripts {
   ): Promise<string[]>;
   rlock_readWriteLock_peek(key: string, leasesKey: string, field: string): Promise<[string, number]>;
 }
+
+/**
+ * How long a client whose writer passed the lock on to writers of other clients that waited
+ * keeps its own writers from taking it back (see acquireWrite-4.lua): long enough for the woken
+ * writer's attempt (a message and a round trip), short enough that a woken writer that is gone
+ * costs little. As RLock's and the semaphores' yield (LocalHandoff).
+ */
+export const WRITERS_TURN_MS = 50;
 
 /** The renew script's command name, for the watchdog (`RenewalTarget.renewCommand`). */
 export const READ_WRITE_RENEW = 'rlock_readWriteLock_renew';

@@ -56,6 +56,22 @@ local function takeHold(lock, leases, field, now, lease)
   expireWithLongestLease(lock, leases)
 end
 
+-- The client of a holder or writer field "<clientId>:<ownerId>[:write]".
+local function clientOfField(field)
+  return string.match(field, '^([^:]*):')
+end
+
+-- Whether a live waiting writer of a client other than `client` is in `writers`.
+local function otherClientsWriting(writers, now, client)
+  local waiting = redis.call('zrangebyscore', writers, now, '+inf')
+  for i = 1, #waiting do
+    if clientOfField(waiting[i]) ~= client then
+      return true
+    end
+  end
+  return false
+end
+
 -- Whether a writer waits; entries their writers stopped refreshing (gone, stopped) are dropped.
 local function writersWaiting(writers, now)
   redis.call('zremrangebyscore', writers, '-inf', now)

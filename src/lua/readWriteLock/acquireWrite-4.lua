@@ -2,24 +2,45 @@
   Takes the write lock for an owner when nobody holds the lock, or enters it again when the
   owner holds it. A refused writer that waits (ARGV[3] = 1) puts itself among the waiting
   writers, which keeps new readers out until the readers inside are gone.
+  Writers take turns between clients: a client whose writer just passed the lock on while
+  writers of other clients waited (KEYS[4], set by release-7.lua) does not take the free lock
+  back until one of those took it, or the turn's short TTL ran out (a woken writer that is
+  gone). Without it the releasing process, asking again at once, beat the woken writer of
+  another process to the free lock almost every time.
 
   Input:
     KEYS[1] lock hash
     KEYS[2] leases (zset)
     KEYS[3] waiting writers (zset)
+    KEYS[4] writers' turn: the client that passed the lock on
     ARGV[1] lease in ms
     ARGV[2] writer field "<clientId>:<ownerId>:write"
     ARGV[3] "1" to register (or refresh) the caller as a waiting writer, "0" to only try
     ARGV[4] how long a waiting writer's entry lives without a refresh (heartbeat.lua), in ms
 
   Output:
-    nil when the owner holds the write lock now; otherwise the lock's PTTL in ms.
+    nil when the owner holds the write lock now; otherwise how long to sleep at most: the
+    lock's PTTL, or what is left of the other clients' turn.
 ]]
 --@include readWriteLock.lua
 local lease, field = tonumber(ARGV[1]), ARGV[2]
 local now = nowMs()
+
+local function waitInLine()
+  if ARGV[3] == '1' then
+    redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), field)
+    local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
+    redis.call('pexpireat', KEYS[3], last[2])
+  end
+end
+
 purgeLeases(KEYS[1], KEYS[2], now)
 if redis.call('exists', KEYS[1]) == 0 then
+  if redis.call('get', KEYS[4]) == clientOfField(field) then
+    waitInLine()
+    return redis.call('pttl', KEYS[4])
+  end
+  redis.call('del', KEYS[4])
   redis.call('hset', KEYS[1], 'mode', 'write')
   redis.call('zrem', KEYS[3], field)
   takeHold(KEYS[1], KEYS[2], field, now, lease)
@@ -29,9 +50,5 @@ if redis.call('hexists', KEYS[1], field) == 1 then
   takeHold(KEYS[1], KEYS[2], field, now, lease)
   return nil
 end
-if ARGV[3] == '1' then
-  redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), field)
-  local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
-  redis.call('pexpireat', KEYS[3], last[2])
-end
+waitInLine()
 return redis.call('pttl', KEYS[1])
