@@ -38,6 +38,27 @@ describe('tokens', () => {
     expect(await a.getToken()).toBeNull();
   });
 
+  test('a plain handle of the same name releasing in the same client does not hand the lock to a fenced waiter: the waiter acquires and gets a token', async () => {
+    const name = uniqueName();
+    const client = redis.client({ watchdogTimeout: 1_000 });
+    const plain = client.getLock(name);
+    await plain.lock();
+    const fenced = client.getFencedLock(name);
+    const waiting = fenced.lock();
+    // In line once its attempt after subscribing was refused: it parks next.
+    await until('the fenced waiter is in line', async () => (await redis.admin.zscore(`rlock__clients:{${name}}`, client.id)) !== null);
+    const before = await redisMicros();
+    await plain.unlock();
+    // Handed over in the release script, it got the hash but no token (lock() then rejected
+    // while the watchdog kept the hold alive).
+    const token = await waiting;
+    expect(token).toBeGreaterThanOrEqual(before);
+    expect(await fenced.getToken()).toBe(token);
+    await fenced.unlock();
+    expect(await redis.admin.exists(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+  });
+
   test('are never below Redis TIME in µs, and count on from the last token when that is ahead of the clock', async () => {
     const name = uniqueName();
     const lock = redis.client().getFencedLock(name);

@@ -1,7 +1,7 @@
 // Fault 2: Redis is paused (SIGSTOP) for longer than the lease, then resumed.
 import { once } from 'node:events';
 import { LockLostError, NotLockOwnerError } from '../../src';
-import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
+import { parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { aborted, sleep, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
@@ -93,3 +93,36 @@ test('a pause shorter than the lease can still lose it: 0.95 × lease beginning 
   expect(event.error).toBeInstanceOf(LockLostError);
   await expect(lock.unlock()).rejects.toBeInstanceOf(NotLockOwnerError); // expired in Redis meanwhile
 });
+
+test('a waiter claimed by a release that Redis does not answer still ends on its signal; the hold handed over later is given back', async () => {
+  const client = redis.client();
+  const name = 'paused-handoff';
+  const holder = client.getLock(name);
+  await holder.lock();
+  const controller = new AbortController();
+  const waiting = client
+    .getLock(name)
+    .lock({ signal: controller.signal })
+    .then(
+      () => 'held',
+      (error: Error) => error.name,
+    );
+  await until('the waiter is parked as a handoff candidate', () => parkedWaiters(client, name) === 1);
+  redis.server.pause();
+  let unlocked: Promise<unknown> | undefined;
+  try {
+    unlocked = holder.unlock().catch((error: unknown) => error);
+    // The release claimed the waiter and sent its script, which Redis does not run while paused.
+    await until('the release claimed the waiter', () => parkedWaiters(client, name) === 0);
+    controller.abort();
+    // Before the fix it waited for the release's reply (here: for as long as Redis is paused).
+    expect(await Promise.race([waiting, sleep(1_000).then(() => 'still waiting')])).toBe('AbortError');
+  } finally {
+    redis.server.resume();
+  }
+  expect(await unlocked).toBeUndefined();
+  // The release handed the lock to the waiter that had gone: given back, not kept or renewed.
+  await until('the lock is free again', async () => (await redis.admin.exists(name)) === 0);
+  expect(client.stats.renewals).toBe(0);
+  expect(await redis.client().getLock(name).tryLock()).toBe(true);
+}, 30_000);

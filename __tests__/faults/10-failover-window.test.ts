@@ -3,6 +3,7 @@
 // replicas after each acquire, give the hold back when they do not acknowledge) closes it.
 import { LockClient } from '../../src';
 import { RedisSentinelGroup } from '../../scripts/redisTopologies';
+import { until } from '../helpers/time';
 
 /**
  * Pauses the replica, lets `acquireWhilePaused` run, resumes it (the replica then catches up
@@ -74,6 +75,41 @@ test('with syncReplicas an unreplicated acquire fails, a replicated one survives
   } finally {
     await a.close();
     await b.close();
+    await group.stop();
+  }
+}, 60_000);
+
+test('with syncReplicas a release does not hand the lock to a waiter of its own client: the waiter acquires, and WAIT vouches for it', async () => {
+  const group = await RedisSentinelGroup.start();
+  const a = clientOn(group, { syncReplicas: { replicas: 1, timeout: 200 } });
+  const master = group.master.connect();
+  const waits = async (): Promise<number> => Number(/cmdstat_wait:calls=(\d+)/.exec(await master.info('commandstats'))?.[1] ?? 0);
+  try {
+    const first = a.getLock('handoff');
+    await first.lock();
+    let held = false;
+    const waiting = a
+      .getLock('handoff')
+      .lock()
+      .then(() => (held = true));
+    await until('the waiter is in line (it parks next)', async () => (await master.zscore('rlock__clients:{handoff}', a.id)) !== null);
+    group.replica.pause();
+    try {
+      const before = await waits();
+      await first.unlock();
+      // Handed over in the release script, the waiter would hold the lock now with no replica
+      // having it. It acquires by itself instead, and its attempts are refused while the
+      // paused replica cannot acknowledge them: two of them seen.
+      await until('two acquires of the waiter were refused by WAIT', async () => held || (await waits()) - before >= 2);
+      expect(held).toBe(false);
+    } finally {
+      group.replica.resume();
+    }
+    await waiting;
+    expect(held).toBe(true);
+  } finally {
+    master.disconnect();
+    await a.close();
     await group.stop();
   }
 }, 60_000);

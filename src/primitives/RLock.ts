@@ -93,8 +93,15 @@ export class RLock extends LockHandle {
         return { held: true, sentAt };
       },
       // A wake-up means this client's turn came: one waiter tries again. A release of this
-      // client may instead hand a waiter the lock directly.
-      sleep: (entry, ms, stops) => sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease }, ms, stops),
+      // client may instead hand a waiter the lock directly, unless the hold must come from an
+      // acquire (a fenced lock's token; syncReplicas's WAIT): such a waiter is never a
+      // candidate, also for a release through a plain handle of the same name.
+      sleep: this.handsOverLocally
+        ? (entry, ms, stops) => sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease, giveBack: () => void this.release(owner).catch(() => undefined) }, ms, stops)
+        : async (entry, ms, stops) => {
+            await entry.untilReleased(ms, stops);
+            return undefined;
+          },
       ...this.waitEvents(owner),
     };
     return waitFor(this.context, protocol, waitTime, signal);
@@ -170,11 +177,14 @@ export class RLock extends LockHandle {
   private wakePrefixName: string | undefined;
 
   /**
-   * Whether a release may hand the lock to a parked waiter of this client without a new acquire;
-   * a variant whose acquire script does more than take the hash (FencedLock mints a token) says no.
+   * Whether a release may hand the lock to a parked waiter of this client without a new acquire,
+   * and whether this handle's waiters park as candidates for that. Not with `syncReplicas`: a
+   * hold handed over in the release script would skip the WAIT that vouches for an acquire (a
+   * failover could then lose it); nor for a variant whose acquire script does more than take
+   * the hash (FencedLock mints a token).
    */
   protected get handsOverLocally(): boolean {
-    return true;
+    return this.context.syncReplicas === undefined;
   }
 
   /**

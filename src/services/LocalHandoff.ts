@@ -1,5 +1,5 @@
 import type { Hold } from '../core/waitLoop';
-import type { ChannelEntry } from './LockPubSub';
+import { boundedWait, type ChannelEntry } from './LockPubSub';
 
 /** What a release tells a waiter it claimed but could not hand the lock to: its client's turn is later, sleep on. */
 export const PARK_AGAIN = Symbol('park again');
@@ -14,6 +14,12 @@ export interface Candidate {
   readonly lease: number;
   /** A semaphore's waiter: the permits it waits for (handed over in-process, see Semaphore.release). */
   readonly permits?: number;
+  /**
+   * Gives back a hold handed over to the waiter after it stopped waiting (its caller's signal
+   * or close() came while the release that claimed it was still out). Without it (the
+   * semaphores, which tell a claimed waiter at once) a claimed waiter waits for its outcome.
+   */
+  readonly giveBack?: () => void;
   /**
    * Takes the waiter out of its sleep for a handoff; returns how to tell it the outcome (the
    * hold, or undefined to try again), or undefined when it stopped waiting meanwhile.
@@ -152,7 +158,7 @@ export class LocalHandoff {
 export async function sleepAsCandidate(
   entry: ChannelEntry,
   clientId: string,
-  waiter: Pick<Candidate, 'field' | 'lease' | 'permits'>,
+  waiter: Pick<Candidate, 'field' | 'lease' | 'permits' | 'giveBack'>,
   ms: number,
   stops: AbortSignal[],
 ): Promise<Hold | undefined> {
@@ -168,7 +174,7 @@ export async function sleepAsCandidate(
 async function parkOnce(
   entry: ChannelEntry,
   local: LocalHandoff,
-  waiter: Pick<Candidate, 'field' | 'lease' | 'permits'>,
+  waiter: Pick<Candidate, 'field' | 'lease' | 'permits' | 'giveBack'>,
   ms: number,
   stops: AbortSignal[],
   first: boolean,
@@ -196,6 +202,27 @@ async function parkOnce(
     });
   } finally {
     local.unpark(candidate);
+  }
+  return outcome && waiter.giveBack ? untilHandedOver(outcome, stops, waiter.giveBack) : outcome;
+}
+
+/**
+ * The outcome of the release that claimed a waiter, unless one of `stops` comes first: that
+ * release's command may wait long (Redis paused, a connection the user owns), and an aborted
+ * caller or close() must not. Then the stop's reason is thrown, and a hold the release handed
+ * over after all is given back.
+ */
+async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[], giveBack: () => void): Promise<Handover> {
+  try {
+    await boundedWait(Infinity, stops, (done) => {
+      void outcome.then(done);
+      return undefined;
+    });
+  } catch (reason) {
+    void outcome.then((late) => {
+      if (late !== undefined && late !== PARK_AGAIN) giveBack();
+    });
+    throw reason;
   }
   return outcome;
 }

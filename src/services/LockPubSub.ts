@@ -206,7 +206,7 @@ export class ChannelEntry {
  * Waits for `start`'s callback, at most `ms` (Infinity: no bound), or until one of `stops` aborts.
  * `start` may return a function that is told the wait is over.
  */
-function boundedWait(
+export function boundedWait(
   ms: number,
   stops: AbortSignal[],
   start: (done: () => void) => (() => void) | undefined,
