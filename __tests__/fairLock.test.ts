@@ -1,6 +1,7 @@
 // The fair lock against a private redis-server: first come, first served across processes, the
 // release handing the lock straight to the next waiter, and dead or stopped waiters never
 // blocking the queue for long.
+import { join } from 'node:path';
 import { startFixture, type FixtureProcess, runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
@@ -19,8 +20,9 @@ afterEach(() => {
   }
 });
 
-function waiterProcess(name: string, queueTimeout: number, holdMs: number, watchdogTimeout = 30_000): FixtureProcess {
-  const child = startFixture('fairWaiter.ts', [redis.server.url, name, String(queueTimeout), String(holdMs), String(watchdogTimeout)]);
+function waiterProcess(name: string, queueTimeout: number, holdMs: number, watchdogTimeout = 30_000, skewedClock = false): FixtureProcess {
+  const nodeArgs = skewedClock ? ['--require', join(__dirname, 'fixtures', 'skewedClock.cjs')] : [];
+  const child = startFixture('fairWaiter.ts', [redis.server.url, name, String(queueTimeout), String(holdMs), String(watchdogTimeout)], nodeArgs);
   children.push(child);
   return child;
 }
@@ -369,6 +371,31 @@ describe('the RLock interface', () => {
     expect(await waiting).toBe(false);
     expect(lost).toEqual([]);
   }, 20_000);
+
+  test('a process whose clock runs 10 s ahead evicts no live waiter: 3 processes queued 2.5 queue timeouts are served in order (Redisson #3004, #5503)', async () => {
+    const name = uniqueName();
+    const queueTimeout = 1_500;
+    const holder = redis.client({ queueTimeout }).getFairLock(name);
+    await holder.lock();
+    const processes = [waiterProcess(name, queueTimeout, 20), waiterProcess(name, queueTimeout, 20, 30_000, true), waiterProcess(name, queueTimeout, 20)];
+    const ready = await Promise.all(processes.map((p) => p.line((line) => line.startsWith('ready'))));
+    expect(ready).toHaveLength(3);
+    for (const [i, p] of processes.entries()) {
+      p.send(`wait w${i}`);
+      await until(`waiter ${i} is queued`, async () => (await queueLength(name)) === i + 1);
+    }
+    // Every entry outlives its queue timeout 2.5 times over, refreshed by its own client's
+    // heartbeat; the fast clock's heartbeats and scripts run beside the others'.
+    await new Promise((resolve) => setTimeout(resolve, 2.5 * queueTimeout));
+    expect(await queueLength(name)).toBe(3);
+    const released = performance.now();
+    await holder.unlock();
+    const times = await Promise.all(processes.map((p, i) => acquiredAt(p, `w${i}`)));
+    expect(times[0]).toBeLessThan(times[1]!);
+    expect(times[1]).toBeLessThan(times[2]!);
+    await Promise.all(processes.map((p, i) => p.line((line) => line === `released w${i}`)));
+    expect(performance.now() - released).toBeLessThan(3_000);
+  }, 30_000);
 
   test('queue deadlines come from Redis time, not the client clock', async () => {
     const name = uniqueName();

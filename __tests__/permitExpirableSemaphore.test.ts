@@ -1,6 +1,7 @@
 // The permit-expirable semaphore against a private redis-server: permits with ids and leases on
 // Redis time, expired permits coming back by themselves (also for a holder killed -9), the
 // watchdog keeping permits taken without a lease, and a lost permit aborting withPermit.
+import { join } from 'node:path';
 import { runFixture, startFixture, type FixtureProcess } from './helpers/child';
 import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { useReplyCuts } from './helpers/tcpProxy';
@@ -143,6 +144,22 @@ test('32 holders of 25 permits under a 30 ms watchdog (a renewal every 10 ms): n
   expect(clients.map((client) => client.stats.renewals)).toEqual([0, 0, 0, 0]);
   expect(await clients[0]!.getPermitExpirableSemaphore(name).availablePermits()).toBe(25);
 }, 20_000);
+
+test('a process whose clock runs 5 s ahead does not take back a permit whose lease (on Redis time) still runs', async () => {
+  const name = uniqueName();
+  const sem = redis.client().getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  const id = await sem.acquire({ leaseTime: 3_000 });
+  // A lease swept by the caller's clock (Redisson's) would look 2 s past to this process.
+  const prober = startFixture('tryPermit.ts', [redis.server.url, name, '1000'], ['--require', join(__dirname, 'fixtures', 'skewedClock.cjs')]);
+  children.push(prober);
+  prober.child.stdin!.end();
+  expect(await prober.exited(20_000)).toMatchObject({ code: 0 });
+  expect(prober.lines).toEqual(['refused']);
+  expect(await sem.availablePermits()).toBe(0);
+  await sem.release(id); // still held: no PermitNotHeldError
+  expect(await sem.availablePermits()).toBe(1);
+}, 30_000);
 
 test('withPermit: a permit lost under the watchdog aborts the signal, emits lockLost, and withPermit rejects', async () => {
   const client = redis.client({ watchdogTimeout: 300 });
