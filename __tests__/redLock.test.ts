@@ -4,7 +4,7 @@
 import { runFixture } from './helpers/child';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { aborted, until } from './helpers/time';
-import { ClientClosedError, type LockClient, LockLostError, RedLock } from '../src';
+import { ClientClosedError, type LockClient, LockLostError, LockTimeoutError, QuorumUnavailableError, RedLock } from '../src';
 
 const servers: PrivateRedis[] = Array.from({ length: 5 }, () => usePrivateRedis());
 const counterServer = usePrivateRedis();
@@ -46,10 +46,32 @@ test('holds with 2 of 5 servers killed; refuses with 3 killed and leaves nothing
   await red.unlock();
   expect(await serversHolding(name, servers.slice(2))).toBe(0);
 
+  // Down is not busy (node-redlock #168, #288): an outage is an error naming the lock and how
+  // many servers answered, not `false` as if someone held it.
   await servers[2]!.server.kill();
-  expect(await red.tryLock({ leaseTime: 10_000 })).toBe(false);
+  const refused = red.tryLock({ leaseTime: 10_000 });
+  await expect(refused).rejects.toBeInstanceOf(QuorumUnavailableError);
+  await expect(refused).rejects.toMatchObject({ lockName: name, answered: 2, servers: 5, quorum: 3 });
   expect(await serversHolding(name, servers.slice(3))).toBe(0);
-  await expect(red.withLock(() => 1, { waitTime: 200 })).rejects.toThrow(/not acquired within 200 ms/);
+  const timedOut = red.withLock(() => 1, { waitTime: 200 });
+  await expect(timedOut).rejects.toThrow(/not acquired within 200 ms: only 2 of 5 servers answered, 3 needed/);
+  await expect(timedOut).rejects.toBeInstanceOf(LockTimeoutError);
+}, 20_000);
+
+test('busy is not down: a RedLock held by another owner answers false / LockTimeoutError, not QuorumUnavailableError', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const holder = redLock(name, clients);
+  expect(await holder.tryLock({ leaseTime: 10_000 })).toBe(true);
+  const other = redLock(name, servers.map((s) => s.client()));
+  expect(await other.tryLock({ waitTime: 100 })).toBe(false);
+  const timedOut = other.withLock(() => 1, { waitTime: 200 });
+  await expect(timedOut).rejects.toBeInstanceOf(LockTimeoutError);
+  await expect(timedOut).rejects.not.toBeInstanceOf(QuorumUnavailableError);
+  await expect(timedOut).rejects.toMatchObject({ lockName: name, message: `lock "${name}" was not acquired within 200 ms` });
+  await holder.unlock();
+  expect(await other.tryLock()).toBe(true);
+  await other.unlock();
 }, 20_000);
 
 test('a paused (SIGSTOP) server does not stall acquire past the per-lock timeout; its late grant is given back', async () => {

@@ -60,6 +60,28 @@ export class LockTimeoutError extends LockError {
 }
 
 /**
+ * A RedLock was not acquired within its `waitTime` because in its last round fewer than a
+ * majority of its servers answered at all (down, unreachable, or slower than `attemptTimeout`):
+ * an outage, not contention, which is a plain `LockTimeoutError` (or `false` from `tryLock`).
+ * A `LockTimeoutError` still, so code that catches those catches this. `causes`: the errors of
+ * the members that failed in that round (one that timed out has none).
+ */
+export class QuorumUnavailableError extends LockTimeoutError {
+  constructor(
+    lockName: string,
+    waitTime: number,
+    readonly answered: number,
+    readonly servers: number,
+    readonly quorum: number,
+    readonly causes: unknown[],
+  ) {
+    super(lockName, waitTime);
+    const cause = causes.length > 0 ? ` (${messageOf(causes[0])})` : '';
+    this.message = `${this.message}: only ${answered} of ${servers} servers answered, ${quorum} needed${cause}`;
+  }
+}
+
+/**
  * The owner no longer holds a lock it believed it held: the watchdog found it gone (expired,
  * force-unlocked, Redis lost its data) or its lease ran out inside `withLock`.
  */

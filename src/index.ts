@@ -24,6 +24,7 @@ export {
   LockUsageError,
   NotLockOwnerError,
   PermitNotHeldError,
+  QuorumUnavailableError,
   RedisCommandError,
   RedisUnreachableError,
 } from './errors';

@@ -21,7 +21,10 @@ export interface CompositeLockEvents {
  * Not reentrant: a `withLock` nested in another on the same members waits for itself.
  */
 export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
-  /** The members' names, joined by `+`. */
+  /**
+   * The members' names, each once, joined by `+`: `a+b` for a MultiLock over locks a and b, `a`
+   * for a RedLock over lock a on several servers (errors name the resource, not a+a+a+a+a).
+   */
   readonly name: string;
   protected readonly members: readonly LockHandle[];
   /** Names this instance in NotLockOwnerError. */
@@ -43,7 +46,7 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
       seen.add(lock.identity);
     });
     this.members = [...(locks as LockHandle[])];
-    this.name = this.members.map((member) => member.name).join('+');
+    this.name = [...new Set(this.members.map((member) => member.name))].join('+');
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { LockHandle } from '../../core/LockHandle';
-import { ClientClosedError, InvalidArgumentError } from '../../errors';
+import { ClientClosedError, InvalidArgumentError, QuorumUnavailableError } from '../../errors';
 import { CompositeHold, pause, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
 
@@ -14,6 +14,11 @@ export interface RedLockOptions {
 
 const OPTION_KEYS = ['attemptTimeout', 'retryDelay', 'driftFactor'];
 
+/** What one member's attempt in a round came to: taken, refused (held by someone else: it answered), or failed (an error, or no answer within attemptTimeout). */
+type AttemptOutcome = { sentAt: number } | { refused: true } | { failed: unknown };
+
+const NO_ANSWER = Symbol('no answer');
+
 /**
  * The Redlock algorithm (redis.io, "Distributed locks with Redis"; Redisson's RedissonRedLock)
  * over N member locks on N independent Redis masters. A round tries every member in parallel,
@@ -21,7 +26,9 @@ const OPTION_KEYS = ['attemptTimeout', 'retryDelay', 'driftFactor'];
  * spent is below the lease minus the drift allowance (`lease × driftFactor + 2 ms`). The validity
  * is what remains: `start + lease − drift`. Otherwise it gives back every member it took (a late
  * answer from a member that timed out is given back when it comes), pauses a random delay and
- * tries again within `waitTime`.
+ * tries again within `waitTime`. When the time is up and in the last round fewer than a
+ * majority of the servers answered at all, `tryLock` and `withLock` reject with
+ * `QuorumUnavailableError` (an outage) instead of answering false / `LockTimeoutError` (contention).
  *
  * With `leaseTime`, the whole is lost when the validity ends. Without it, each member is kept by
  * its own client's watchdog (the validity check uses the shortest `watchdogTimeout`), and the
@@ -66,19 +73,23 @@ export class RedLock extends CompositeLock {
       signal?.throwIfAborted();
       const start = performance.now();
       const handles = this.members.map((member) => member.fork());
-      const closed: ClientClosedError[] = [];
       // One timer bounds the whole round: every attempt was sent at its start.
       let timer: NodeJS.Timeout | undefined;
-      const expired = new Promise<undefined>((resolve) => {
-        timer = setTimeout(() => resolve(undefined), this.attemptTimeout);
+      const expired = new Promise<typeof NO_ANSWER>((resolve) => {
+        timer = setTimeout(() => resolve(NO_ANSWER), this.attemptTimeout);
       });
-      let sentAt: (number | undefined)[];
+      let outcomes: AttemptOutcome[];
       try {
-        sentAt = await Promise.all(handles.map((handle) => this.attempt(handle, leaseTime, signal, closed, expired)));
+        outcomes = await Promise.all(handles.map((handle) => this.attempt(handle, leaseTime, signal, expired)));
       } finally {
         clearTimeout(timer);
       }
-      const taken = handles.flatMap((handle, i) => (sentAt[i] === undefined ? [] : [{ handle, sentAt: sentAt[i] }]));
+      const taken = handles.flatMap((handle, i) => {
+        const outcome = outcomes[i]!;
+        return 'sentAt' in outcome ? [{ handle, sentAt: outcome.sentAt }] : [];
+      });
+      const failures = outcomes.flatMap((outcome) => ('failed' in outcome ? [outcome.failed] : []));
+      const closed = failures.filter((failure) => failure instanceof ClientClosedError);
       const validUntil = start + lease - drift;
       if (!signal?.aborted && closed.length === 0 && taken.length >= this.quorum && performance.now() < validUntil) {
         return new CompositeHold(this.name, taken, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost);
@@ -88,7 +99,13 @@ export class RedLock extends CompositeLock {
       // A member's client was closed: that is the caller's doing, not a fault to ride out.
       if (closed.length > 0) throw closed[0];
       const left = deadline - performance.now();
-      if (left <= 0) return undefined;
+      if (left <= 0) {
+        const answered = outcomes.length - failures.length;
+        if (answered < this.quorum) {
+          throw new QuorumUnavailableError(this.name, waitTime, answered, this.members.length, this.quorum, failures.filter((failure) => failure !== undefined));
+        }
+        return undefined;
+      }
       await pause(Math.min(left, this.retryDelay * (0.5 + Math.random())), signal);
     }
   }
@@ -99,16 +116,10 @@ export class RedLock extends CompositeLock {
   }
 
   /**
-   * One member's acquire, bounded: its send time, or undefined when refused, failed or too slow.
-   * An attempt abandoned by the timeout may still take the member later; it is given back then.
+   * One member's acquire, bounded by the round's `expired`. An attempt abandoned by the timeout
+   * may still take the member later; it is given back then.
    */
-  private async attempt(
-    handle: LockHandle,
-    leaseTime: number | undefined,
-    signal: AbortSignal | undefined,
-    closed: ClientClosedError[],
-    expired: Promise<undefined>,
-  ): Promise<number | undefined> {
+  private async attempt(handle: LockHandle, leaseTime: number | undefined, signal: AbortSignal | undefined, expired: Promise<typeof NO_ANSWER>): Promise<AttemptOutcome> {
     let abandoned = false;
     const acquiring = handle.acquireHold(leaseTime, 0, signal);
     acquiring.then(
@@ -124,10 +135,10 @@ export class RedLock extends CompositeLock {
       const sentAt = await Promise.race([acquiring, expired]);
       // From here on a success is too late to count: a call still pending is abandoned.
       abandoned = true;
-      return sentAt;
+      if (sentAt === NO_ANSWER) return { failed: undefined };
+      return sentAt === undefined ? { refused: true } : { sentAt };
     } catch (error) {
-      if (error instanceof ClientClosedError) closed.push(error);
-      return undefined;
+      return { failed: error };
     }
   }
 
