@@ -92,6 +92,41 @@ test('a paused (SIGSTOP) server does not stall acquire past the per-lock timeout
   expect(await serversHolding(name)).toBe(0);
 }, 20_000);
 
+test('a failed round is given back on every server, also on those that answered too late (Redisson #1606)', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  await Promise.all(clients.map((client) => client.getLock('warm').isLocked()));
+  // 3 of 5 paused: the round cannot reach a majority; the paused ones grant when they resume.
+  for (const s of servers.slice(2)) s.server.pause();
+  const red = redLock(name, clients, 200);
+  try {
+    await expect(red.tryLock({ leaseTime: 30_000 })).rejects.toBeInstanceOf(QuorumUnavailableError);
+    expect(await serversHolding(name, servers.slice(0, 2))).toBe(0);
+  } finally {
+    for (const s of servers.slice(2)) s.server.resume();
+  }
+  // Their late grants run the 30 s lease unless given back: they are, at once.
+  await until('no server holds the lock', async () => (await serversHolding(name)) === 0, 3_000);
+}, 20_000);
+
+test('an event loop blocked past the lease: withLock\'s signal aborts and it rejects LockLostError soon after, nothing unhandled (node-redlock #283)', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client({ watchdogTimeout: 300 }));
+  const red = redLock(name, clients);
+  let unblockedAt = 0;
+  const rejected = red.withLock(async (signal) => {
+    const busyUntil = performance.now() + 700; // no renewal can run: the members' 300 ms leases end
+    while (performance.now() < busyUntil) {
+      /* busy: a long synchronous step, a GC pause */
+    }
+    unblockedAt = performance.now();
+    await aborted(signal);
+  });
+  await expect(rejected).rejects.toBeInstanceOf(LockLostError);
+  expect(performance.now() - unblockedAt).toBeLessThan(500);
+  expect(await serversHolding(name)).toBe(0);
+}, 20_000);
+
 test('an acquire that took longer than the lease minus drift fails and gives back what it took', async () => {
   const name = uniqueName();
   const clients = servers.map((s) => s.client());

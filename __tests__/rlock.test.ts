@@ -572,21 +572,21 @@ describe('contention: local handoff and turns between clients', () => {
     expect(Math.min(countA, countB)).toBeGreaterThan(0.25 * (countA + countB));
   }, 20_000);
 
-  test('local handoffs under a 30 ms watchdog (a renewal every 10 ms): holds handed over are renewed, none is reported lost', async () => {
+  test('local handoffs under a 300 ms watchdog (a renewal every 100 ms): holds handed over are renewed, none is reported lost', async () => {
     const name = uniqueName();
-    const clients = [newClient({ watchdogTimeout: 30 }), newClient({ watchdogTimeout: 30 })];
+    const clients = [newClient({ watchdogTimeout: 300 }), newClient({ watchdogTimeout: 300 })];
     const lost: unknown[] = [];
     for (const client of clients) client.on('lockLost', (event) => lost.push(event));
     let inside = 0;
     let holds = 0;
     let overlaps = 0;
-    const deadline = performance.now() + 2_000;
+    const deadline = performance.now() + 3_000;
     const loop = async (client: LockClient): Promise<void> => {
       while (performance.now() < deadline) {
         await client.getLock(name).withLock(async (signal) => {
           if (++inside > 1) overlaps++;
-          // Some holds span several leases of 30 ms: only the watchdog keeps them.
-          await sleep(holds % 8 === 0 ? 70 : 1);
+          // Some holds span a whole lease: only the watchdog keeps them.
+          await sleep(holds % 8 === 0 ? 350 : 1);
           if (signal.aborted) overlaps++;
           inside--;
           holds++;
@@ -595,7 +595,7 @@ describe('contention: local handoff and turns between clients', () => {
     };
     await Promise.all(Array.from({ length: 8 }, (_, i) => loop(clients[i % 2]!)));
     expect({ lost, overlaps }).toEqual({ lost: [], overlaps: 0 });
-    expect(holds).toBeGreaterThan(50);
+    expect(holds).toBeGreaterThan(40);
     expect(clients.map((client) => client.stats.renewals)).toEqual([0, 0]);
   }, 20_000);
 });
