@@ -35,6 +35,14 @@ interface SemaphoreScripts {
 const scripts = (redis: ScriptedRedis): SemaphoreScripts => redis as unknown as SemaphoreScripts;
 
 /**
+ * How long a waiter for a single permit waits before its next attempt may reserve permits (as a
+ * multi-permit request always may): then the permits freed next are its, whoever is quicker.
+ * Long enough that the common wait never reserves (a reservation costs its holder a grant
+ * message and an attempt), short enough to bound a starving wait to a few of them.
+ */
+const STARVING_MS = 100;
+
+/**
  * A counting semaphore, Redisson's RSemaphore: a counter of free permits at `<keyPrefix><name>`;
  * `acquire` takes permits only when enough are free, all at once; `release` adds them and wakes
  * as many waiters as they can serve (one counted message). Permits have no owner: a holder that
@@ -208,9 +216,12 @@ export class Semaphore extends Primitive {
     const { context } = this;
     const callId = this.newId();
     const field = `${context.clientId}:${callId}`;
-    // Only a request that smaller ones could overtake reserves; it must be subscribed first so
-    // that the release naming it reaches it.
-    const mayReserve = permits > 1;
+    // A request that smaller ones could overtake reserves, and so does one that has waited
+    // STARVING_MS: a release wakes a waiter in every client and the quickest takes the permit,
+    // so without it a slower process could lose that race for good. It must be subscribed
+    // first so that the release naming it reaches it.
+    const startedAt = performance.now();
+    const mayReserveNow = (): boolean => permits > 1 || performance.now() - startedAt >= STARVING_MS;
     let entry: ChannelEntry | undefined;
     let reserving = false;
     let reserved = false;
@@ -223,6 +234,7 @@ export class Semaphore extends Primitive {
       // caller that may wait joins its own client's parked waiters instead of barging in.
       if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
       if (first && listening && waitTime > 0 && joinsLocalQueue(listening, permits)) return { held: false, ttl: -1 };
+      const mayReserve = mayReserveNow();
       if (listening && mayReserve && !entry) {
         // Registered before the request that may reserve: the grant can beat its reply.
         entry = listening;
