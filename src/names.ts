@@ -116,6 +116,11 @@ export function permitsKeyOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'permits', key);
 }
 
+/** The clientId a permit-expirable semaphore keeps its next free permit for (see permitSemaphore/acquire-4.lua): `<keyPrefix>rlock__permits_claim:{<key>}`. */
+export function permitClaimKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'permits_claim', key);
+}
+
 /** Where a permit-expirable semaphore's releases wake its waiters: `<keyPrefix>rlock__permits_channel:{<key>}`. */
 export function permitChannelOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'permits_channel', key);

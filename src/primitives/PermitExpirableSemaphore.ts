@@ -3,7 +3,7 @@ import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
-import { kindKeyOf, permitChannelOf, permitsKeyOf } from '../names';
+import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf } from '../names';
 import type { LockContext } from '../services/LockContext';
 import { sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
@@ -12,11 +12,22 @@ import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
 import { type Attempt, Primitive } from './Primitive';
-import { joinsLocalQueue } from './Semaphore';
+import { joinsLocalQueue, STARVING_MS } from './Semaphore';
 
 /** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
 interface PermitScripts {
-  rlock_permitSemaphore_acquire(key: string, permitsKey: string, channel: string, id: string, leaseMs: number, publish: PublishCommand): Promise<number | null>;
+  rlock_permitSemaphore_acquire(
+    key: string,
+    permitsKey: string,
+    channel: string,
+    claimKey: string,
+    id: string,
+    leaseMs: number,
+    publish: PublishCommand,
+    clientId: string,
+    claims: 0 | 1,
+    claimMs: number,
+  ): Promise<number | null>;
   rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, latch: string, id: string, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[0 | 1, number]>;
   rlock_permitSemaphore_handoff(permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
@@ -27,6 +38,13 @@ interface PermitScripts {
 }
 
 const scripts = (redis: ScriptedRedis): PermitScripts => redis as unknown as PermitScripts;
+
+/**
+ * How long a client's claim on the next free permit stands unless one of its waiters renews it
+ * (each refused attempt of a waiter that has waited STARVING_MS does): a claimant whose waiters
+ * all gave up, or whose process stopped, keeps one permit from the others this long at most.
+ */
+const CLAIM_MS = 1_000;
 
 /** Ids of the permits being waited for that the watchdog will keep (taken without `leaseTime`): a handoff to them may be pipelined (see handOver). */
 const keptByWatchdog = new Set<string>();
@@ -46,6 +64,7 @@ export class PermitExpirableSemaphore extends Primitive {
   private readonly permitsKey: string;
   private readonly channel: string;
   private readonly kindKey: string;
+  private readonly claimKey: string;
 
   /** @internal Use `client.getPermitExpirableSemaphore(name)`. */
   constructor(context: LockContext, name: unknown) {
@@ -53,6 +72,7 @@ export class PermitExpirableSemaphore extends Primitive {
     this.permitsKey = permitsKeyOf(context.keyPrefix, this.key);
     this.channel = permitChannelOf(context.keyPrefix, this.key);
     this.kindKey = kindKeyOf(context.keyPrefix, this.key);
+    this.claimKey = permitClaimKeyOf(context.keyPrefix, this.key);
   }
 
   /** Sets the total of permits if it was never set; true when it did. */
@@ -245,6 +265,10 @@ export class PermitExpirableSemaphore extends Primitive {
     const lease = leaseTime ?? context.watchdogTimeout;
     const publish = await this.publishCommand();
     let attempts = 0;
+    // A waiter that has waited STARVING_MS claims the next free permit for its client (see
+    // acquire-4.lua), as the plain semaphore's waiters reserve: a release wakes a waiter in
+    // every client, and the client always woken last would otherwise starve.
+    const startedAt = performance.now();
     const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = attempts++ === 0;
@@ -253,7 +277,10 @@ export class PermitExpirableSemaphore extends Primitive {
       // Behind this client's parked waiters, a first attempt would be refused (see joinsLocalQueue).
       if (first && listening && waitTime > 0 && joinsLocalQueue(listening, 1)) return { held: false, ttl: -1 };
       const sentAt = performance.now();
-      const ttl = await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, id, lease, publish));
+      const claims = listening && performance.now() - startedAt >= STARVING_MS ? 1 : 0;
+      const ttl = await context.command('acquire', (redis) =>
+        scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS),
+      );
       return ttl === null ? { held: true, sentAt } : { held: false, ttl };
     };
     // Parked, the waiter may be handed a permit by a release of this client (see handOver).

@@ -40,7 +40,7 @@ const scripts = (redis: ScriptedRedis): SemaphoreScripts => redis as unknown as 
  * Long enough that the common wait never reserves (a reservation costs its holder a grant
  * message and an attempt), short enough to bound a starving wait to a few of them.
  */
-const STARVING_MS = 100;
+export const STARVING_MS = 100;
 
 /**
  * A counting semaphore, Redisson's RSemaphore: a counter of free permits at `<keyPrefix><name>`;
