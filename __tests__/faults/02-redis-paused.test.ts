@@ -126,3 +126,45 @@ test('a waiter claimed by a release that Redis does not answer still ends on its
   expect(client.stats.renewals).toBe(0);
   expect(await redis.client().getLock(name).tryLock()).toBe(true);
 }, 30_000);
+
+test('a hold handed over to a waiter that gave up is given back without touching the same owner\'s new hold', async () => {
+  const client = redis.client({ watchdogTimeout: 300 });
+  const lost: unknown[] = [];
+  client.on('lockLost', (event) => lost.push(event));
+  const name = 'paused-handoff-again';
+  const holder = client.getLock(name);
+  await holder.lock({ leaseTime: 30_000 });
+  const handle = client.getLock(name);
+  const controller = new AbortController();
+  const first = handle.lock({ signal: controller.signal }).catch((error: Error) => error.name);
+  await until('the waiter is parked as a handoff candidate', () => parkedWaiters(client, name) === 1);
+  redis.server.pause();
+  let unlocked: Promise<void> | undefined;
+  let again: Promise<void> | undefined;
+  try {
+    unlocked = holder.unlock();
+    await until('the release claimed the waiter', () => parkedWaiters(client, name) === 0);
+    controller.abort();
+    expect(await first).toBe('AbortError');
+    // The same handle (the same owner, the same field) asks again while Redis is still paused:
+    // its acquire goes out behind the release, so Redis will run it after the handover (2 holds
+    // of the field), and the give-back after both.
+    const sent = (client as unknown as { context: { redis: { commandQueue: { length: number } } } }).context.redis.commandQueue;
+    const before = sent.length;
+    again = handle.lock();
+    await until('its acquire was sent', () => sent.length > before);
+  } finally {
+    redis.server.resume();
+  }
+  await unlocked;
+  await again;
+  // The release handed the field the lock for the waiter that gave up; that hold was given back
+  // and the owner's own wait got the lock: one hold in Redis, booked once, under the watchdog.
+  expect(Object.values(await redis.admin.hgetall(name))).toEqual(['1']);
+  // Three leases later the owner still holds it: the give-back left its watchdog entry alone.
+  await sleep(900);
+  expect(await handle.isHeldByCurrentOwner()).toBe(true);
+  expect(lost).toEqual([]);
+  await handle.unlock();
+  expect(await redis.admin.exists(name)).toBe(0);
+}, 30_000);

@@ -323,13 +323,31 @@ export abstract class LockHandle {
     return sentAt;
   }
 
+  /** A release request's latch key. */
+  private latchFor(owner: LockOwner, field: string): string {
+    // Unique per release request without a random id: the owner's field (the facets of a
+    // read-write lock's owner share its id, not its field) and its count of releases.
+    return `${(this.latchPrefix ??= latchPrefixOf(this.context.keyPrefix, this.key))}${field}.${++owner.releases}`;
+  }
+
+  /**
+   * Gives back a hold Redis gave `owner` that the owner never booked (a release handed it over
+   * to a waiter that had stopped waiting): one release of its field, leaving the owner's count
+   * and its watchdog entry alone, as the owner may hold the lock again by now under its own
+   * booking (Redis then counts that hold and this one: this release takes one away).
+   */
+  protected async giveBackUnbooked(owner: LockOwner): Promise<void> {
+    const field = this.field(owner);
+    const latch = this.latchFor(owner, field);
+    const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0));
+    if (result === 0) this.context.redis.del(latch).catch(() => undefined);
+  }
+
   /** Gives back one hold; returns whether the lock was released entirely. */
   protected async release(owner: LockOwner): Promise<boolean> {
     const { key } = this;
     const field = this.field(owner);
-    // Unique per release request without a random id: the owner's field (the facets of a
-    // read-write lock's owner share its id, not its field) and its count of releases.
-    const latch = `${(this.latchPrefix ??= latchPrefixOf(this.context.keyPrefix, key))}${field}.${++owner.releases}`;
+    const latch = this.latchFor(owner, field);
     const holdsBefore = owner.holds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal
     // racing this release would find the lock gone and report it lost. If the release fails,
