@@ -57,6 +57,11 @@ test('inspect --kind shows a semaphore (free permits, reservation), a permit-exp
   expect(text.stdout).toMatch(/^cli:sem \(key cli:sem\): semaphore, 1 permit\(s\) free, 1 client\(s\) waiting\n {2}reserved for \S+: 3 permits, ttl \d+\.\d s\n$/);
   const permits = await run([...url, 'inspect', '--kind', 'permits', 'cli:pes']);
   expect(permits.stdout).toMatch(new RegExp(`^cli:pes \\(key cli:pes\\): permit-expirable semaphore, 1 of 2 permit\\(s\\) free, 0 client\\(s\\) waiting\n {2}permit ${id}, lease left \\d+\\.\\d s\n$`));
+  // A claim (a long-waiting client's) on the free permit shows too.
+  await redis.admin.set('rlock__permits_claim:{cli:pes}', 'slowclient', 'PX', 60_000);
+  const claimed = await run([...url, 'inspect', '--kind', 'permits', 'cli:pes']);
+  expect(claimed.stdout).toMatch(/\n {2}next free permit kept for slowclient, ttl \d+\.\d s\n$/);
+  await redis.admin.del('rlock__permits_claim:{cli:pes}');
   const latchText = await run([...url, 'inspect', '--kind', 'latch', 'cli:latch']);
   expect(latchText.stdout).toBe('cli:latch (key cli:latch): latch count 2, 0 client(s) waiting\n');
   await sem.release({ permits: 2 });

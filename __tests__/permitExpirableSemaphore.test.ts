@@ -160,6 +160,28 @@ test('4 clients in one process × 4 waiters on 4 permits, holds of 5 ms, 3 s: no
   expect(await clients[0]!.getPermitExpirableSemaphore(name).availablePermits()).toBe(4);
 }, 20_000);
 
+test('a claim keeps the next free permit for the claiming client: others are refused it, any waiter of that client takes it and ends the claim; inspect shows it', async () => {
+  const name = uniqueName();
+  const [claimant, other] = [redis.client(), redis.client()];
+  const sem = other.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(2);
+  const held = await sem.acquire({ leaseTime: 10_000 });
+  // As a waiter of `claimant` that waited 100 ms and was refused would have left it.
+  await redis.admin.set(`rlock__permits_claim:{${name}}`, claimant.id, 'PX', 5_000);
+  const info = await sem.inspect();
+  expect(info).toMatchObject({ availablePermits: 1, claim: { clientId: claimant.id } });
+  expect(info.claim!.expiresInMs).toBeGreaterThan(4_000);
+  // One permit is free, and it is kept: the other client is refused it (and told to sleep at
+  // most until the claim ends), the claimant takes it.
+  expect(await sem.tryAcquire()).toBeNull();
+  const kept = await claimant.getPermitExpirableSemaphore(name).tryAcquire();
+  expect(kept).not.toBeNull();
+  expect((await sem.inspect()).claim).toBeNull();
+  await sem.release(held);
+  // No claim any more: the freed permit is anyone's.
+  expect(await sem.tryAcquire()).not.toBeNull();
+});
+
 test('a process whose clock runs 5 s ahead does not take back a permit whose lease (on Redis time) still runs', async () => {
   const name = uniqueName();
   const sem = redis.client().getPermitExpirableSemaphore(name);

@@ -197,7 +197,8 @@ function formatOther(info: SemaphoreInfo | PermitSemaphoreInfo | LatchInfo): str
   }
   const total = info.totalPermits === null ? 'never set' : `${info.availablePermits} of ${info.totalPermits} permit(s) free`;
   const permits = info.permits.map((permit) => `  permit ${permit.id}, lease left ${(permit.expiresInMs / 1000).toFixed(1)} s`);
-  return [`${info.name} (key ${info.key}): permit-expirable semaphore, ${total}, ${waiting}`, ...permits].join('\n');
+  const claimed = info.claim ? [`  next free permit kept for ${info.claim.clientId}, ${describeTtl(info.claim.expiresInMs)}`] : [];
+  return [`${info.name} (key ${info.key}): permit-expirable semaphore, ${total}, ${waiting}`, ...permits, ...claimed].join('\n');
 }
 
 async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions, redis: Redis) => Promise<T>): Promise<T> {

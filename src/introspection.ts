@@ -126,6 +126,8 @@ export interface PermitSemaphoreInfo {
   availablePermits: number;
   /** Permits on lease (expired ones left out), soonest to expire first. */
   permits: { id: string; expiresInMs: number }[];
+  /** The client the next free permit is kept for (a waiter of it waited long), if one claimed it: a free permit others cannot take. */
+  claim: { clientId: string; expiresInMs: number } | null;
   waitingClients: number;
 }
 

@@ -34,7 +34,7 @@ interface PermitScripts {
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
   rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, delta: number, publish: PublishCommand): Promise<number>;
-  rlock_permitSemaphore_inspect(key: string, permitsKey: string): Promise<[string | null, number, string[]]>;
+  rlock_permitSemaphore_inspect(key: string, permitsKey: string, claimKey: string): Promise<[string | null, number, string[], string | null, number]>;
 }
 
 const scripts = (redis: ScriptedRedis): PermitScripts => redis as unknown as PermitScripts;
@@ -206,12 +206,12 @@ export class PermitExpirableSemaphore extends Primitive {
     return this.context.command('availablePermits', (redis) => scripts(redis).rlock_permitSemaphore_available(this.key, this.permitsKey));
   }
 
-  /** The total, the free permits, every permit on lease with its remaining lease (Redis time), and how many clients wait. */
+  /** The total, the free permits, every permit on lease with its remaining lease (Redis time), the claim on the next free permit, and how many clients wait. */
   async inspect(): Promise<PermitSemaphoreInfo> {
     this.context.assertOpen();
     const sharded = (await this.publishCommand()) === 'spublish';
     return this.context.command('inspect', async (redis) => {
-      const [total, now, flat] = await scripts(redis).rlock_permitSemaphore_inspect(this.key, this.permitsKey);
+      const [total, now, flat, claimant, claimTtl] = await scripts(redis).rlock_permitSemaphore_inspect(this.key, this.permitsKey, this.claimKey);
       const permits: PermitSemaphoreInfo['permits'] = [];
       for (let i = 0; i < flat.length; i += 2) permits.push({ id: flat[i]!, expiresInMs: Number(flat[i + 1]) - now });
       const totalPermits = total === null ? null : Number(total);
@@ -221,6 +221,7 @@ export class PermitExpirableSemaphore extends Primitive {
         totalPermits,
         availablePermits: (totalPermits ?? 0) - permits.length,
         permits,
+        claim: claimant === null ? null : { clientId: claimant, expiresInMs: claimTtl },
         waitingClients: await subscriberCount(redis, this.channel, sharded),
       };
     });

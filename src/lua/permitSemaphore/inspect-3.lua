@@ -1,0 +1,22 @@
+--[[
+  Read-only: the total and the permits still on lease, with the Redis clock they run on, and
+  the claim on the next free permit.
+
+  Input:
+    KEYS[1] total permits
+    KEYS[2] permits taken, zset permit id -> expiry (Redis ms)
+    KEYS[3] the claim (see acquire-4.lua)
+
+  Output:
+    {total or false, now (Redis ms), {id1, expiry1, id2, expiry2, ...} (live permits, soonest
+    first), the claiming clientId or false, the claim's PTTL}
+]]
+--@include permits.lua
+local now = nowMs()
+return {
+  redis.call('get', KEYS[1]),
+  now,
+  redis.call('zrangebyscore', KEYS[2], '(' .. now, '+inf', 'WITHSCORES'),
+  redis.call('get', KEYS[3]),
+  redis.call('pttl', KEYS[3]),
+}
