@@ -572,6 +572,22 @@ describe('contention: local handoff and turns between clients', () => {
     expect(Math.min(countA, countB)).toBeGreaterThan(0.25 * (countA + countB));
   }, 20_000);
 
+  test('6 processes × 2 tasks with back-to-back holds: a client whose run ended does not barge back in, every process gets its share', async () => {
+    // With 2 tasks a process, a release that ends a run hands the turn on while the waiter it had
+    // claimed is on its way back to sleep; the releasing task's next lock() must not take the
+    // free lock back before the woken client asks (that starved 3 of 6 processes for whole runs).
+    const name = uniqueName();
+    const workers = Array.from({ length: 6 }, () => startFixture('lockLoopWorker.ts', [server.url, name, '2', '2000']));
+    await Promise.all(workers.map((worker) => worker.line((line) => line === 'ready')));
+    for (const worker of workers) worker.send('go');
+    const results = await Promise.all(workers.map(async (worker) => JSON.parse(await worker.line((line) => line.startsWith('{'))) as { holds: number[]; longestWait: number }));
+    await Promise.all(workers.map((worker) => worker.exited()));
+    const shares = results.map((result) => result.holds[0]! + result.holds[1]!);
+    const mean = shares.reduce((a, b) => a + b, 0) / shares.length;
+    const longestWait = Math.max(...results.map((result) => result.longestWait));
+    expect({ slowestShare: Math.min(...shares) / mean > 0.25, longestWait: longestWait < 1000 }).toEqual({ slowestShare: true, longestWait: true });
+  }, 30_000);
+
   test('local handoffs under a 300 ms watchdog (a renewal every 100 ms): holds handed over are renewed, none is reported lost', async () => {
     const name = uniqueName();
     const clients = [newClient({ watchdogTimeout: 300 }), newClient({ watchdogTimeout: 300 })];

@@ -38,7 +38,13 @@ export class WaitingClient implements EntryKeeper {
    * client or its waiters are in line, so an attempt could only fail. Undefined: ask.
    */
   skipAttemptFor(): number | undefined {
-    if (!this.heldHere && !this.entry.local?.hasCandidates) return undefined;
+    // In line: other waiters of this client joined the channel (the caller is one of the
+    // joined), parked or not. Not only the parked ones: after a release that ended a run and
+    // woke another client, the waiter it had claimed is on its way back to sleep, and a caller
+    // that asked now would take the free lock back before the woken client could (that
+    // starved whole processes at 2 tasks each: rlock.test.ts "6 processes × 2 tasks ...").
+    const inLine = this.queued && this.entry.refCount > 1;
+    if (!this.heldHere && !inLine && !this.entry.local?.hasCandidates) return undefined;
     const ms = this.busyUntil - performance.now();
     return ms > 0 ? ms : undefined;
   }
