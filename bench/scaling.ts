@@ -2,11 +2,14 @@
 // rlock, rlock's fair lock and redis-semaphore (polling every 10 ms), with a zero-length and a
 // 1 ms critical section. Each comparison is repeated (3 times by default, the order rotated)
 // and reported as medians of per-repetition figures; ratios are taken within one repetition.
-// Writes bench/results/<date>-scaling.json and .md.
+// Writes bench/results/<date>-scaling.json, .md and .svg (acq/s against P). `--from <json>`
+// prints the table and draws the chart again from a saved run's JSON, without running anything.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { readFileSync } from 'node:fs';
 import { redisFromEnv } from '../scripts/redisServer';
+import { scalingChart } from './chart';
 import { redisSemaphore, rlock, rlockFair } from './contestants';
 import { runWorker } from './scenarios';
 import { jain, quantile, round } from './stats';
@@ -90,6 +93,12 @@ async function run(name: string, url: string, admin: Redis, processes: number, h
 const median = (values: number[]): number => round(quantile(values, 0.5), 3);
 
 async function main(): Promise<void> {
+  const from = process.argv.indexOf('--from');
+  if (from >= 0) {
+    const saved = JSON.parse(readFileSync(process.argv[from + 1]!, 'utf8')) as { date: string; reps: number; results: Record<string, Record<string, Run[]>> };
+    report(saved.results, saved.reps, saved.date);
+    return;
+  }
   const redis = await redisFromEnv();
   const admin = new Redis(redis.url);
   const results: Record<string, Record<string, Run[]>> = {};
@@ -114,6 +123,11 @@ async function main(): Promise<void> {
     admin.disconnect();
     await redis.stop();
   }
+  report(results, reps, new Date().toISOString().slice(0, 10), runMs);
+}
+
+/** Prints the tables and writes the JSON (for a new run), the tables and the chart. */
+function report(results: Record<string, Record<string, Run[]>>, reps: number, date: string, runMs?: number): void {
   const lines: string[] = [];
   for (const holdMs of holds) {
     lines.push(
@@ -139,11 +153,21 @@ async function main(): Promise<void> {
   }
   const table = lines.join('\n');
   console.log(table);
-  const date = new Date().toISOString().slice(0, 10);
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${date}-scaling.json`), `${JSON.stringify({ date, reps, runMs, results }, null, 2)}\n`);
+  if (runMs !== undefined) writeFileSync(join(dir, `${date}-scaling.json`), `${JSON.stringify({ date, reps, runMs, results }, null, 2)}\n`);
   writeFileSync(join(dir, `${date}-scaling.md`), `${table}\n`);
+  const panels = holds.map((holdMs) => ({
+    title: `acq/s, critical section ${holdMs ? 'GET + SET + 1 ms' : 'GET + SET'} (medians)`,
+    series: contestants.map((c) => ({
+      label: c.name,
+      points: processCounts.flatMap((p): [number, number][] => {
+        const runs = results[`${p}x${32 / p} hold ${holdMs}`]?.[c.name];
+        return runs ? [[p, median(runs.map((r) => r.acqPerSec))]] : [];
+      }),
+    })),
+  }));
+  writeFileSync(join(dir, `${date}-scaling.svg`), `${scalingChart(panels)}\n`);
 }
 
 main().catch((error) => {
