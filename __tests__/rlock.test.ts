@@ -586,6 +586,8 @@ describe('contention: local handoff and turns between clients', () => {
     const mean = shares.reduce((a, b) => a + b, 0) / shares.length;
     const longestWait = Math.max(...results.map((result) => result.longestWait));
     expect({ slowestShare: Math.min(...shares) / mean > 0.25, longestWait: longestWait < 1000 }).toEqual({ slowestShare: true, longestWait: true });
+    // Exclusive all along: the GET + SET counter lost no update.
+    expect(Number(await redis.get(`${name}:counter`))).toBe(shares.reduce((a, b) => a + b, 0));
   }, 30_000);
 
   test('local handoffs under a 300 ms watchdog (a renewal every 100 ms): holds handed over are renewed, none is reported lost', async () => {
