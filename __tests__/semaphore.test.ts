@@ -267,6 +267,43 @@ describe('in-process handoff', () => {
     expect(await sem.availablePermits()).toBe(1);
   });
 
+  test('a reservation granted by the release that ends a run is taken at once, though its client yields its turn (it hung for good)', async () => {
+    const name = uniqueName();
+    const channel = `rlock__semaphore:{${name}}`;
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(2);
+    await sem.acquire({ permits: 2 });
+    // A 2-permit waiter of the same client reserves the next 2 permits and waits for its grant.
+    let bigHolds = false;
+    const big = client.getSemaphore(name).acquire({ permits: 2 }).then(() => (bigHolds = true));
+    await until('the reservation is made', async () => (await redis.admin.exists(`rlock__semaphore_reservation:{${name}}`)) === 1);
+    // A 1-permit waiter of the same client is handed a permit in-process: a run starts.
+    let smallHolds = false;
+    const small = client.getSemaphore(name).acquire().then(() => (smallHolds = true));
+    await until('the 1-permit waiter is parked', () => parkedOnChannel(client, channel) === 1);
+    // A waiter in another client, so that the grant's message reaches two clients and the
+    // releasing client goes on yielding its turn (with nobody else listening it stops at once).
+    const other = redis.client();
+    const otherWait = other.getSemaphore(name).acquire();
+    await until('the other client waits', () => other.stats.waiters === 1);
+    await sem.release();
+    await until('the 1-permit waiter holds', () => smallHolds);
+    await sleep(30); // past the run's 20 ms: the next release ends the run and yields
+    // Both permits back to Redis at once: the grant names the reservation's waiter.
+    await sem.release({ permits: 2 });
+    // Granted by message, no lease involved: it is served within a round trip or two. Before the
+    // fix its attempt was skipped as the client yielded, and it slept on with no bound.
+    await until('the 2-permit waiter holds', () => bigHolds, 1_000);
+    await big;
+    await small;
+    expect(await redis.admin.exists(`rlock__semaphore_reservation:{${name}}`)).toBe(0);
+    expect(await sem.availablePermits()).toBe(0);
+    await sem.release({ permits: 2 });
+    await otherWait;
+    expect(await sem.availablePermits()).toBe(1);
+  });
+
   test('a run of in-process handoffs ends 20 ms after its first: a holder that kept the permit longer gives it back to Redis', async () => {
     const { name, client, sem } = await takenSemaphore();
     let got = 0;
