@@ -1,7 +1,7 @@
 // Fault 2: Redis is paused (SIGSTOP) for longer than the lease, then resumed.
 import { once } from 'node:events';
 import { LockLostError, NotLockOwnerError } from '../../src';
-import { parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
+import { parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { aborted, sleep, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
@@ -94,37 +94,69 @@ test('a pause shorter than the lease can still lose it: 0.95 × lease beginning 
   await expect(lock.unlock()).rejects.toBeInstanceOf(NotLockOwnerError); // expired in Redis meanwhile
 });
 
+/**
+ * Starts `wait(signal)` and, once its waiter is parked as a handoff candidate (`parked()` is 1),
+ * pauses Redis, starts `release` and aborts the waiter as soon as the release has claimed it
+ * (its script sent, not run while Redis is paused). Resolves with what the waiter ended with
+ * within 1 s ('still waiting' if it had not) and with the release's outcome after the resume.
+ */
+async function abortClaimedWaiter(wait: (signal: AbortSignal) => Promise<unknown>, parked: () => number, release: () => Promise<unknown>): Promise<{ waiter: string; released: unknown }> {
+  const controller = new AbortController();
+  const waiting = wait(controller.signal).then(
+    () => 'held',
+    (error: Error) => error.name,
+  );
+  await until('the waiter is parked as a handoff candidate', () => parked() === 1);
+  redis.server.pause();
+  let released: Promise<unknown> | undefined;
+  let waiter: string;
+  try {
+    released = release().catch((error: unknown) => error);
+    await until('the release claimed the waiter', () => parked() === 0);
+    controller.abort();
+    waiter = await Promise.race([waiting, sleep(1_000).then(() => 'still waiting')]);
+  } finally {
+    redis.server.resume();
+  }
+  return { waiter, released: await released };
+}
+
 test('a waiter claimed by a release that Redis does not answer still ends on its signal; the hold handed over later is given back', async () => {
   const client = redis.client();
   const name = 'paused-handoff';
   const holder = client.getLock(name);
   await holder.lock();
-  const controller = new AbortController();
-  const waiting = client
-    .getLock(name)
-    .lock({ signal: controller.signal })
-    .then(
-      () => 'held',
-      (error: Error) => error.name,
-    );
-  await until('the waiter is parked as a handoff candidate', () => parkedWaiters(client, name) === 1);
-  redis.server.pause();
-  let unlocked: Promise<unknown> | undefined;
-  try {
-    unlocked = holder.unlock().catch((error: unknown) => error);
-    // The release claimed the waiter and sent its script, which Redis does not run while paused.
-    await until('the release claimed the waiter', () => parkedWaiters(client, name) === 0);
-    controller.abort();
-    // Before the fix it waited for the release's reply (here: for as long as Redis is paused).
-    expect(await Promise.race([waiting, sleep(1_000).then(() => 'still waiting')])).toBe('AbortError');
-  } finally {
-    redis.server.resume();
-  }
-  expect(await unlocked).toBeUndefined();
+  const outcome = await abortClaimedWaiter(
+    (signal) => client.getLock(name).lock({ signal }),
+    () => parkedWaiters(client, name),
+    () => holder.unlock(),
+  );
+  // Before the fix it waited for the release's reply (here: for as long as Redis is paused).
+  expect(outcome).toEqual({ waiter: 'AbortError', released: undefined });
   // The release handed the lock to the waiter that had gone: given back, not kept or renewed.
   await until('the lock is free again', async () => (await redis.admin.exists(name)) === 0);
   expect(client.stats.renewals).toBe(0);
   expect(await redis.client().getLock(name).tryLock()).toBe(true);
+}, 30_000);
+
+test('a permit waiter claimed by a release that Redis does not answer still ends on its signal; the permit handed over later is given back', async () => {
+  const client = redis.client();
+  const name = 'paused-permit-handoff';
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(1);
+  // A permit with a lease of its own: the handoff waits for the script's reply (not pipelined).
+  const held = await sem.acquire({ leaseTime: 30_000 });
+  const outcome = await abortClaimedWaiter(
+    (signal) => client.getPermitExpirableSemaphore(name).acquire({ signal }),
+    () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`),
+    () => sem.release(held),
+  );
+  // Before the fix it waited for the release's reply (here: for as long as Redis is paused).
+  expect(outcome).toEqual({ waiter: 'AbortError', released: undefined });
+  // The release handed the permit to the waiter that had gone: given back, not kept or renewed.
+  await until('the permit is free again', async () => (await sem.availablePermits()) === 1);
+  expect(client.stats.renewals).toBe(0);
+  expect(await redis.client().getPermitExpirableSemaphore(name).tryAcquire()).not.toBeNull();
 }, 30_000);
 
 test('a hold handed over to a waiter that gave up is given back without touching the same owner\'s new hold', async () => {

@@ -289,7 +289,9 @@ export class PermitExpirableSemaphore extends Primitive {
     let sentAt: number | undefined;
     try {
       sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
-        park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease }, ms, stops),
+        // A release that claimed the waiter waits for its script's reply unless pipelined; a
+        // waiter that stops meanwhile ends at once, and the permit handed over later goes back.
+        park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.tryRelease(id).catch(() => undefined) }, ms, stops),
       });
     } finally {
       keptByWatchdog.delete(id);

@@ -16,8 +16,9 @@ export interface Candidate {
   readonly permits?: number;
   /**
    * Gives back a hold handed over to the waiter after it stopped waiting (its caller's signal
-   * or close() came while the release that claimed it was still out). Without it (the
-   * semaphores, which tell a claimed waiter at once) a claimed waiter waits for its outcome.
+   * or close() came while the release that claimed it was still out). Without it (the plain
+   * semaphore, whose handoff makes no Redis call and tells a claimed waiter at once) a claimed
+   * waiter waits for its outcome.
    */
   readonly giveBack?: () => void;
   /**
