@@ -72,7 +72,7 @@ describe('first come, first served across processes', () => {
     const results = await Promise.all([0, 1, 2].map(() => runFixture('counterWorker.ts', [redis.server.url, name, '15', 'fair'])));
     for (const result of results) expect(result).toMatchObject({ code: 0 });
     expect(await redis.admin.get(`${name}:counter`)).toBe(String(3 * 4 * 15));
-  }, 30_000);
+  }, 90_000);
 
   test('a newcomer does not jump a queue whose lock just became free', async () => {
     const name = uniqueName();
@@ -90,7 +90,7 @@ describe('first come, first served across processes', () => {
 });
 
 describe('dead and stopped waiters', () => {
-  test('a holder whose lease runs out without an unlock: the head of the queue holds within lease + 100 ms, the rest in order (Redisson #3730)', async () => {
+  test('a holder whose lease runs out without an unlock: the head of the queue holds within lease + 1 s (not the 30 s queue timeout), the rest in order (Redisson #3730)', async () => {
     const name = uniqueName();
     const lease = 1_500;
     // A long queue timeout: only the lease's end, not a heartbeat, can let the waiters in.
@@ -113,7 +113,9 @@ describe('dead and stopped waiters', () => {
     expect(order).toEqual([0, 1, 2]);
     // The holder never unlocks: its lease alone frees the lock.
     expect(heldAt[0]! - took).toBeGreaterThan(lease - 50);
-    expect(heldAt[0]! - took).toBeLessThan(lease + 100);
+    // The head takes it on its pttl, not after the queue timeout (30 s; Redisson #3730). A second
+    // of slack: the timer and one round trip of a loaded machine.
+    expect(heldAt[0]! - took).toBeLessThan(lease + 1_000);
   });
 
   test('waiters that give up and queue again do not push deadlines ahead: each entry lives one queue timeout (Redisson #1104, #2099)', async () => {

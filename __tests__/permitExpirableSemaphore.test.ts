@@ -114,17 +114,18 @@ test('the watchdog keeps a permit taken without a lease past 3 leases, and stops
   expect(await sem.availablePermits()).toBe(1);
 });
 
-test('32 holders of 25 permits under a 300 ms watchdog (a renewal every 100 ms), holds of 0-250 ms: no release is ever reported as a loss (redis-semaphore #205, #206)', async () => {
+test('32 holders of 25 permits under a 1 s watchdog (a renewal every 333 ms), holds of 0-800 ms: no release is ever reported as a loss (redis-semaphore #205, #206)', async () => {
   const name = uniqueName();
-  // Not shorter: a loaded CI machine stalls 30 ms often enough to lose a 30 ms lease for real.
-  const clients = [0, 1, 2, 3].map(() => redis.client({ watchdogTimeout: 300 }));
+  // Not shorter: a loaded CI machine stalls long enough to lose a 30 ms lease for real, and a
+  // 300 ms one under heavy load (a renewal blocked for 270 ms).
+  const clients = [0, 1, 2, 3].map(() => redis.client({ watchdogTimeout: 1_000 }));
   const lost: unknown[] = [];
   for (const client of clients) client.on('lockLost', (event) => lost.push(event));
   await clients[0]!.getPermitExpirableSemaphore(name).trySetPermits(25);
   let inside = 0;
   let most = 0;
   let holds = 0;
-  const stop = performance.now() + 2_500;
+  const stop = performance.now() + 4_000;
   await Promise.all(
     Array.from({ length: 32 }, async (_, task) => {
       const sem = clients[task % 4]!.getPermitExpirableSemaphore(name);
@@ -132,7 +133,7 @@ test('32 holders of 25 permits under a 300 ms watchdog (a renewal every 100 ms),
         await sem.withPermit(async (signal) => {
           most = Math.max(most, ++inside);
           // Holds across several renewals, and releases racing them.
-          await sleep(Math.floor(Math.random() * 250));
+          await sleep(Math.floor(Math.random() * 800));
           expect(signal.aborted).toBe(false);
           inside--;
           holds++;
@@ -147,16 +148,17 @@ test('32 holders of 25 permits under a 300 ms watchdog (a renewal every 100 ms),
   expect(await clients[0]!.getPermitExpirableSemaphore(name).availablePermits()).toBe(25);
 }, 20_000);
 
-test('4 clients in one process × 4 waiters on 4 permits, holds of 5 ms, 3 s: no client starves, no wait near a second (the claim)', async () => {
+test('4 clients in one process × 4 waiters on 4 permits, holds of 5 ms, 1 800 holds: no client starves, no task passed over for long (the claim)', async () => {
   const name = uniqueName();
   const clients = [0, 1, 2, 3].map(() => redis.client());
   await clients[0]!.getPermitExpirableSemaphore(name).trySetPermits(4);
-  const { mean, fewest, longest } = await takeTurns(clients, (client, section) => client.getPermitExpirableSemaphore(name).withPermit(section));
-  expect(mean).toBeGreaterThan(20);
-  // Without the claim the client woken last got 5 to 7 holds per task against a mean of 110, and
-  // waited up to 1.2 s; with it 0.45 to 0.63 × the mean, waits under 0.3 s.
+  const { mean, fewest, longest, longestOvertaken } = await takeTurns(clients, (client, section) => client.getPermitExpirableSemaphore(name).withPermit(section));
+  // Without the claim the client woken last got 5 to 7 holds per task against a mean of 110 and
+  // was passed over by ~900 holds of others in one wait (1.3 s); with it 0.4 to 0.8 × the mean,
+  // passed over by at most ~310 holds.
   expect(fewest).toBeGreaterThan(0.25 * mean);
-  expect(longest).toBeLessThan(600);
+  expect(longestOvertaken).toBeLessThan(450);
+  expect(longest).toBeLessThan(5_000); // liveness; the bound that judges is the one in holds
   expect(await clients[0]!.getPermitExpirableSemaphore(name).availablePermits()).toBe(4);
 }, 20_000);
 
@@ -182,21 +184,23 @@ test('a claim keeps the next free permit for the claiming client: others are ref
   expect(await sem.tryAcquire()).not.toBeNull();
 });
 
-test('a process whose clock runs 5 s ahead does not take back a permit whose lease (on Redis time) still runs', async () => {
+test('a process whose clock runs 10 s ahead does not take back a permit whose lease (on Redis time) still runs', async () => {
   const name = uniqueName();
   const sem = redis.client().getPermitExpirableSemaphore(name);
   await sem.trySetPermits(1);
-  const id = await sem.acquire({ leaseTime: 3_000 });
-  // A lease swept by the caller's clock (Redisson's) would look 2 s past to this process.
   const prober = startFixture('tryPermit.ts', [redis.server.url, name, '1000'], ['--require', join(__dirname, 'fixtures', 'skewedClock.cjs')]);
   children.push(prober);
+  // Taken once the prober is up: its start-up under load could outlast the lease.
+  await prober.line((line) => line === 'ready', 60_000);
+  // A lease swept by the caller's clock (Redisson's) would look 5 s past to the prober.
+  const id = await sem.acquire({ leaseTime: 5_000 });
   prober.child.stdin!.end();
   expect(await prober.exited(20_000)).toMatchObject({ code: 0 });
-  expect(prober.lines).toEqual(['refused']);
+  expect(prober.lines).toEqual(['ready', 'refused']);
   expect(await sem.availablePermits()).toBe(0);
   await sem.release(id); // still held: no PermitNotHeldError
   expect(await sem.availablePermits()).toBe(1);
-}, 30_000);
+}, 90_000);
 
 test('withPermit: a permit lost under the watchdog aborts the signal, emits lockLost, and withPermit rejects', async () => {
   const client = redis.client({ watchdogTimeout: 300 });
@@ -389,8 +393,8 @@ test('a release hands the permit to a parked waiter of its own client in one scr
         onHold?.();
       }),
   );
-  await until('3 waiters are parked', () => client.stats.waiters === 3);
-  await sleep(50); // their retries after subscribing are done
+  // Parked as handoff candidates: past their retries after subscribing, whose calls are counted.
+  await until('3 waiters are parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 3);
   const before = await scriptCalls();
   // The two releases follow each other at once: a run of local handoffs ends after
   // MAX_LOCAL_RUN_MS (20 ms), and a check of Redis between them could outlast it on a busy machine.

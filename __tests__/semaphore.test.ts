@@ -115,8 +115,8 @@ describe('waking waiters', () => {
     await sem.trySetPermits(0);
     const got: number[] = [];
     const waits = [0, 1, 2].map((i) => client.getSemaphore(name).acquire().then(() => got.push(i)));
-    await until('3 waiters are parked', () => client.stats.waiters === 3);
-    await sleep(50); // their retries after subscribing are done
+    // Parked as handoff candidates: past their retries after subscribing, whose calls are counted.
+    await until('3 waiters are parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 3);
     const before = await scriptCalls();
     await sem.release({ permits: 2 });
     await until('2 waiters hold', () => got.length === 2);
@@ -226,18 +226,19 @@ test('one handle acquiring twice takes two permits (never a silent refresh of th
 });
 
 describe('in-process handoff', () => {
-  test('4 clients in one process × 4 waiters on 4 permits, holds of 5 ms, 3 s: no client starves, no wait near a second (Redisson #5762, #3573)', async () => {
+  test('4 clients in one process × 4 waiters on 4 permits, holds of 5 ms, 1 800 holds: no client starves, no task passed over for long (Redisson #5762, #3573)', async () => {
     const name = uniqueName();
     const clients = [0, 1, 2, 3].map(() => redis.client());
     await clients[0]!.getSemaphore(name).trySetPermits(4);
-    const { mean, fewest, longest } = await takeTurns(clients, (client, section) => client.getSemaphore(name).withPermits(section));
-    expect(mean).toBeGreaterThan(20);
+    const { mean, fewest, longest, longestOvertaken } = await takeTurns(clients, (client, section) => client.getSemaphore(name).withPermits(section));
     // A release wakes a waiter in every client and the quickest takes the permit; clients in one
     // process are always woken in the same order, so the last one lost nearly every race (a
-    // client's tasks got 0.12 × the mean, waits of up to 1 s) until a waiter that waited 100 ms
-    // may reserve the next permits (0.4 ×, waits under 0.25 s here).
+    // client's tasks got 0.05-0.13 × the mean and were passed over by 660-1 000 holds of others
+    // in one wait, up to 1.4 s) until a waiter that waited 100 ms may reserve the next permits
+    // (0.4-0.6 × the mean, passed over by 110-310 holds, waits under 0.45 s).
     expect(fewest).toBeGreaterThan(0.25 * mean);
-    expect(longest).toBeLessThan(500);
+    expect(longestOvertaken).toBeLessThan(450);
+    expect(longest).toBeLessThan(5_000); // liveness; the bound that judges is the one in holds
     expect(await clients[0]!.getSemaphore(name).availablePermits()).toBe(4);
   }, 20_000);
 

@@ -37,7 +37,8 @@ export function startFixture(fixture: string, args: string[], nodeArgs: string[]
     send(line) {
       child.stdin!.write(`${line}\n`);
     },
-    line(test, timeoutMs = 20_000) {
+    // Generous: every fixture compiles src through tsx as it starts, which a loaded CI box slows a lot.
+    line(test, timeoutMs = 60_000) {
       const seen = lines.find(test);
       if (seen !== undefined) return Promise.resolve(seen);
       return new Promise((resolve, reject) => {
@@ -54,7 +55,7 @@ export function startFixture(fixture: string, args: string[], nodeArgs: string[]
         listeners.add(listener);
       });
     },
-    async exited(timeoutMs = 20_000) {
+    async exited(timeoutMs = 60_000) {
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
@@ -75,7 +76,7 @@ export function startFixture(fixture: string, args: string[], nodeArgs: string[]
 }
 
 /** Runs a fixture to its end; resolves with its exit code, or rejects if it outlives `timeoutMs`. */
-export async function runFixture(fixture: string, args: string[], timeoutMs = 20_000): Promise<{ code: number | null; stderr: string }> {
+export async function runFixture(fixture: string, args: string[], timeoutMs = 60_000): Promise<{ code: number | null; stderr: string }> {
   const fixtureProcess = startFixture(fixture, args);
   fixtureProcess.child.stdin!.end();
   const { code, stderr } = await fixtureProcess.exited(timeoutMs);
