@@ -45,7 +45,7 @@ export function startFixture(fixture: string, args: string[], nodeArgs: string[]
         const timer = setTimeout(() => {
           listeners.delete(listener);
           reject(new Error(`${fixture} printed no such line within ${timeoutMs} ms; stderr: ${stderr}`));
-        }, timeoutMs);
+        }, timeoutMs).unref(); // a line no test awaits any more must not keep the worker alive
         const listener = (line: string): void => {
           if (!test(line)) return;
           clearTimeout(timer);
