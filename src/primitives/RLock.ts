@@ -102,6 +102,11 @@ export class RLock extends LockHandle {
             await entry.untilReleased(ms, stops);
             return undefined;
           },
+      // A waiter that stops after its client's wake-up came, before it asked, passes the turn on.
+      giveUp: async () => {
+        const keeper = this.context.pubsub.peek(channel)?.keeper;
+        if (keeper instanceof WaitingClient) keeper.waiterGaveUp();
+      },
       ...this.waitEvents(owner),
     };
     return waitFor(this.context, protocol, waitTime, signal);
@@ -136,6 +141,12 @@ export class RLock extends LockHandle {
       waiting?.released(result === 1 && stayInLine === 1);
       // Nobody else waits: this client's own waiters go on (no message comes for them).
       if (result === 3 && !next) entry!.wakeOne();
+      // Waiters that joined while this release was out (sent without them: stayInLine 0) parked
+      // without an attempt, the lock being here; no message comes for them: one asks now.
+      else if (result === 1 && stayInLine === 0) {
+        const now = this.context.pubsub.peek(this.channel);
+        if (now && now.refCount > 0) now.wakeOne();
+      }
       return 1;
     }
     // Not held any more (lost, forced): whatever it was, it is not with this client now.

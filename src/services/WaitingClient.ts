@@ -25,6 +25,8 @@ export class WaitingClient implements EntryKeeper {
   busyUntil = 0;
   /** The client may be in the Redis queue (a queued attempt or release was its last word there). */
   queued = false;
+  /** A wake-up came (the waking script took the client out of line) and no attempt answered it yet. */
+  private turn = false;
   private beat: QueuedEntry | undefined;
   private lingering: { timer: NodeJS.Timeout; drop: () => void } | undefined;
 
@@ -46,19 +48,28 @@ export class WaitingClient implements EntryKeeper {
     const inLine = this.queued && this.entry.refCount > 1;
     if (!this.heldHere && !inLine && !this.entry.local?.hasCandidates) return undefined;
     const ms = this.busyUntil - performance.now();
-    return ms > 0 ? ms : undefined;
+    if (ms <= 0) return undefined;
+    // The caller parks without an attempt: the heartbeat must watch for a turn that goes missing
+    // (the hold here forced away or run out, the client's queue entry lost) even when no waiter
+    // of this client was ever refused.
+    this.beat ??= this.startBeat();
+    return ms;
   }
 
   /** An attempt of a waiter failed; Redis put the client in line. */
   refused(ttl: number): void {
     this.queued = true;
+    this.turn = false;
     if (ttl > 0) this.busyUntil = Math.max(this.busyUntil, performance.now() + ttl);
     this.beat ??= this.startBeat();
   }
 
   /** A waiter of this client took the lock (Redis took the client out of line), or was handed it. */
   took(lease: number, byAttempt: boolean): void {
-    if (byAttempt) this.queued = false;
+    if (byAttempt) {
+      this.queued = false;
+      this.turn = false;
+    }
     this.heldHere = true;
     this.busyUntil = performance.now() + lease;
   }
@@ -67,6 +78,8 @@ export class WaitingClient implements EntryKeeper {
   released(queued: boolean): void {
     this.heldHere = false;
     this.queued = queued;
+    // Put back in line by the release script: the entry there lives only as long as it is refreshed.
+    if (queued) this.beat ??= this.startBeat();
     const lingering = this.lingering;
     if (lingering && this.entry.refCount === 0) {
       this.stopLingering();
@@ -92,6 +105,19 @@ export class WaitingClient implements EntryKeeper {
     // client is out of line (the waking script took it out).
     this.heldHere = false;
     this.queued = false;
+    this.turn = true;
+  }
+
+  /**
+   * A waiter ended without the lock: if the client's turn came and no attempt answered it (the
+   * woken waiter stopped first), another waiter of the client takes it. With none left,
+   * `dropped` passes it on to the next client.
+   */
+  waiterGaveUp(): void {
+    if (this.turn && this.entry.refCount > 0) {
+      this.turn = false;
+      this.entry.wakeOne();
+    }
   }
 
   unheard(): void {
@@ -103,8 +129,10 @@ export class WaitingClient implements EntryKeeper {
     this.stopLingering();
     if (this.beat) this.queue.heartbeat.remove(this.beat);
     this.beat = undefined;
-    if (!closing && this.queued) void this.queue.leave().catch(() => undefined); // else the entry runs out
+    // A turn that came and was not answered is passed on as well.
+    if (!closing && (this.queued || this.turn)) void this.queue.leave().catch(() => undefined); // else the entry runs out
     this.queued = false;
+    this.turn = false;
   }
 
   private stopLingering(): void {

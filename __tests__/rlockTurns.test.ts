@@ -1,0 +1,130 @@
+// RLock's queue of waiting clients keeps every waiter live: no caller is left parked beside a
+// free lock, whatever happened to its client's turn (found by a second reader; each test failed
+// before its fix, the waiter sleeping out the holder's 60 s lease or a 1.7 s heartbeat).
+import type { Redis } from 'ioredis';
+import { diagnostics, type LockClient } from '../src';
+import { clientQueueKeyOf } from '../src/names';
+import { parkedWaiters, usePrivateRedis } from './helpers/privateRedis';
+import { sleep, until } from './helpers/time';
+
+const redis = usePrivateRedis();
+let counter = 0;
+const uniqueName = (): string => `turns:${process.pid}:${++counter}`;
+const LEASE = 60_000;
+
+/** Resolves with the ms from `since` until `held` resolved, or 'still waiting' after `ms`. */
+async function heldWithin(held: Promise<unknown>, since: () => number, ms: number): Promise<number | 'still waiting'> {
+  let heldAt = 0;
+  const outcome = await Promise.race([held.then(() => (heldAt = performance.now())), sleep(ms).then(() => 'still waiting' as const)]);
+  return outcome === 'still waiting' ? outcome : heldAt - since();
+}
+
+/**
+ * `a` takes the lock through a wait whose attempt right after subscribing succeeds: its client
+ * was never refused, so it never started its queue heartbeat. New callers of `a` then join its
+ * parked waiters without asking, the lock being with their client.
+ */
+async function holdWithoutRefusal(a: LockClient, b: LockClient, name: string): Promise<ReturnType<LockClient['getLock']>> {
+  const other = b.getLock(name);
+  expect(await other.tryLock({ leaseTime: LEASE })).toBe(true);
+  const releaseOnWait = (event: unknown): void => {
+    if ((event as { clientId: string }).clientId === a.id) void other.unlock();
+  };
+  diagnostics.waitStart.subscribe(releaseOnWait);
+  const lock = a.getLock(name);
+  try {
+    await lock.lock({ leaseTime: LEASE });
+  } finally {
+    diagnostics.waitStart.unsubscribe(releaseOnWait);
+  }
+  return lock;
+}
+
+test('a client put back in line by the release that ends its run keeps its place while another client holds past the queue timeout', async () => {
+  const name = uniqueName();
+  const queueKey = clientQueueKeyOf('', name);
+  const [a, b] = [redis.client({ queueTimeout: 600 }), redis.client({ queueTimeout: 600 })];
+  const a1 = await holdWithoutRefusal(a, b, name);
+  const a2 = a.getLock(name);
+  const second = a2.lock({ leaseTime: LEASE });
+  await until('a2 is parked', () => parkedWaiters(a, name) === 1);
+  const third = a.getLock(name).lock({ leaseTime: LEASE });
+  await until('a3 is parked', () => parkedWaiters(a, name) === 2);
+  const bLock = b.getLock(name);
+  const bHolds = bLock.lock({ leaseTime: LEASE });
+  await until('B is in line', async () => (await redis.admin.zscore(queueKey, b.id)) !== null);
+  await a1.unlock(); // handed to a2 in the release script: a run starts
+  await second;
+  await sleep(40); // past the run's 20 ms
+  await a2.unlock(); // the run is over: B's turn; A goes back in line and a3 parks again
+  await bHolds;
+  expect(await redis.admin.zscore(queueKey, a.id)).not.toBeNull();
+  await sleep(1_500); // B holds past A's queue timeout: only A's heartbeat keeps its place
+  expect(await redis.admin.zscore(queueKey, a.id)).not.toBeNull();
+  const releasedAt = performance.now();
+  await bLock.unlock();
+  // Woken by B's release message (before: A's entry had run out, B's release woke nobody, and a3
+  // slept out B's 60 s lease beside the free lock).
+  expect(await heldWithin(third, () => releasedAt, 2_000)).toBeLessThan(1_000);
+});
+
+test("another client's forceUnlock of its hold: callers that joined without asking get the free lock within a heartbeat", async () => {
+  const name = uniqueName();
+  const [a, b] = [redis.client({ queueTimeout: 600 }), redis.client({ queueTimeout: 600 })];
+  await holdWithoutRefusal(a, b, name);
+  const waiting = a.getLock(name).lock({ leaseTime: LEASE });
+  await until('a2 is parked', () => parkedWaiters(a, name) === 1);
+  const forcedAt = performance.now();
+  expect(await b.getLock(name).forceUnlock()).toBe(true); // an operator removes A's stuck holder
+  // The force wakes the head of the line, and A was not in line: its heartbeat (every 200 ms
+  // here) finds the lock free (before: it had no heartbeat, and a2 slept out the 60 s lease).
+  expect(await heldWithin(waiting, () => forcedAt, 4_000)).toBeLessThan(1_000);
+});
+
+test('a caller that joins while its client releases the lock is not left parked beside the free lock', async () => {
+  const name = uniqueName();
+  const [a, b] = [redis.client(), redis.client()]; // heartbeats every 1.7 s: too late for the bound below
+  const a1 = await holdWithoutRefusal(a, b, name);
+  redis.server.pause();
+  let freedAt = 0;
+  let joined: Promise<unknown>;
+  try {
+    // Sent while no other waiter of A is on the channel: A does not stay in line.
+    const released = a1.unlock().then(() => (freedAt = performance.now()));
+    joined = a.getLock(name).lock({ leaseTime: LEASE });
+    await until('a2 is parked', () => parkedWaiters(a, name) === 1); // joined without asking: the lock was "here"
+    redis.server.resume();
+    await released;
+  } finally {
+    redis.server.resume();
+  }
+  // Before: no message came for it (its client was not in line), it slept out the 60 s lease.
+  expect(await heldWithin(joined, () => freedAt, 4_000)).toBeLessThan(500);
+});
+
+test('the only waiter of the woken client stops as its wake-up arrives: the turn goes on to the next client at once', async () => {
+  const name = uniqueName();
+  const queueKey = clientQueueKeyOf('', name);
+  const [holder, b, c] = [redis.client(), redis.client(), redis.client()];
+  const held = holder.getLock(name);
+  expect(await held.tryLock({ leaseTime: LEASE })).toBe(true);
+  const stop = new AbortController();
+  const bWaits = b
+    .getLock(name)
+    .lock({ leaseTime: LEASE, signal: stop.signal })
+    .then(
+      () => 'held',
+      () => 'aborted',
+    );
+  await until('B is in line', async () => (await redis.admin.zscore(queueKey, b.id)) !== null);
+  const cHolds = c.getLock(name).lock({ leaseTime: LEASE });
+  await until('C is in line', async () => (await redis.admin.zscore(queueKey, c.id)) !== null);
+  // B's caller gives up as B's wake-up comes in: heard by its client, not yet answered by an attempt.
+  const subscriber = (b as unknown as { pubsub: { connection: Redis } }).pubsub.connection;
+  subscriber.on('message', () => stop.abort(new Error('the caller gave up')));
+  const releasedAt = performance.now();
+  await held.unlock(); // wakes B, the head of the line
+  expect(await bWaits).toBe('aborted');
+  // Before: nobody passed the turn on, and C waited for its own heartbeat (1.7 s).
+  expect(await heldWithin(cHolds, () => releasedAt, 4_000)).toBeLessThan(500);
+});
