@@ -81,6 +81,18 @@ test("another client's forceUnlock of its hold: callers that joined without aski
   expect(await heldWithin(waiting, () => forcedAt, 4_000)).toBeLessThan(1_000);
 });
 
+test('a forceUnlock of a hold of its own client: the callers that joined without asking get the free lock at once', async () => {
+  const name = uniqueName();
+  const [a, b] = [redis.client(), redis.client()]; // heartbeats every 1.7 s: too late for the bound below
+  await holdWithoutRefusal(a, b, name);
+  const waiting = a.getLock(name).lock({ leaseTime: LEASE });
+  await until('a2 is parked', () => parkedWaiters(a, name) === 1);
+  const forcedAt = performance.now();
+  expect(await a.getLock(name).forceUnlock()).toBe(true); // the holder's own client (an admin task of the service)
+  // Before: nobody else was in line, so the force woke no one, and a2 waited for its client's heartbeat.
+  expect(await heldWithin(waiting, () => forcedAt, 4_000)).toBeLessThan(500);
+});
+
 test('a caller that joins while its client releases the lock is not left parked beside the free lock', async () => {
   const name = uniqueName();
   const [a, b] = [redis.client(), redis.client()]; // heartbeats every 1.7 s: too late for the bound below

@@ -54,8 +54,15 @@ export class RLock extends LockHandle {
     const { publish, trust } = await queuePublishing(this.context);
     const [removed, ...holders] = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
     // If the lock was with this client, it is not any more.
-    const waiting = this.context.pubsub.peek(this.channel)?.keeper;
-    if (removed === 1 && waiting instanceof WaitingClient) waiting.released(waiting.queued);
+    const entry = this.context.pubsub.peek(this.channel);
+    const waiting = entry?.keeper;
+    if (removed === 1 && waiting instanceof WaitingClient) {
+      const wasHere = waiting.heldHere;
+      waiting.released(waiting.queued);
+      // Its callers that joined without asking, the lock being here, are in no line the force
+      // could wake: one asks now (else the heartbeat would, a third of queueTimeout later).
+      if (wasHere && !waiting.queued) entry!.wakeOne();
+    }
     return { removed: removed === 1, holders };
   }
 
