@@ -90,6 +90,15 @@ test('a restart that lost the data excuses a hold granted before the kill agains
   expect(check([hold(0, 1, 30), b], [], [restart]).violations).toHaveLength(1);
 });
 
+test('a restart excuses a hold the killed server granted after the kill was sent, before it was seen gone (the fenced soak found one)', () => {
+  const restart: Fault = { kind: 'restart', at: 10, end: 12, lostData: true, killed: 10.5 };
+  const a = hold(10.2, 10.4, 30, told(31));
+  const b = hold(12, 13, 20);
+  expect(check([a, b], [], [restart])).toMatchObject({ violations: [], excused: { restart: 1 } });
+  // Sent once the server was gone: granted by the new one, whose data no restart lost.
+  expect(check([hold(10.6, 12.5, 30, told(31)), b], [], [restart]).violations).toHaveLength(1);
+});
+
 test('a pause past the lease excuses an owner told late', () => {
   const pause: Fault = { kind: 'pause', at: 10, end: 20 };
   const a = hold(0, 1, 30, { outcome: 'lost', toldAt: 25 });

@@ -2,7 +2,7 @@
 // synthetic event lists. It proves exclusion from the holders' own records and attributes every
 // overlap exactly: an overlap is excused only by a fault that removed one of the two holds
 // before the other was granted, and only when that hold's owner was told.
-import type { Fault, Force, Hold } from './records';
+import { lastServed, type Fault, type Force, type Hold } from './records';
 
 /** What a primitive promises about its holds on one resource (see invariants.ts for the rest). */
 export interface Invariant {
@@ -73,8 +73,14 @@ export function excuse(
   const force = forcesByField.get(removed.field)?.find((f) => f.lock === removed.lock && f.done >= removed.sent && f.sent < other.granted);
   if (force) return { cause: 'force', toldAfter: toldAfter(removed, force.sent) };
   for (const fault of faults) {
+    // A restart: the killed server may still have granted `removed` after the kill was sent
+    // (until it was seen gone). An attempt sent in those few ms whose reply was lost to the kill
+    // and that ioredis resent to the new server would be excused too: the price of not knowing
+    // which server answered.
+    if (fault.kind === 'restart' && fault.lostData && lastServed(fault) > removed.sent && fault.at < other.granted) {
+      return { cause: 'restart', toldAfter: toldAfter(removed, fault.at) };
+    }
     if (fault.at <= removed.sent || fault.at >= other.granted) continue;
-    if (fault.kind === 'restart' && fault.lostData) return { cause: 'restart', toldAfter: toldAfter(removed, fault.at) };
     if (fault.kind === 'pause') return { cause: 'pause', toldAfter: toldAfter(removed, fault.at) };
   }
   return undefined;

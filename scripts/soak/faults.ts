@@ -124,11 +124,13 @@ async function inject(kind: Exclude<FaultKind, 'force'>, server: RedisServer, ad
     case 'sub-kill':
       await admin.client('KILL', 'TYPE', 'pubsub');
       return {};
-    case 'restart':
+    case 'restart': {
       await server.kill();
+      const killed = now();
       await sleep(plan.downMs);
       await server.restart();
-      return { lostData: true };
+      return { lostData: true, killed };
+    }
     case 'restart-persist':
       await server.shutdownSaving();
       await sleep(plan.downMs);

@@ -151,6 +151,11 @@ export interface Fault {
   end: number;
   /** restart: whether Redis came back without its data. */
   lostData?: boolean;
+  /**
+   * restart: when the killed server was seen gone. Between `at` (the kill sent) and this it may
+   * still have answered commands: a hold it granted then went with its data.
+   */
+  killed?: number;
   /** worker-kill: the worker killed. */
   worker?: number;
 }
@@ -175,3 +180,6 @@ export interface WorkerConfig {
   /** Monotonic ms at which the run started (a latch's generations count from it). */
   start: number;
 }
+
+/** The last instant the server a fault took down may have served a command: a restart's kill took effect by `killed`. */
+export const lastServed = (fault: Fault): number => fault.killed ?? fault.at;
