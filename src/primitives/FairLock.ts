@@ -100,6 +100,11 @@ export class FairLock extends LockHandle {
     // The send time of the latest call that found this waiter still queued: no grant can be
     // older, so a grant's TTL (min(lease, queueTimeout)) runs at the earliest from there.
     let queuedAt: number | undefined;
+    // Redis's time (µs) of the latest attempt that found this owner not granted: a grant stamped
+    // no later was made before it, so it is gone by now (run out, or passed on), whenever its
+    // message comes (the soak had one published as Redis froze and read after the waiter queued
+    // again: the waiter took it beside the next owner).
+    let notGrantedAt = -Infinity;
     let entry: ChannelEntry | undefined;
     let beat: QueuedEntry | undefined;
     const grantTtl = Math.min(lease, queueTimeout);
@@ -118,11 +123,13 @@ export class FairLock extends LockHandle {
             }
             const sentAt = performance.now();
             if (listening) listening.queuing(field, sentAt);
-            const ttl = await context.command('acquire', (redis) =>
+            const reply = await context.command('acquire', (redis) =>
               redis.rlock_fairLock_acquire(key, queue, expiry, member, listening ? 1 : 0, reentrant, queueTimeout, grantPrefix, publish, trust),
               bound,
             );
-            if (ttl === null) return { held: true, sentAt };
+            if (reply === null) return { held: true, sentAt };
+            const [ttl, redisMicros] = reply;
+            notGrantedAt = Math.max(notGrantedAt, redisMicros);
             if (listening) {
               queuedAt = sentAt;
               if (!beat) {
@@ -145,7 +152,11 @@ export class FairLock extends LockHandle {
           },
           sleep: async (woken, ms, stops) => {
             // (woken is the entry of the last attempt: waitFor keeps one entry for the whole wait.)
-            if (!(await woken.untilGranted(field, ms, stops)) || queuedAt === undefined) return undefined;
+            const grant = await woken.untilGranted(field, ms, stops);
+            if (!grant || queuedAt === undefined) return undefined;
+            // Made before an attempt found this owner not granted: stale. Asking again takes a
+            // grant that is still there (as is), and queues the owner again otherwise.
+            if (grant.redisMicros === undefined || grant.redisMicros <= notGrantedAt) return undefined;
             const expiresAt = queuedAt + grantTtl;
             // A grant that may already be half gone (the message came late), or shorter than an
             // explicit lease, is confirmed by one more attempt, which takes it with the full lease.

@@ -16,6 +16,12 @@ const COUNTED_MESSAGE = /^wake:(\d+|all)(?::([\w-]*))?(?::(.+))?$/s;
  * Keeps a channel entry past its last waiter, for a primitive whose state outlives its waiters
  * (RLock's WaitingClient: the lock is with this client, its waiters come back soon).
  */
+
+/** A grant a message (or a release's reply) brought: `redisMicros`, when given, is Redis's time of the grant (a fair lock's). */
+export interface Grant {
+  readonly redisMicros: number | undefined;
+}
+
 export interface EntryKeeper {
   /** The last waiter left: true keeps the entry subscribed; the keeper calls `drop` itself later. */
   lingers(drop: () => void): boolean;
@@ -56,8 +62,8 @@ export class ChannelEntry {
    * Waiters register before they ask to be queued, because a grant can beat the reply to that
    * request; a grant for a registered waiter that is not parked yet is kept until it parks.
    */
-  private readonly expected = new Map<string, ((granted: boolean) => void) | undefined>();
-  private readonly grantedEarly = new Set<string>();
+  private readonly expected = new Map<string, ((grant: Grant | undefined) => void) | undefined>();
+  private readonly grantedEarly = new Map<string, Grant>();
   /** When each expected waiter's wait first asked to be queued (performance.now() at the send). */
   private readonly queuingSince = new Map<string, number>();
   /** RLock's handoffs between waiters of this client, made by the first RLock waiter to need it. */
@@ -90,12 +96,19 @@ export class ChannelEntry {
     if (!this.grant(message)) this.wakeOne();
   }
 
-  /** Hands `field`'s grant to its waiter (kept until it parks); false when no such waiter is expected here. */
-  private grant(field: string): boolean {
-    if (this.expected.size === 0 || !this.expected.has(field)) return false;
+  /**
+   * Hands a grant to its waiter (kept until it parks); false when no such waiter is expected
+   * here. `message` is the owner field, or (a fair lock's) "<field>@<µs>" with the grant's Redis time.
+   */
+  private grant(message: string): boolean {
+    if (this.expected.size === 0) return false;
+    const at = message.lastIndexOf('@');
+    const field = at < 0 ? message : message.slice(0, at);
+    if (!this.expected.has(field)) return false;
+    const grant: Grant = { redisMicros: at < 0 ? undefined : Number(message.slice(at + 1)) };
     const parked = this.expected.get(field);
-    if (parked) parked(true);
-    else this.grantedEarly.add(field);
+    if (parked) parked(grant);
+    else this.grantedEarly.set(field, grant);
     return true;
   }
 
@@ -117,7 +130,7 @@ export class ChannelEntry {
   wakeAll(): void {
     const missing = this.refCount - this.semaphore.getValue();
     if (missing > 0) this.semaphore.release(missing);
-    for (const parked of this.expected.values()) parked?.(false);
+    for (const parked of this.expected.values()) parked?.(undefined);
   }
 
   /** From now on a message naming `field` is a grant for this waiter. */
@@ -144,17 +157,20 @@ export class ChannelEntry {
    * lock by asking meanwhile. Both go over one connection, in order, so a grant for this wait
    * comes from a release sent after its queuing request.
    */
-  grantFromReply(field: string, sentAt: number): void {
-    const since = this.queuingSince.get(field);
-    if (since !== undefined && since < sentAt) this.grant(field);
+  grantFromReply(grant: string, sentAt: number): void {
+    const at = grant.lastIndexOf('@');
+    const since = this.queuingSince.get(at < 0 ? grant : grant.slice(0, at));
+    if (since !== undefined && since < sentAt) this.grant(grant);
   }
 
-  /** Resolves true on a grant for `field`, false after `ms` or on `wakeAll`; rejects like `untilSubscribed` on abort. */
-  async untilGranted(field: string, ms: number, stops: AbortSignal[]): Promise<boolean> {
-    let granted = false;
+  /** Resolves with the grant for `field`, undefined after `ms` or on `wakeAll`; rejects like `untilSubscribed` on abort. */
+  async untilGranted(field: string, ms: number, stops: AbortSignal[]): Promise<Grant | undefined> {
+    let granted: Grant | undefined;
     await boundedWait(ms, stops, (done) => {
-      if (this.grantedEarly.delete(field)) {
-        granted = true;
+      const early = this.grantedEarly.get(field);
+      if (early) {
+        this.grantedEarly.delete(field);
+        granted = early;
         done();
         return undefined;
       }

@@ -16,7 +16,9 @@
     ARGV[7] "1" when PUBLISH's receiver count can be trusted (see grantNext)
 
   Output:
-    nil when the owner holds the lock now; otherwise the lock's PTTL in ms (-1: no TTL).
+    nil when the owner holds the lock now; otherwise {the lock's PTTL in ms (-1: no TTL), Redis
+    time in µs}: the owner was not granted the lock as of then, so a grant stamped earlier that
+    reaches it afterwards is stale (see grantNext).
 ]]
 --@include fairQueue.lua
 local member = ARGV[1]
@@ -45,4 +47,4 @@ end
 if ARGV[2] == '1' then
   enqueue(member, now, queueTimeout)
 end
-return redis.call('pttl', KEYS[1])
+return {redis.call('pttl', KEYS[1]), nowMicros()}

@@ -18,8 +18,8 @@
 
   Output:
     nil when the owner holds nothing; 0 when holds remain; 1 when the owner's last hold went;
-    the granted owner field instead of 1 when the lock went to a waiter of the releasing client
-    (a resent release answers the same: its latch keeps the answer).
+    "<granted owner field>@<µs>" instead of 1 when the lock went to a waiter of the releasing
+    client (a resent release answers the same: its latch keeps the answer).
 ]]
 --@include fairQueue.lua
 --@include releaseHold.lua

@@ -7,6 +7,14 @@
 
 --@include queue.lua
 
+-- Redis's clock in µs (TIME): a grant is stamped with it, and so is an attempt that found its
+-- waiter not granted, so that the waiter can tell a grant made before that attempt (run out or
+-- taken away since: its message came late) from one made after.
+local function nowMicros()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 -- Hands the free lock to the first live waiter (direct handoff: the waiter need not come back to
 -- ask). Pops heads until one is granted; `self` is the caller's own member, which is returned
 -- without a message (the caller takes the lock itself). A grant lives min(lease, queueTimeout):
@@ -15,8 +23,9 @@
 -- went with its connection): skipped in the same call, unless receivers cannot be counted
 -- (classic pub/sub on a Cluster counts one node only). `localClient` (a release's own client)
 -- gets no message either: its waiter is told from the script's reply (it is alive: it is
--- calling). Returns the member granted, or false; and the owner field when it went to
--- `localClient` without a message.
+-- calling). The message (and the told field) is "<field>@<µs>", the grant's time by nowMicros.
+-- Returns the member granted, or false; and "<field>@<µs>" when it went to `localClient`
+-- without a message.
 local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand, trustReceivers, localClient)
   purgeExpired(now)
   for head in popHead do
@@ -26,10 +35,11 @@ local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand,
     local lease, field = string.match(head, '^(%d+):(.*)$')
     local clientId = string.match(field, '^([^:]*):')
     local told = clientId == localClient
-    if told or redis.call(publishCommand, channelPrefix .. clientId, field) > 0 or trustReceivers ~= '1' then
+    local grant = field .. '@' .. nowMicros()
+    if told or redis.call(publishCommand, channelPrefix .. clientId, grant) > 0 or trustReceivers ~= '1' then
       redis.call('hset', KEYS[1], field, 1)
       redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
-      return head, told and field or nil
+      return head, told and grant or nil
     end
   end
   return false

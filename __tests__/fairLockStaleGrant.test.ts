@@ -1,0 +1,51 @@
+// A fair-lock grant that is no longer in Redis is never taken for the lock. The soak found it
+// (2026-11-25: lost updates around a Redis pause): a grant message published just before Redis
+// froze reached its waiter only after the grant had run out and the waiter had queued again, and
+// the waiter took it, beside the owner who had the lock by then.
+import type { Redis } from 'ioredis';
+import type { LockClient } from '../src';
+import { queueKeyOf } from '../src/names';
+import { usePrivateRedis } from './helpers/privateRedis';
+import { sleep, until } from './helpers/time';
+
+const redis = usePrivateRedis();
+
+/** The socket of `client`'s subscriber connection: paused, the messages for it wait in the kernel. */
+const subscriberSocket = (client: LockClient): { pause(): void; resume(): void } =>
+  (client as unknown as { pubsub: { connection: Redis } }).pubsub.connection.stream;
+
+test('a grant message that arrives after its grant ran out and its waiter queued again is not taken for the lock', async () => {
+  const name = 'stale-grant';
+  const queueKey = queueKeyOf('', name);
+  const holder = redis.client().getFairLock(name);
+  await holder.lock({ leaseTime: 60_000 });
+  // Under the watchdog with a 600 ms lease: its grant lives 600 ms.
+  const waitingClient = redis.client({ watchdogTimeout: 600, queueTimeout: 6_000 });
+  let held = false;
+  const waiting = waitingClient
+    .getFairLock(name)
+    .lock()
+    .then(() => (held = true));
+  await until('the waiter is queued', async () => (await redis.admin.zcard(queueKey)) === 1);
+  const socket = subscriberSocket(waitingClient);
+  socket.pause(); // its grant message will come late
+  try {
+    await holder.unlock(); // grants the lock to the waiter, for 600 ms
+    await until('the grant ran out', async () => (await redis.admin.exists(name)) === 0);
+    // Someone else takes the free lock; the waiter's heartbeat (every 2 s) finds it out of the
+    // queue and it asks again: the lock is taken, so it queues again.
+    const other = redis.client().getFairLock(name);
+    expect(await other.tryLock({ leaseTime: 60_000 })).toBe(true);
+    await until('the waiter queued again', async () => (await redis.admin.zcard(queueKey)) === 1, 5_000);
+    await sleep(50); // the reply that queued it again is in
+  } finally {
+    socket.resume(); // the stale grant message arrives now
+  }
+  await sleep(300);
+  // Before the fix the waiter held the lock here, beside `other`.
+  expect(held).toBe(false);
+  expect(await redis.admin.hkeys(name)).toHaveLength(1);
+  await redis.client().getFairLock(name).forceUnlock(); // `other` is done: the waiter is next
+  await waiting;
+  expect(held).toBe(true);
+});
