@@ -49,3 +49,32 @@ test('a grant message that arrives after its grant ran out and its waiter queued
   await waiting;
   expect(held).toBe(true);
 });
+
+test("a grant message names the owner field and Redis's time in whole µs (not rounded), within the release's run", async () => {
+  const name = 'stamped-grant';
+  const holder = redis.client().getFairLock(name);
+  await holder.lock({ leaseTime: 60_000 });
+  const waiter = redis.client();
+  const waiting = waiter.getFairLock(name).lock({ leaseTime: 60_000 });
+  await until('the waiter is queued', async () => (await redis.admin.zcard(queueKeyOf('', name))) === 1);
+  const listener = redis.admin.duplicate();
+  const messages: string[] = [];
+  listener.on('message', (_channel: string, message: string) => messages.push(message));
+  await listener.subscribe(`rlock__grant:{${name}}:${waiter.id}`);
+  const micros = async (): Promise<number> => {
+    const [seconds, us] = await redis.admin.time();
+    return Number(seconds) * 1_000_000 + Number(us);
+  };
+  const before = await micros();
+  await holder.unlock();
+  const after = await micros();
+  await waiting;
+  await until('the grant message is seen', () => messages.length === 1);
+  await listener.quit();
+  const [field, stamp] = messages[0]!.split('@');
+  expect(field).toMatch(new RegExp(`^${waiter.id}:`));
+  // Lua's own number-to-string keeps 14 digits: the stamp came as 1.7956132845478e+15 before.
+  expect(stamp).toMatch(/^\d{16}$/);
+  expect(Number(stamp)).toBeGreaterThanOrEqual(before);
+  expect(Number(stamp)).toBeLessThanOrEqual(after);
+});

@@ -12,16 +12,15 @@ import { reviveWhenEnded } from './reviveEnded';
  */
 const COUNTED_MESSAGE = /^wake:(\d+|all)(?::([\w-]*))?(?::(.+))?$/s;
 
-/**
- * Keeps a channel entry past its last waiter, for a primitive whose state outlives its waiters
- * (RLock's WaitingClient: the lock is with this client, its waiters come back soon).
- */
-
 /** A grant a message (or a release's reply) brought: `redisMicros`, when given, is Redis's time of the grant (a fair lock's). */
 export interface Grant {
   readonly redisMicros: number | undefined;
 }
 
+/**
+ * Keeps a channel entry past its last waiter, for a primitive whose state outlives its waiters
+ * (RLock's WaitingClient: the lock is with this client, its waiters come back soon).
+ */
 export interface EntryKeeper {
   /** The last waiter left: true keeps the entry subscribed; the keeper calls `drop` itself later. */
   lingers(drop: () => void): boolean;
@@ -105,7 +104,9 @@ export class ChannelEntry {
     const at = message.lastIndexOf('@');
     const field = at < 0 ? message : message.slice(0, at);
     if (!this.expected.has(field)) return false;
-    const grant: Grant = { redisMicros: at < 0 ? undefined : Number(message.slice(at + 1)) };
+    const stamp = at < 0 ? undefined : Number(message.slice(at + 1));
+    // A stamp that is not a whole number of µs (forged, garbled) counts as none: confirmed by an attempt.
+    const grant: Grant = { redisMicros: stamp !== undefined && Number.isSafeInteger(stamp) ? stamp : undefined };
     const parked = this.expected.get(field);
     if (parked) parked(grant);
     else this.grantedEarly.set(field, grant);

@@ -35,7 +35,8 @@ local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand,
     local lease, field = string.match(head, '^(%d+):(.*)$')
     local clientId = string.match(field, '^([^:]*):')
     local told = clientId == localClient
-    local grant = field .. '@' .. nowMicros()
+    -- %d: Lua's own number-to-string keeps 14 digits, which would round the stamp to 100 µs.
+    local grant = field .. '@' .. string.format('%d', nowMicros())
     if told or redis.call(publishCommand, channelPrefix .. clientId, grant) > 0 or trustReceivers ~= '1' then
       redis.call('hset', KEYS[1], field, 1)
       redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
