@@ -2,7 +2,7 @@
 // synthetic event lists. It proves exclusion from the holders' own records and attributes every
 // overlap exactly: an overlap is excused only by a fault that removed one of the two holds
 // before the other was granted, and only when that hold's owner was told.
-import { lastServed, type Fault, type Force, type Hold } from './records';
+import { restartLostDataBetween, type Fault, type Force, type Hold } from './records';
 
 /** What a primitive promises about its holds on one resource (see invariants.ts for the rest). */
 export interface Invariant {
@@ -77,7 +77,7 @@ export function excuse(
     // (until it was seen gone). An attempt sent in those few ms whose reply was lost to the kill
     // and that ioredis resent to the new server would be excused too: the price of not knowing
     // which server answered.
-    if (fault.kind === 'restart' && fault.lostData && lastServed(fault) > removed.sent && fault.at < other.granted) {
+    if (restartLostDataBetween(fault, removed.sent, other.granted)) {
       return { cause: 'restart', toldAfter: toldAfter(removed, fault.at) };
     }
     if (fault.at <= removed.sent || fault.at >= other.granted) continue;

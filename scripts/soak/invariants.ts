@@ -3,7 +3,7 @@
 // opens only at zero. Like checker.ts, an excuse needs a fault that removed state and, for a
 // hold, an owner that was told.
 import { byField, byLock, describeHold, excuse, heldUntil, type Cause } from './checker';
-import { lastServed, type Fault, type Force, type Hold, type Op } from './records';
+import { restartLostDataBetween, type Fault, type Force, type Hold, type Op } from './records';
 
 export interface InvariantResult {
   /** Instants (grants, opened latches) the rule was judged at. */
@@ -101,7 +101,7 @@ export function checkLatch(awaits: Hold[], ops: Op[], faults: Fault[], count: nu
       const set = sets.filter((s) => s.replied! < hold.begun).at(-1);
       if (!set) continue;
       result.judged++;
-      if (faults.some((f) => f.kind === 'restart' && f.lostData && lastServed(f) > set.sent && f.at < hold.granted)) {
+      if (faults.some((f) => restartLostDataBetween(f, set.sent, hold.granted))) {
         result.excused.restart = (result.excused.restart ?? 0) + 1;
         continue;
       }

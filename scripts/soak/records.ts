@@ -181,5 +181,10 @@ export interface WorkerConfig {
   start: number;
 }
 
-/** The last instant the server a fault took down may have served a command: a restart's kill took effect by `killed`. */
-export const lastServed = (fault: Fault): number => fault.killed ?? fault.at;
+/**
+ * Whether `fault` is a restart that lost Redis's data between `sent` and `granted`: the server
+ * killed may still have answered until it was seen gone (`killed`), so state made by a request
+ * sent up to then went with it.
+ */
+export const restartLostDataBetween = (fault: Fault, sent: number, granted: number): boolean =>
+  fault.kind === 'restart' && fault.lostData === true && (fault.killed ?? fault.at) > sent && fault.at < granted;

@@ -18,6 +18,17 @@ export interface Grant {
 }
 
 /**
+ * The owner field a grant names and its Redis time: `message` is the field, or (a fair lock's)
+ * "<field>@<µs>". A stamp that is not a whole number of µs (forged, garbled) counts as none.
+ */
+function parseGrant(message: string): { field: string; grant: Grant } {
+  const at = message.lastIndexOf('@');
+  if (at < 0) return { field: message, grant: { redisMicros: undefined } };
+  const stamp = Number(message.slice(at + 1));
+  return { field: message.slice(0, at), grant: { redisMicros: Number.isSafeInteger(stamp) ? stamp : undefined } };
+}
+
+/**
  * Keeps a channel entry past its last waiter, for a primitive whose state outlives its waiters
  * (RLock's WaitingClient: the lock is with this client, its waiters come back soon).
  */
@@ -101,12 +112,8 @@ export class ChannelEntry {
    */
   private grant(message: string): boolean {
     if (this.expected.size === 0) return false;
-    const at = message.lastIndexOf('@');
-    const field = at < 0 ? message : message.slice(0, at);
+    const { field, grant } = parseGrant(message);
     if (!this.expected.has(field)) return false;
-    const stamp = at < 0 ? undefined : Number(message.slice(at + 1));
-    // A stamp that is not a whole number of µs (forged, garbled) counts as none: confirmed by an attempt.
-    const grant: Grant = { redisMicros: stamp !== undefined && Number.isSafeInteger(stamp) ? stamp : undefined };
     const parked = this.expected.get(field);
     if (parked) parked(grant);
     else this.grantedEarly.set(field, grant);
@@ -159,8 +166,7 @@ export class ChannelEntry {
    * comes from a release sent after its queuing request.
    */
   grantFromReply(grant: string, sentAt: number): void {
-    const at = grant.lastIndexOf('@');
-    const since = this.queuingSince.get(at < 0 ? grant : grant.slice(0, at));
+    const since = this.queuingSince.get(parseGrant(grant).field);
     if (since !== undefined && since < sentAt) this.grant(grant);
   }
 
