@@ -233,7 +233,8 @@ export class Semaphore extends Primitive {
       // A client that just passed permits on lets the other clients' waiters have them: a new
       // caller that may wait joins its own client's parked waiters instead of barging in. Not
       // the reservation's holder: the permits freed for it are no one else's, and its grant
-      // comes once (skipped, it slept on for good).
+      // comes once (skipped, it slept on for good; trying, it sleeps at most the third of
+      // queueTimeout its attempt answers, below).
       if (listening && waitTime > 0 && listening.local?.yielding && !reserving) return { held: false, ttl: -1 };
       if (first && listening && waitTime > 0 && joinsLocalQueue(listening, permits)) return { held: false, ttl: -1 };
       const mayReserve = mayReserveNow();
@@ -260,8 +261,7 @@ export class Semaphore extends Primitive {
         // The reservation's holder waits for its grant; the others may be handed permits by a
         // release of this client (see release()).
         park: (woken, ms, stops) =>
-          // Bounded in any case: the reservation runs out unless its holder asks again.
-          reserving ? woken.untilGranted(field, Math.min(ms, context.queueTimeout / 3), stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops),
+          reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops),
         giveUp: async () => {
           if (!reserved) return;
           const publish = await this.publishCommand();
