@@ -96,7 +96,10 @@ export class FairLock extends LockHandle {
     const member = `${lease}:${field}`;
     const { queue, expiry, grantPrefix, grantChannel: channel } = this.names;
     const { publish, trust } = await queuePublishing(this.context);
-    const reentrant = owner.holds > 0 ? 1 : 0;
+    // A re-entry counts up the owner's hold, but only if it finds one on its first attempt:
+    // once an attempt found none (the hold was lost) and queued, a field of its own is a grant,
+    // taken as is (1 hold), as its message would give it.
+    const holding = owner.holds > 0;
     // The send time of the latest call that found this waiter still queued: no grant can be
     // older, so a grant's TTL (min(lease, queueTimeout)) runs at the earliest from there.
     let queuedAt: number | undefined;
@@ -124,7 +127,7 @@ export class FairLock extends LockHandle {
             const sentAt = performance.now();
             if (listening) listening.queuing(field, sentAt);
             const reply = await context.command('acquire', (redis) =>
-              redis.rlock_fairLock_acquire(key, queue, expiry, member, listening ? 1 : 0, reentrant, queueTimeout, grantPrefix, publish, trust),
+              redis.rlock_fairLock_acquire(key, queue, expiry, member, listening ? 1 : 0, holding && notGrantedAt === -Infinity ? 1 : 0, queueTimeout, grantPrefix, publish, trust),
               bound,
             );
             if (reply === null) return { held: true, sentAt };

@@ -8,8 +8,9 @@
     KEYS[3] queue deadlines (zset, Redis ms)
     ARGV[1] member "<leaseMs>:<clientId>:<ownerId>"
     ARGV[2] "1" to join (or stay in) the queue when the lock is not free for us, "0" to only try
-    ARGV[3] "1" when the owner already holds the lock (re-entry), "0" when it holds nothing: then
-            a field of its own in the hash is a grant made while it waited, taken as is
+    ARGV[3] "1" when the owner already holds the lock (re-entry) and no attempt of this wait has
+            found it not holding; "0" otherwise: then a field of its own in the hash is a grant
+            made while it waited, taken as is (one hold)
     ARGV[4] queue timeout in ms: an entry not refreshed for this long is dead
     ARGV[5] grant channel prefix "rlock__grant:{<lock key>}:" (the clientId is appended)
     ARGV[6] publish command ("publish" or "spublish")
