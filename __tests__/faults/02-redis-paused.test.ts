@@ -1,4 +1,5 @@
 // Fault 2: Redis is paused (SIGSTOP) for longer than the lease, then resumed.
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { LockLostError, NotLockOwnerError } from '../../src';
 import { parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
@@ -100,6 +101,19 @@ test('a pause shorter than the lease can still lose it: 0.95 × lease beginning 
  * (its script sent, not run while Redis is paused). Resolves with what the waiter ended with
  * within 1 s ('still waiting' if it had not) and with the release's outcome after the resume.
  */
+/** The `rlock:released` diagnostics messages published while `fn` runs. */
+async function releasedDiagnostics(fn: () => Promise<void>): Promise<Record<string, unknown>[]> {
+  const seen: Record<string, unknown>[] = [];
+  const listener = (message: unknown): void => void seen.push(message as Record<string, unknown>);
+  subscribe('rlock:released', listener);
+  try {
+    await fn();
+  } finally {
+    unsubscribe('rlock:released', listener);
+  }
+  return seen;
+}
+
 async function abortClaimedWaiter(wait: (signal: AbortSignal) => Promise<unknown>, parked: () => number, release: () => Promise<unknown>): Promise<{ waiter: string; released: unknown }> {
   const controller = new AbortController();
   const waiting = wait(controller.signal).then(
@@ -126,16 +140,20 @@ test('a waiter claimed by a release that Redis does not answer still ends on its
   const name = 'paused-handoff';
   const holder = client.getLock(name);
   await holder.lock();
-  const outcome = await abortClaimedWaiter(
-    (signal) => client.getLock(name).lock({ signal }),
-    () => parkedWaiters(client, name),
-    () => holder.unlock(),
-  );
-  // Before the fix it waited for the release's reply (here: for as long as Redis is paused).
-  expect(outcome).toEqual({ waiter: 'AbortError', released: undefined });
-  // The release handed the lock to the waiter that had gone: given back, not kept or renewed.
-  await until('the lock is free again', async () => (await redis.admin.exists(name)) === 0);
+  const told = await releasedDiagnostics(async () => {
+    const outcome = await abortClaimedWaiter(
+      (signal) => client.getLock(name).lock({ signal }),
+      () => parkedWaiters(client, name),
+      () => holder.unlock(),
+    );
+    // Before the fix it waited for the release's reply (here: for as long as Redis is paused).
+    expect(outcome).toEqual({ waiter: 'AbortError', released: undefined });
+    // The release handed the lock to the waiter that had gone: given back, not kept or renewed.
+    await until('the lock is free again', async () => (await redis.admin.exists(name)) === 0);
+  });
   expect(client.stats.renewals).toBe(0);
+  // Only the holder's release is news; the give-back of a hold nobody was told of is not.
+  expect(told).toEqual([expect.objectContaining({ name, released: true })]);
   expect(await redis.client().getLock(name).tryLock()).toBe(true);
 }, 30_000);
 
@@ -146,16 +164,21 @@ test('a permit waiter claimed by a release that Redis does not answer still ends
   await sem.trySetPermits(1);
   // A permit with a lease of its own: the handoff waits for the script's reply (not pipelined).
   const held = await sem.acquire({ leaseTime: 30_000 });
-  const outcome = await abortClaimedWaiter(
-    (signal) => client.getPermitExpirableSemaphore(name).acquire({ signal }),
-    () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`),
-    () => sem.release(held),
-  );
-  // Before the fix it waited for the release's reply (here: for as long as Redis is paused).
-  expect(outcome).toEqual({ waiter: 'AbortError', released: undefined });
-  // The release handed the permit to the waiter that had gone: given back, not kept or renewed.
-  await until('the permit is free again', async () => (await sem.availablePermits()) === 1);
+  const told = await releasedDiagnostics(async () => {
+    const outcome = await abortClaimedWaiter(
+      (signal) => client.getPermitExpirableSemaphore(name).acquire({ signal }),
+      () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`),
+      () => sem.release(held),
+    );
+    // Before the fix it waited for the release's reply (here: for as long as Redis is paused).
+    expect(outcome).toEqual({ waiter: 'AbortError', released: undefined });
+    // The release handed the permit to the waiter that had gone: given back, not kept or renewed.
+    await until('the permit is free again', async () => (await sem.availablePermits()) === 1);
+  });
   expect(client.stats.renewals).toBe(0);
+  // Only the holder's release is news: the give-back of a permit nobody was told of is not
+  // (before, it was published as a release of a permit no `rlock:acquired` had announced).
+  expect(told).toEqual([expect.objectContaining({ name, ownerId: held, released: true })]);
   expect(await redis.client().getPermitExpirableSemaphore(name).tryAcquire()).not.toBeNull();
 }, 30_000);
 

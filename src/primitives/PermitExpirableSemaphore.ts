@@ -115,6 +115,17 @@ export class PermitExpirableSemaphore extends Primitive {
   async tryRelease(id: string): Promise<boolean> {
     checkPermitId(id);
     this.context.assertOpen();
+    const released = await this.releasePermit(id);
+    if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
+    return released;
+  }
+
+  /**
+   * Gives permit `id` back and says whether it was held, telling no diagnostics subscriber: what
+   * `tryRelease` does, and what gives back a permit its caller never had (handed to a waiter that
+   * had stopped, or taken as its signal aborted), of which no `acquired` was published either.
+   */
+  private async releasePermit(id: string): Promise<boolean> {
     // Stop renewing first, or a renewal racing the release would report the permit lost. Until
     // `kept.lostAt` the permit is certainly still in Redis.
     const kept = this.context.renewal.remove(this.permitsKey, id);
@@ -140,7 +151,6 @@ export class PermitExpirableSemaphore extends Primitive {
     // watchdog kept is reported lost, as a renewal would have.
     const released = result === 1;
     if (!released && kept) this.context.renewal.reportLost(this.permitsKey, id, 'its release found it no longer held', kept);
-    if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
     return released;
   }
 
@@ -291,7 +301,7 @@ export class PermitExpirableSemaphore extends Primitive {
       sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
         // A release that claimed the waiter waits for its script's reply unless pipelined; a
         // waiter that stops meanwhile ends at once, and the permit handed over later goes back.
-        park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.tryRelease(id).catch(() => undefined) }, ms, stops),
+        park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.releasePermit(id).catch(() => undefined) }, ms, stops),
       });
     } finally {
       keptByWatchdog.delete(id);
@@ -303,7 +313,7 @@ export class PermitExpirableSemaphore extends Primitive {
     }
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {
-      await this.tryRelease(id).catch(() => undefined);
+      await this.releasePermit(id).catch(() => undefined);
       throw stopped;
     }
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(id), holds: 1, leaseTime });
