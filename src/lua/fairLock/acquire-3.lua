@@ -35,9 +35,14 @@ if redis.call('hexists', KEYS[1], field) == 1 then
   return nil
 end
 
-local now = nowMs()
+local now
 if redis.call('exists', KEYS[1]) == 0 then
-  local granted = grantNext(now, member, queueTimeout, ARGV[5], ARGV[6], ARGV[7])
+  -- An empty queue (the uncontended case) has nobody to serve first and nothing to purge.
+  local granted = false
+  if redis.call('exists', KEYS[2]) == 1 then
+    now = nowMs()
+    granted = grantNext(now, member, queueTimeout, ARGV[5], ARGV[6], ARGV[7])
+  end
   if not granted or granted == member then
     redis.call('hset', KEYS[1], field, 1)
     redis.call('pexpire', KEYS[1], lease)
@@ -46,6 +51,6 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 
 if ARGV[2] == '1' then
-  enqueue(member, now, queueTimeout)
+  enqueue(member, now or nowMs(), queueTimeout)
 end
 return {redis.call('pttl', KEYS[1]), nowMicros()}

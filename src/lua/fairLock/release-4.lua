@@ -24,6 +24,10 @@
 --@include fairQueue.lua
 --@include releaseHold.lua
 return releaseHold(KEYS[1], KEYS[4], ARGV[1], ARGV[2], function()
+  -- Nobody queued (the uncontended case): nothing to hand over or purge.
+  if redis.call('exists', KEYS[2]) == 0 then
+    return nil
+  end
   local _, toldField = grantNext(nowMs(), nil, tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7])
   return toldField
 end)
