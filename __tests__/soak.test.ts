@@ -36,7 +36,10 @@ test('rlock: no unexplained overlap, no lost update beyond them, waits end in ti
   expect(report.overlaps.excused.force).toBeGreaterThan(0);
   expect(report.toldAfter.force?.n).toBeGreaterThan(0);
   // It really was a contest: each lock changed hands many times and waits timed out.
-  for (const holds of Object.values(report.holdsPerLock)) expect(holds).toBeGreaterThan(50);
+  // (124–144 holds per lock on a quiet 2-core machine, 22–30 beside two busy loops and another
+  // test file, and once exactly 50 in a loaded CI run: the Redis pause takes half the run. The
+  // bound asks for a contest, not for speed; waits that hang are violations above.)
+  for (const holds of Object.values(report.holdsPerLock)) expect(holds).toBeGreaterThan(10);
   expect(report.misses.timeout).toBeGreaterThan(0);
 }, 90_000);
 
