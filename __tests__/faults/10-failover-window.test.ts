@@ -1,6 +1,7 @@
 // Fault 10: the failover window. Replication is asynchronous: a lock taken on a master that dies
 // before its replica has it can be taken again on the promoted replica. `syncReplicas` (WAIT for
 // replicas after each acquire, give the hold back when they do not acknowledge) closes it.
+import type { Redis } from 'ioredis';
 import { LockClient } from '../../src';
 import { RedisSentinelGroup } from '../../scripts/redisTopologies';
 import { until } from '../helpers/time';
@@ -24,6 +25,24 @@ async function failoverAfter(group: RedisSentinelGroup, acquireWhilePaused: () =
 
 function clientOn(group: RedisSentinelGroup, extra: object = {}): LockClient {
   return new LockClient({ redis: { sentinels: group.sentinels, name: group.masterName }, ...extra });
+}
+
+/**
+ * Runs `fn` with a Sentinel group, a client on it that WAITs for 1 replica (200 ms) after each
+ * acquire, and a count of the WAIT calls the master ran; stops them all after.
+ */
+async function withSyncedClient(fn: (on: { group: RedisSentinelGroup; a: LockClient; master: Redis; waits: () => Promise<number> }) => Promise<void>): Promise<void> {
+  const group = await RedisSentinelGroup.start();
+  const a = clientOn(group, { syncReplicas: { replicas: 1, timeout: 200 } });
+  const master = group.master.connect();
+  const waits = async (): Promise<number> => Number(/cmdstat_wait:calls=(\d+)/.exec(await master.info('commandstats'))?.[1] ?? 0);
+  try {
+    await fn({ group, a, master, waits });
+  } finally {
+    master.disconnect();
+    await a.close();
+    await group.stop();
+  }
 }
 
 test('without syncReplicas the window exists: a second owner takes the lock after the failover', async () => {
@@ -80,11 +99,7 @@ test('with syncReplicas an unreplicated acquire fails, a replicated one survives
 }, 60_000);
 
 test('with syncReplicas a release does not hand the lock to a waiter of its own client: the waiter acquires, and WAIT vouches for it', async () => {
-  const group = await RedisSentinelGroup.start();
-  const a = clientOn(group, { syncReplicas: { replicas: 1, timeout: 200 } });
-  const master = group.master.connect();
-  const waits = async (): Promise<number> => Number(/cmdstat_wait:calls=(\d+)/.exec(await master.info('commandstats'))?.[1] ?? 0);
-  try {
+  await withSyncedClient(async ({ group, a, master, waits }) => {
     const first = a.getLock('handoff');
     // Single attempts, not lock(): a lock() whose first acquire WAIT did not vouch for (a slow
     // replica) takes the lock by waiting, and its client then knows the lock is here; the
@@ -111,9 +126,55 @@ test('with syncReplicas a release does not hand the lock to a waiter of its own 
     }
     await waiting;
     expect(held).toBe(true);
+  });
+}, 60_000);
+
+test('with syncReplicas an expirable permit the replica did not acknowledge is given back; an acknowledged one survives the failover (Redisson #4097)', async () => {
+  const group = await RedisSentinelGroup.start();
+  const a = clientOn(group, { syncReplicas: { replicas: 1, timeout: 300 } });
+  const b = clientOn(group);
+  const name = 'window-permits';
+  try {
+    const sem = a.getPermitExpirableSemaphore(name);
+    expect(await sem.trySetPermits(1)).toBe(true);
+    let id: string | null = null;
+    await failoverAfter(
+      group,
+      async () => {
+        // The replica cannot acknowledge: the permit goes back, and A is told it got none.
+        expect(await sem.tryAcquire({ leaseTime: 60_000 })).toBeNull();
+        expect(await sem.availablePermits()).toBe(1);
+      },
+      async () => {
+        // With the replica back, the acquire (and the permits set before it, on the same
+        // connection) are acknowledged, and so survive the failover.
+        id = await sem.tryAcquire({ waitTime: 5000, leaseTime: 60_000 });
+        expect(id).not.toBeNull();
+      },
+    );
+    // The promoted replica has A's permit: nobody else gets one, and A gives back what it holds.
+    expect(await b.getPermitExpirableSemaphore(name).tryAcquire({ waitTime: 1000, leaseTime: 60_000 })).toBeNull();
+    await sem.release(id!);
+    expect(await b.getPermitExpirableSemaphore(name).tryAcquire({ leaseTime: 60_000 })).not.toBeNull();
   } finally {
-    master.disconnect();
     await a.close();
+    await b.close();
     await group.stop();
   }
+}, 60_000);
+
+test('with syncReplicas a release does not hand an expirable permit to a waiter of its own client: the waiter acquires, and WAIT vouches for it', async () => {
+  await withSyncedClient(async ({ a, waits }) => {
+    const sem = a.getPermitExpirableSemaphore('permit-handoff');
+    await sem.trySetPermits(1);
+    let held: string | null = null;
+    await until('a first permit is acknowledged by the replica', async () => (held = await sem.tryAcquire({ leaseTime: 60_000 })));
+    const waiting = a.getPermitExpirableSemaphore('permit-handoff').acquire({ leaseTime: 60_000 });
+    await until('the waiter is parked', () => a.stats.waiters === 1);
+    const before = await waits();
+    await sem.release(held!);
+    // Handed over in a release script, the permit would skip WAIT (no WAIT call from here on).
+    expect(await waiting).toEqual(expect.any(String));
+    expect((await waits()) - before).toBeGreaterThanOrEqual(1);
+  });
 }, 60_000);

@@ -9,6 +9,7 @@ import { sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
 import { LockOwner } from '../services/LockOwner';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import { syncedAcquire } from '../services/syncedAcquire';
 import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
 import { type Attempt, Primitive } from './Primitive';
@@ -267,6 +268,18 @@ export class PermitExpirableSemaphore extends Primitive {
     return outcome.value;
   }
 
+  /**
+   * The acquire under `syncReplicas` (see syncedAcquire), Redisson #4097: a permit the replicas
+   * did not acknowledge is given back (quietly: nobody was told of it) and the attempt counts as
+   * refused for the sync timeout. Answers as the acquire script: null when taken, else a TTL.
+   */
+  private async acquireSynced(sync: { replicas: number; timeout: number }, id: string, args: (string | number)[]): Promise<number | null> {
+    const { reply, confirmed } = await syncedAcquire(this.context, sync, 'rlock_permitSemaphore_acquire', args);
+    if (reply !== null || confirmed) return reply as number | null;
+    await this.releasePermit(id).catch(() => undefined);
+    return sync.timeout;
+  }
+
   /** Takes a permit within `waitTime`: its id and send time, or undefined when the time ran out. */
   private async take(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<{ id: string; sentAt: number } | undefined> {
     const { context } = this;
@@ -275,6 +288,7 @@ export class PermitExpirableSemaphore extends Primitive {
     const id = owner.id;
     const lease = leaseTime ?? context.watchdogTimeout;
     const publish = await this.publishCommand();
+    const sync = context.syncReplicas;
     let attempts = 0;
     // A waiter that has waited STARVING_MS claims the next free permit for its client (see
     // acquire-4.lua), as the plain semaphore's waiters reserve: a release wakes a waiter in
@@ -289,9 +303,11 @@ export class PermitExpirableSemaphore extends Primitive {
       if (first && listening && waitTime > 0 && joinsLocalQueue(listening, 1)) return { held: false, ttl: -1 };
       const sentAt = performance.now();
       const claims = listening && performance.now() - startedAt >= STARVING_MS ? 1 : 0;
-      const ttl = await context.command('acquire', (redis) =>
-        scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS),
-      );
+      const ttl = sync
+        ? await this.acquireSynced(sync, id, [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS])
+        : await context.command('acquire', (redis) =>
+            scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS),
+          );
       return ttl === null ? { held: true, sentAt } : { held: false, ttl };
     };
     // Parked, the waiter may be handed a permit by a release of this client (see handOver).
@@ -301,7 +317,10 @@ export class PermitExpirableSemaphore extends Primitive {
       sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
         // A release that claimed the waiter waits for its script's reply unless pipelined; a
         // waiter that stops meanwhile ends at once, and the permit handed over later goes back.
-        park: (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.releasePermit(id).catch(() => undefined) }, ms, stops),
+        // Never with syncReplicas: every permit must come from an acquire that WAIT vouched for.
+        park: sync
+          ? undefined
+          : (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.releasePermit(id).catch(() => undefined) }, ms, stops),
       });
     } finally {
       keptByWatchdog.delete(id);

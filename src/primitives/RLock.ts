@@ -7,6 +7,7 @@ import { type CommandBound, type LockContext, queuePublishing } from '../service
 import type { ChannelEntry } from '../services/LockPubSub';
 import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
+import { syncedAcquire } from '../services/syncedAcquire';
 import { WaitingClient } from '../services/WaitingClient';
 
 /**
@@ -226,37 +227,15 @@ export class RLock extends LockHandle {
     return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...keys, lease, field, join, this.context.queueTimeout), bound);
   }
 
-  /**
-   * Synced acquire: the lock counts only once enough replicas have it, or a failover could hand
-   * it to a second owner. WAIT vouches only for the writes of the connection it runs on, so it
-   * rides in the acquire's pipeline: ioredis sends a pipeline down one connection (on Cluster,
-   * to the master of the key's slot, and its node connections never reconnect); on a single
-   * connection a reconnect in between (the epoch moved) could have resent WAIT alone, so that
-   * counts as unconfirmed. Unconfirmed: give the hold back and report a failed attempt that may
-   * be retried after the sync timeout.
-   */
+  /** Synced acquire (see syncedAcquire): an unconfirmed hold is given back and reported as a refused attempt. */
   private async syncedAttempt(owner: LockOwner, lease: number, field: string, join: 0 | 1, sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
-    const epoch = this.context.connectionEpoch();
     const { command, keys } = this.acquireScript();
-    const [reply, acked] = await this.context.command('acquire', async (redis) => {
-      const pipeline = redis.pipeline() as unknown as Record<string, (...args: (string | number)[]) => ScriptedPipeline>;
-      const replies = await pipeline[command]!(...keys, lease, field, join, this.context.queueTimeout).wait(sync.replicas, sync.timeout).exec();
-      const [acquire, wait] = replies ?? [];
-      if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
-      // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
-      return [acquire[1], wait && !wait[0] ? (wait[1] as number) : -1] as const;
-    }, bound);
-    if (typeof reply === 'number') return reply;
-    if (acked >= sync.replicas && epoch === this.context.connectionEpoch()) return reply;
+    const { reply, confirmed } = await syncedAcquire(this.context, sync, command, [...keys, lease, field, join, this.context.queueTimeout], bound);
+    if (typeof reply === 'number' || confirmed) return reply;
     owner.holds++;
     await this.release(owner).catch(() => undefined);
     return sync.timeout;
   }
-}
-
-/** A pipeline after the acquire script was queued on it (ioredis adds script commands to pipelines too). */
-interface ScriptedPipeline {
-  wait(replicas: number, timeout: number): { exec(): Promise<[Error | null, unknown][] | null> };
 }
 
 /** An acquire script command: keys, then lease, field, join and queue timeout. */

@@ -1,0 +1,39 @@
+import type { CommandBound, LockContext } from './LockContext';
+
+/** A pipeline after an acquire script was queued on it (ioredis adds script commands to pipelines too). */
+interface ScriptedPipeline {
+  wait(replicas: number, timeout: number): { exec(): Promise<[Error | null, unknown][] | null> };
+}
+
+/**
+ * One acquire script call under `syncReplicas`: what it answered, and whether enough replicas
+ * acknowledged it. A hold or permit counts only once they have it, or a failover could hand it
+ * to one more owner than allowed. WAIT vouches only for the writes of the connection it runs on,
+ * so it rides in the acquire's pipeline: ioredis sends a pipeline down one connection (on
+ * Cluster, to the master of the key's slot, and its node connections never reconnect); on a
+ * single connection a reconnect in between (the epoch moved) could have resent WAIT alone, so
+ * that counts as unconfirmed. The caller gives an unconfirmed hold back and reports a refused
+ * attempt, to be retried after the sync timeout.
+ */
+export async function syncedAcquire(
+  context: LockContext,
+  sync: { replicas: number; timeout: number },
+  command: string,
+  args: (string | number)[],
+  bound?: CommandBound,
+): Promise<{ reply: unknown; confirmed: boolean }> {
+  const epoch = context.connectionEpoch();
+  const [reply, acked] = await context.command(
+    'acquire',
+    async (redis) => {
+      const pipeline = redis.pipeline() as unknown as Record<string, (...args: (string | number)[]) => ScriptedPipeline>;
+      const replies = await pipeline[command]!(...args).wait(sync.replicas, sync.timeout).exec();
+      const [acquire, wait] = replies ?? [];
+      if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
+      // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
+      return [acquire[1], wait && !wait[0] ? (wait[1] as number) : -1] as const;
+    },
+    bound,
+  );
+  return { reply, confirmed: acked >= sync.replicas && epoch === context.connectionEpoch() };
+}
