@@ -4,7 +4,7 @@
 import { runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { RedisServer } from './helpers/testRedis';
-import { until } from './helpers/time';
+import { sleep, until } from './helpers/time';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -108,6 +108,28 @@ describe('tokens', () => {
     expect(third).not.toBeNull();
     expect(third!).toBeGreaterThan(second);
     await next.unlock();
+  });
+
+  test('the token key lives as long as the lock: the watchdog extends it with the lock, it expires after, and the next token is still larger (Redisson #6510)', async () => {
+    const name = uniqueName();
+    const tokenKey = `rlock__fence:{${name}}`;
+    const lock = redis.client({ watchdogTimeout: 300 }).getFencedLock(name);
+    const first = await lock.lock();
+    // Held past three of its 300 ms leases: the key was renewed with the lock, not left to run out.
+    await sleep(1_000);
+    expect(await redis.admin.pttl(tokenKey)).toBeGreaterThan(0);
+    expect(await redis.admin.pttl(tokenKey)).toBeLessThanOrEqual(300);
+    expect(await lock.getToken()).toBe(first);
+    await lock.unlock();
+    // Gone within a lease of the release: keys no longer pile up, one per lock name ever used
+    // (before, the key never expired and this wait timed out).
+    await until('the token key expired', async () => (await redis.admin.exists(tokenKey)) === 0, 2_000);
+    const other = redis.client().getFencedLock(name);
+    const second = await other.tryLock({ leaseTime: 60_000 });
+    expect(second).not.toBeNull();
+    expect(second!).toBeGreaterThan(first);
+    expect(await redis.admin.pttl(tokenKey)).toBeGreaterThan(59_000);
+    await other.unlock();
   });
 
   test('a fenced storage sees no stale token: 3 processes × 2 tasks, each token checked against the last one written', async () => {

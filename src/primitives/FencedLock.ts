@@ -3,6 +3,7 @@ import { MAX_NAME_BYTES } from '../options';
 import type { LockInfo } from '../introspection';
 import { fencedByKeyOf, fenceKeyOf } from '../names';
 import { type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
+import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import { RLock } from './RLock';
@@ -28,6 +29,11 @@ class FencedHold extends RLock {
 
   protected override acquireScript(): { command: string; keys: string[] } {
     return { command: 'rlock_fencedLock_acquire', keys: [...this.queueKeys(), fenceKeyOf(this.context.keyPrefix, this.key)] };
+  }
+
+  /** The watchdog extends the token key with the lock (fencedLock/renew.lua): it lives as long as the lock. */
+  protected override renewalTarget(owner: LockOwner): RenewalTarget {
+    return { ...super.renewalTarget(owner), renewCommand: 'rlock_fencedLock_renew', renewKeys: [this.key, fenceKeyOf(this.context.keyPrefix, this.key)] };
   }
 
   protected override held(owner: LockOwner, reply: unknown): void {
@@ -132,7 +138,7 @@ export class FencedLock {
     return this.hold.remainTimeToLive();
   }
 
-  /** Deletes the lock whoever holds it; the token counter stays, so the next token is still larger. */
+  /** Deletes the lock whoever holds it; the token key lives out its lease, and the next token is larger either way. */
   forceUnlock(): Promise<boolean> {
     return this.hold.forceUnlock();
   }

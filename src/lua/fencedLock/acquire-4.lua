@@ -7,7 +7,8 @@
     KEYS[2] waiting clients (zset, arrival order), as lock/acquire-3.lua
     KEYS[3] their deadlines (zset, Redis ms)
     KEYS[4] token key, "rlock__fence:{<lock key>}": the last token minted for this lock (a
-            string, never expired, one per lock name)
+            string with the lock's TTL: every acquire and renewal (fencedLock/renew.lua) sets
+            both, so it lives as long as the lock and no longer, Redisson #6510)
     ARGV[1] lease in ms (the key's new TTL)
     ARGV[2] owner field, "<clientId>:<ownerId>"
     ARGV[3] "1" when the caller waits: its client queues when the lock is someone else's
@@ -18,8 +19,10 @@
     otherwise the lock's remaining TTL in ms (PTTL), an integer.
 
   A new token is max(last + 1, Redis TIME in µs): a server that restarted without its data (or a
-  replica promoted before the last token reached it) starts again from its clock, not from 1, so
-  it still answers a token above every one minted before, as long as its clock did not go back.
+  replica promoted before the last token reached it), or a lock whose token key expired with it,
+  starts again from its clock, not from 1, so it still answers a token above every one minted
+  before, as long as its clock did not go back (by more than a lease, for an expired key: the
+  key outlives the last mint by a lease at least).
   A Lua number is a double: exact up to 2^53 µs (year 2255); formatted with %.0f, not tostring,
   which would answer "1.7e+15".
 ]]
@@ -38,10 +41,11 @@ if ARGV[3] == '1' then
 end
 local last = redis.call('get', KEYS[4])
 if locked and last then
+  redis.call('pexpire', KEYS[4], ARGV[1])
   return last
 end
 local now = redis.call('time')
 local token = math.max(tonumber(last or '0') + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
 token = string.format('%.0f', token)
-redis.call('set', KEYS[4], token)
+redis.call('set', KEYS[4], token, 'px', ARGV[1])
 return token

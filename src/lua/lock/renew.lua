@@ -10,13 +10,7 @@
     an array of n integers: 1 where the lease was extended, 0 where the owner no longer holds
     the lock (it expired, was force-unlocked or Redis lost it).
 ]]
-local renewed = {}
-for i = 1, #KEYS do
-  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
-    redis.call('pexpire', KEYS[i], ARGV[1])
-    renewed[i] = 1
-  else
-    renewed[i] = 0
-  end
-end
-return renewed
+--@include renewBatch.lua
+return renewBatch(1, function(i, field)
+  return renewHold(KEYS[i], field, ARGV[1])
+end)

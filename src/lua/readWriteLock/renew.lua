@@ -12,21 +12,19 @@
     an array with, per hold, 1 where its lease was extended, 0 where the owner no longer has it.
 ]]
 --@include readWriteLock.lua
+--@include renewBatch.lua
 local now = nowMs()
 local lease = tonumber(ARGV[1])
-local renewed = {}
-for i = 1, #KEYS / 2 do
-  local lock, leases, field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i + 1]
+return renewBatch(2, function(i, field)
+  local lock, leases = KEYS[2 * i - 1], KEYS[2 * i]
   purgeLeases(lock, leases, now)
   local current = redis.call('zscore', leases, field)
-  if current then
-    if tonumber(current) < now + lease then
-      redis.call('zadd', leases, now + lease, field)
-      expireWithLongestLease(lock, leases)
-    end
-    renewed[i] = 1
-  else
-    renewed[i] = 0
+  if not current then
+    return false
   end
-end
-return renewed
+  if tonumber(current) < now + lease then
+    redis.call('zadd', leases, now + lease, field)
+    expireWithLongestLease(lock, leases)
+  end
+  return true
+end)
