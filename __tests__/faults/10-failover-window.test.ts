@@ -71,6 +71,33 @@ test('without syncReplicas the window exists: a second owner takes the lock afte
   }
 }, 60_000);
 
+test("a fenced lock's token minted on a master that died before replicating it is still exceeded by the next one on the promoted replica", async () => {
+  const group = await RedisSentinelGroup.start();
+  const a = clientOn(group);
+  const b = clientOn(group);
+  try {
+    // As above: the replica never receives the token A is answered (nor A's lock).
+    group.replica.pause();
+    const master = group.master.connect();
+    await master.client('KILL', 'TYPE', 'replica');
+    master.disconnect();
+    const lost = await a.getFencedLock('fenced-window').tryLock({ leaseTime: 60_000 });
+    expect(lost).not.toBeNull();
+    const old = await group.masterPort();
+    await group.master.kill();
+    group.replica.resume();
+    await group.waitForNewMaster(old);
+    // The promoted replica has no token key: its clock (Redis TIME in µs) takes over, above A's.
+    const next = await b.getFencedLock('fenced-window').tryLock({ waitTime: 10_000, leaseTime: 60_000 });
+    expect(next).not.toBeNull();
+    expect(next!).toBeGreaterThan(lost!);
+  } finally {
+    await a.close();
+    await b.close();
+    await group.stop();
+  }
+}, 60_000);
+
 test('with syncReplicas an unreplicated acquire fails, a replicated one survives the failover', async () => {
   const group = await RedisSentinelGroup.start();
   const a = clientOn(group, { syncReplicas: { replicas: 1, timeout: 300 } });
