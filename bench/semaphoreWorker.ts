@@ -1,7 +1,7 @@
 // The semaphore scenario's worker process: once connected, it says so (INCR <key>:ready) and
 // waits for the common start and deadline (BLPOP <key>:go), then `tasks` tasks take a permit
-// until the deadline and hold it for an INCR + DECR of a holders counter. Prints one JSON line
-// with its figures.
+// until the deadline and hold it for an INCR + DECR of a holders counter (and, with holdMs, a
+// sleep of that long between them). Prints one JSON line with its figures.
 import { Redis } from 'ioredis';
 import { Semaphore as RedisSemaphore } from 'redis-semaphore';
 import { LockClient } from './shippedLibrary';
@@ -46,7 +46,8 @@ async function open(contestant: SemaphoreContestant, url: string, key: string, p
 }
 
 async function main(): Promise<void> {
-  const [contestant, url, key, tasksArg, permitsArg] = process.argv.slice(2);
+  const [contestant, url, key, tasksArg, permitsArg, holdArg = '0'] = process.argv.slice(2);
+  const holdMs = Number(holdArg);
   const { take, close } = await open(contestant as SemaphoreContestant, url!, key!, Number(permitsArg));
   const data = new Redis(url!);
   // Every process starts at once, however slow it was to start up, so that the measured window
@@ -67,6 +68,7 @@ async function main(): Promise<void> {
         const release = await take();
         waits.push(performance.now() - start);
         maxHolders = Math.max(maxHolders, await data.incr(`${key}:holders`));
+        if (holdMs > 0) await new Promise((resolve) => setTimeout(resolve, holdMs));
         await data.decr(`${key}:holders`);
         await release();
         counts[task]!++;
