@@ -118,6 +118,31 @@ describe('dead and stopped waiters', () => {
     expect(heldAt[0]! - took).toBeLessThan(lease + 1_000);
   });
 
+  test('a holder process killed without an unlock: the waiter in another process holds within its watchdog lease + 1 s, then the next in order (Redisson #3730)', async () => {
+    const name = uniqueName();
+    const lease = 1_000;
+    // The holder keeps the lock under a 1 s watchdog lease for a minute, unless it dies; the
+    // waiters' queue timeout is long, so only the lock's expiry can let them in.
+    const holder = waiterProcess(name, 30_000, 60_000, lease);
+    const waiters = waiterProcess(name, 30_000, 0);
+    await Promise.all([holder, waiters].map((p) => p.line((line) => line.startsWith('ready'))));
+    holder.send('wait h');
+    await acquiredAt(holder, 'h');
+    waiters.send('wait w1');
+    await until('w1 is queued', async () => (await queueLength(name)) === 1);
+    waiters.send('wait w2');
+    await until('w2 is queued behind it', async () => (await queueLength(name)) === 2);
+    const killedAt = Number(process.hrtime.bigint()) / 1e6;
+    holder.child.kill('SIGKILL');
+    const w1 = await acquiredAt(waiters, 'w1');
+    const w2 = await acquiredAt(waiters, 'w2');
+    expect(w2).toBeGreaterThan(w1);
+    // No renewal after the kill: the lock ends within a lease, and the head, asleep no longer
+    // than the lock's pttl, takes it then; not after the 30 s queue timeout. A second of slack:
+    // the timer and a round trip on a loaded machine.
+    expect(w1 - killedAt).toBeLessThan(lease + 1_000);
+  }, 30_000);
+
   test('waiters that give up and queue again do not push deadlines ahead: each entry lives one queue timeout (Redisson #1104, #2099)', async () => {
     const name = uniqueName();
     const queueTimeout = 2_000;
