@@ -185,16 +185,22 @@ test('with the watchdog: members lost on 2 of 5 servers are not a loss; on 3 the
   expect(await serversHolding(name)).toBe(0);
 });
 
-test('the documented caveat: a server of the majority restarting empty within the lease lets a second holder in', async () => {
-  const name = uniqueName();
+/** A RedLock over the five that holds `name` on servers 0, 1 and 2 only (3 and 4 were down then, and are back, empty). */
+async function heldOnThreeOfFive(name: string, leaseTime: number): Promise<{ clients: LockClient[]; a: RedLock }> {
   const clients = servers.map((s) => s.client());
   await Promise.all(clients.map((client) => client.getLock('warm').isLocked()));
   await servers[3]!.server.kill();
   await servers[4]!.server.kill();
   const a = redLock(name, clients);
-  expect(await a.tryLock({ leaseTime: 30_000 })).toBe(true); // on servers 0, 1, 2
+  expect(await a.tryLock({ leaseTime })).toBe(true);
   await servers[3]!.server.restart();
   await servers[4]!.server.restart();
+  return { clients, a };
+}
+
+test('the documented caveat: a server of the majority restarting empty within the lease lets a second holder in', async () => {
+  const name = uniqueName();
+  const { clients, a } = await heldOnThreeOfFive(name, 30_000);
   // Server 2 crashes and comes back without its data (no AOF, or AOF without fsync=always).
   await servers[2]!.server.kill();
   await servers[2]!.server.restart();
@@ -204,6 +210,23 @@ test('the documented caveat: a server of the majority restarting empty within th
   expect(await b.tryLock({ waitTime: 5_000, leaseTime: 30_000 })).toBe(true);
   expect(a.remainingValidity()).toBeGreaterThan(0);
   await Promise.all([a.unlock(), b.unlock()]);
+}, 30_000);
+
+test('the documented remedy: a crashed server kept down past the longest lease lets no second holder in while the first is valid', async () => {
+  const name = uniqueName();
+  const lease = 1_500;
+  const { clients, a } = await heldOnThreeOfFive(name, lease);
+  // Server 2 crashes as in the caveat above, but its restart waits out the longest lease.
+  await servers[2]!.server.kill();
+  const b = redLock(name, clients);
+  // Servers 3 and 4 are no majority while 0 and 1 still have A's lock.
+  expect(await b.tryLock({ leaseTime: 30_000 })).toBe(false);
+  expect(await serversHolding(name, servers.slice(3))).toBe(0); // given back
+  await until("A's validity is over", () => (a.remainingValidity() ?? 0) <= 0, lease + 1_000);
+  await servers[2]!.server.restart();
+  // Only now can B hold, A's lease having ended on every server.
+  expect(await b.tryLock({ waitTime: 5_000, leaseTime: 30_000 })).toBe(true);
+  await b.unlock();
 }, 30_000);
 
 test('a member whose client was closed: lock() rejects with ClientClosedError, nothing left on the others', async () => {
