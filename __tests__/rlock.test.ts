@@ -281,6 +281,23 @@ describe('the Redis protocol', () => {
 });
 
 describe('reentrancy', () => {
+  test("a re-entry after the scope's hold was taken away: the unlock that frees the lock tells the scope at once", async () => {
+    expect.assertions(3);
+    const client = newClient();
+    const name = uniqueName();
+    const lock = client.getLock(name);
+    const scope = lock.withLock(async (signal) => {
+      await newClient().getLock(name).forceUnlock();
+      // The re-entry finds the lock free and takes it afresh: one hold in Redis, two believed.
+      await client.getLock(name).lock();
+      expect(await lock.getHoldCount()).toBe(1);
+      await client.getLock(name).unlock();
+      // The lock is free while this scope still runs: it is told now, not at its end.
+      expect(signal.aborted).toBe(true);
+    });
+    await expect(scope).rejects.toThrow(/was lost/);
+  });
+
   test('nested withLock counts holds up and down; the outermost exit releases', async () => {
     const client = newClient();
     const name = uniqueName();

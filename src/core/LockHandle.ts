@@ -362,6 +362,12 @@ export abstract class LockHandle {
       owner.holds = Math.max(1, owner.holds - 1);
       return false;
     }
+    if (result === 1 && holdsBefore > 1) {
+      // Redis had fewer holds than the owner believed: the others were taken away (a force, an
+      // expiry) and this owner entered again afresh. The lock is free now while an outer scope of
+      // the owner still runs: tell it at once, as a renewal would have, not at its own end.
+      this.context.renewal.reportLost(key, field, 'its hold count in Redis was below its own: holds were taken away', removed);
+    }
     if (result === null) {
       // Every release that gave a hold back left its answer in its latch, where a resend after a
       // reconnect finds it: nil is never "released", it means the hold was taken away (a

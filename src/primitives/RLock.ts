@@ -227,13 +227,15 @@ export class RLock extends LockHandle {
     return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...keys, lease, field, join, this.context.queueTimeout), bound);
   }
 
-  /** Synced acquire (see syncedAcquire): an unconfirmed hold is given back and reported as a refused attempt. */
+  /**
+   * Synced acquire (see syncedAcquire): an unconfirmed hold is given back, unbooked and untold
+   * (no `rlock:acquired` announced it), and reported as a refused attempt.
+   */
   private async syncedAttempt(owner: LockOwner, lease: number, field: string, join: 0 | 1, sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
     const { command, keys } = this.acquireScript();
     const { reply, confirmed } = await syncedAcquire(this.context, sync, command, [...keys, lease, field, join, this.context.queueTimeout], bound);
     if (typeof reply === 'number' || confirmed) return reply;
-    owner.holds++;
-    await this.release(owner).catch(() => undefined);
+    await this.giveBackUnbooked(owner).catch(() => undefined);
     return sync.timeout;
   }
 }
