@@ -130,3 +130,33 @@ test('an outage after connecting: tryLock settles within its waitTime, and lock(
   await expect(fair).rejects.toBeInstanceOf(RedisUnreachableError);
   await redis.server.restart();
 });
+
+test('an outage after connecting: the semaphores and the latch settle within their waitTime, and when their signal aborts, before offlineTimeout', async () => {
+  // Before, their attempts ignored both and waited out offlineTimeout (here 60 s: the test's
+  // 30 s timeout fails first); RLock's, the fair lock's and the read-write lock's did not.
+  const outage = client({ redis: url(), offlineTimeout: 60_000 });
+  await outage.getSemaphore('bounded:sem').trySetPermits(0);
+  await outage.getPermitExpirableSemaphore('bounded:permits').trySetPermits(0);
+  await outage.getCountDownLatch('bounded:latch').trySetCount(1);
+  await redis.server.kill();
+  await until('the client saw the connection drop', () => (outage as unknown as { redis: { status: string } }).redis.status !== 'ready');
+  await Promise.all(
+    [
+      outage.getSemaphore('bounded:sem').tryAcquire({ waitTime: 300 }),
+      outage.getPermitExpirableSemaphore('bounded:permits').tryAcquire({ waitTime: 300 }),
+      outage.getCountDownLatch('bounded:latch').await({ waitTime: 300 }),
+    ].map((call) => expect(call).rejects.toBeInstanceOf(RedisUnreachableError)),
+  );
+  const reason = new Error('the caller gave up');
+  const controller = new AbortController();
+  const aborted = Promise.all(
+    [
+      outage.getSemaphore('bounded:sem').acquire({ signal: controller.signal }),
+      outage.getPermitExpirableSemaphore('bounded:permits').acquire({ signal: controller.signal }),
+      outage.getCountDownLatch('bounded:latch').await({ signal: controller.signal }),
+    ].map((call) => expect(call).rejects.toBe(reason)),
+  );
+  controller.abort(reason);
+  await aborted;
+  await redis.server.restart();
+});

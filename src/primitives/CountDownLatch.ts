@@ -1,7 +1,7 @@
 import { LatchDeletedError } from '../errors';
 import { subscriberCount, type LatchInfo, type LatchState } from '../introspection';
 import { kindKeyOf, latchChannelOf, latchOpsKeyOf } from '../names';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type AwaitOptions } from './permitOptions';
 import { type Attempt, Primitive } from './Primitive';
@@ -92,9 +92,9 @@ export class CountDownLatch extends Primitive {
   async await(options?: AwaitOptions): Promise<boolean> {
     const { waitTime, signal, requireInit } = checkPermitOptions(options, ['waitTime', 'signal', 'requireInit']);
     this.context.assertOpen();
-    const attempt = async (): Promise<Attempt> => {
+    const attempt = async (_listening: unknown, bound: CommandBound): Promise<Attempt> => {
       const sentAt = performance.now();
-      const { state } = await this.read();
+      const { state } = await this.read(bound);
       if (state === 'deleted') throw new LatchDeletedError(this.name);
       return state === 'open' || (state === 'unset' && !requireInit) ? { held: true, sentAt } : { held: false, ttl: -1 };
     };
@@ -111,8 +111,8 @@ export class CountDownLatch extends Primitive {
   }
 
   /** The count and the marker in one MGET (one slot: the marker is named after the key). */
-  private async read(): Promise<{ count: number; state: LatchState }> {
-    const [count, marker] = await this.context.command('getCount', (redis) => redis.mget(this.key, this.kindKey));
+  private async read(bound?: CommandBound): Promise<{ count: number; state: LatchState }> {
+    const [count, marker] = await this.context.command('getCount', (redis) => redis.mget(this.key, this.kindKey), bound);
     return latchStateOf(count ?? null, marker ?? null);
   }
 }

@@ -4,7 +4,7 @@ import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldErr
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf } from '../names';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import { sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
 import { LockOwner } from '../services/LockOwner';
@@ -273,8 +273,8 @@ export class PermitExpirableSemaphore extends Primitive {
    * did not acknowledge is given back (quietly: nobody was told of it) and the attempt counts as
    * refused for the sync timeout. Answers as the acquire script: null when taken, else a TTL.
    */
-  private async acquireSynced(sync: { replicas: number; timeout: number }, id: string, args: (string | number)[]): Promise<number | null> {
-    const { reply, confirmed } = await syncedAcquire(this.context, sync, 'rlock_permitSemaphore_acquire', args);
+  private async acquireSynced(sync: { replicas: number; timeout: number }, id: string, args: (string | number)[], bound: CommandBound): Promise<number | null> {
+    const { reply, confirmed } = await syncedAcquire(this.context, sync, 'rlock_permitSemaphore_acquire', args, bound);
     if (reply !== null || confirmed) return reply as number | null;
     await this.releasePermit(id).catch(() => undefined);
     return sync.timeout;
@@ -294,7 +294,7 @@ export class PermitExpirableSemaphore extends Primitive {
     // acquire-4.lua), as the plain semaphore's waiters reserve: a release wakes a waiter in
     // every client, and the client always woken last would otherwise starve.
     const startedAt = performance.now();
-    const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+    const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = attempts++ === 0;
       // A client that just passed a permit on lets the other clients' waiters have it (see release).
@@ -304,9 +304,11 @@ export class PermitExpirableSemaphore extends Primitive {
       const sentAt = performance.now();
       const claims = listening && performance.now() - startedAt >= STARVING_MS ? 1 : 0;
       const ttl = sync
-        ? await this.acquireSynced(sync, id, [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS])
-        : await context.command('acquire', (redis) =>
-            scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS),
+        ? await this.acquireSynced(sync, id, [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS], bound)
+        : await context.command(
+            'acquire',
+            (redis) => scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS),
+            bound,
           );
       return ttl === null ? { held: true, sentAt } : { held: false, ttl };
     };

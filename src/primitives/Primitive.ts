@@ -4,7 +4,7 @@ import { waitFor } from '../core/waitLoop';
 import { diagnostics } from '../diagnostics';
 import { latchPrefixOf } from '../names';
 import { checkName } from '../options';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
 import type { PublishCommand } from '../services/scripts';
 
@@ -69,7 +69,7 @@ export abstract class Primitive {
   protected async wait(
     ownerId: string,
     channel: string,
-    attempt: (listening: ChannelEntry | undefined) => Promise<Attempt>,
+    attempt: (listening: ChannelEntry | undefined, bound: CommandBound) => Promise<Attempt>,
     waitTime: number,
     signal: AbortSignal | undefined,
     extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[]) => Promise<Hold | undefined> | undefined; giveUp?: () => Promise<void> } = {},

@@ -3,7 +3,7 @@ import { InvalidArgumentError, LockTimeoutError } from '../errors';
 import { subscriberCount, type SemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
-import type { LockContext } from '../services/LockContext';
+import type { CommandBound, LockContext } from '../services/LockContext';
 import { sleepAsCandidate } from '../services/LocalHandoff';
 import type { ChannelEntry } from '../services/LockPubSub';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
@@ -226,7 +226,7 @@ export class Semaphore extends Primitive {
     let reserving = false;
     let reserved = false;
     let attempts = 0;
-    const attempt = async (listening: ChannelEntry | undefined): Promise<Attempt> => {
+    const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
       const number = ++attempts;
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = number === 1;
@@ -246,8 +246,10 @@ export class Semaphore extends Primitive {
       const sentAt = performance.now();
       // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
       const latch = this.requestLatch(`${field}.${number}`);
-      const [status, ttl] = await context.command('acquire', (redis) =>
-        scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
+      const [status, ttl] = await context.command(
+        'acquire',
+        (redis) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
+        bound,
       );
       reserving = status === 2;
       reserved ||= reserving;
