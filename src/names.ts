@@ -132,8 +132,8 @@ export function latchChannelOf(keyPrefix: string, key: string): string {
 }
 
 /**
- * A fenced lock's last minted token, a string of digits never expired or deleted (one key per
- * lock name), so that tokens keep increasing across releases, expiries and force-unlocks:
+ * A fenced lock's last minted token, a string of digits with the lock's TTL (see
+ * fencedLock/acquire-4.lua: once it is gone, Redis's clock keeps tokens increasing):
  * `<keyPrefix>rlock__fence:{<key>}`.
  */
 export function fenceKeyOf(keyPrefix: string, key: string): string {

@@ -1,5 +1,5 @@
 --[[
-  Takes the lock for an owner (as lock/acquire-1.lua) and, on a first acquire, mints its fencing
+  Takes the lock for an owner (as lock/acquire-3.lua) and, on a first acquire, mints its fencing
   token; a reentrant acquire keeps the token the hold already has.
 
   Input:
