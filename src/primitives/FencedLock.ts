@@ -28,13 +28,20 @@ class FencedHold extends RLock {
   }
 
   protected override acquireScript(): { command: string; keys: string[] } {
-    return { command: 'rlock_fencedLock_acquire', keys: [...this.queueKeys(), fenceKeyOf(this.context.keyPrefix, this.key)] };
+    return { command: 'rlock_fencedLock_acquire', keys: [...this.queueKeys(), this.tokenKey] };
   }
 
   /** The watchdog extends the token key with the lock (fencedLock/renew.lua): it lives as long as the lock. */
   protected override renewalTarget(owner: LockOwner): RenewalTarget {
-    return { ...super.renewalTarget(owner), renewCommand: 'rlock_fencedLock_renew', renewKeys: [this.key, fenceKeyOf(this.context.keyPrefix, this.key)] };
+    return { ...super.renewalTarget(owner), renewCommand: 'rlock_fencedLock_renew', renewKeys: [this.key, this.tokenKey] };
   }
+
+  /** The last minted token's key (made once per handle). */
+  get tokenKey(): string {
+    return (this.tokenKeyName ??= fenceKeyOf(this.context.keyPrefix, this.key));
+  }
+
+  private tokenKeyName: string | undefined;
 
   protected override held(owner: LockOwner, reply: unknown): void {
     this.tokens.set(owner, BigInt(String(reply)));
@@ -98,7 +105,7 @@ export class FencedLock {
   async getToken(): Promise<bigint | null> {
     this.context.assertOpen();
     const { key } = this;
-    const token = await this.context.command('getToken', (redis) => (redis as unknown as FencedScripts).rlock_fencedLock_token(key, fenceKeyOf(this.context.keyPrefix, key)));
+    const token = await this.context.command('getToken', (redis) => (redis as unknown as FencedScripts).rlock_fencedLock_token(key, this.hold.tokenKey));
     return token === null ? null : BigInt(token);
   }
 

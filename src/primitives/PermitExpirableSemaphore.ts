@@ -273,7 +273,7 @@ export class PermitExpirableSemaphore extends Primitive {
    * did not acknowledge is given back (quietly: nobody was told of it) and the attempt counts as
    * refused for the sync timeout. Answers as the acquire script: null when taken, else a TTL.
    */
-  private async acquireSynced(sync: { replicas: number; timeout: number }, id: string, args: (string | number)[], bound: CommandBound): Promise<number | null> {
+  private async acquireSynced(sync: { replicas: number; timeout: number }, id: string, args: readonly (string | number)[], bound: CommandBound): Promise<number | null> {
     const { reply, confirmed } = await syncedAcquire(this.context, sync, 'rlock_permitSemaphore_acquire', args, bound);
     if (reply !== null || confirmed) return reply as number | null;
     await this.releasePermit(id).catch(() => undefined);
@@ -303,13 +303,10 @@ export class PermitExpirableSemaphore extends Primitive {
       if (first && listening && waitTime > 0 && joinsLocalQueue(listening, 1)) return { held: false, ttl: -1 };
       const sentAt = performance.now();
       const claims = listening && performance.now() - startedAt >= STARVING_MS ? 1 : 0;
+      const args = [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;
       const ttl = sync
-        ? await this.acquireSynced(sync, id, [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS], bound)
-        : await context.command(
-            'acquire',
-            (redis) => scripts(redis).rlock_permitSemaphore_acquire(this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS),
-            bound,
-          );
+        ? await this.acquireSynced(sync, id, args, bound)
+        : await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(...args), bound);
       return ttl === null ? { held: true, sentAt } : { held: false, ttl };
     };
     // Parked, the waiter may be handed a permit by a release of this client (see handOver).

@@ -220,20 +220,19 @@ export class RLock extends LockHandle {
 
   /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
   private async attempt(owner: LockOwner, lease: number, join: 0 | 1, bound: CommandBound): Promise<unknown> {
-    const field = this.field(owner);
-    const sync = this.context.syncReplicas;
-    if (sync) return this.syncedAttempt(owner, lease, field, join, sync, bound);
     const { command, keys } = this.acquireScript();
-    return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...keys, lease, field, join, this.context.queueTimeout), bound);
+    const args = [...keys, lease, this.field(owner), join, this.context.queueTimeout];
+    const sync = this.context.syncReplicas;
+    if (sync) return this.syncedAttempt(owner, command, args, sync, bound);
+    return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...args), bound);
   }
 
   /**
    * Synced acquire (see syncedAcquire): an unconfirmed hold is given back, unbooked and untold
    * (no `rlock:acquired` announced it), and reported as a refused attempt.
    */
-  private async syncedAttempt(owner: LockOwner, lease: number, field: string, join: 0 | 1, sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
-    const { command, keys } = this.acquireScript();
-    const { reply, confirmed } = await syncedAcquire(this.context, sync, command, [...keys, lease, field, join, this.context.queueTimeout], bound);
+  private async syncedAttempt(owner: LockOwner, command: string, args: (string | number)[], sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
+    const { reply, confirmed } = await syncedAcquire(this.context, sync, command, args, bound);
     if (typeof reply === 'number' || confirmed) return reply;
     await this.giveBackUnbooked(owner).catch(() => undefined);
     return sync.timeout;

@@ -19,7 +19,7 @@ export async function syncedAcquire(
   context: LockContext,
   sync: { replicas: number; timeout: number },
   command: string,
-  args: (string | number)[],
+  args: readonly (string | number)[],
   bound?: CommandBound,
 ): Promise<{ reply: unknown; confirmed: boolean }> {
   const epoch = context.connectionEpoch();
