@@ -18,6 +18,12 @@ afterEach(async () => {
   await Promise.all(clients.splice(0).map((made) => made.close()));
 });
 
+/** Kills the private server and waits until `connected` (a client that was connected) has seen its connection drop. */
+async function stopRedisUnder(connected: LockClient): Promise<void> {
+  await redis.server.kill();
+  await until('the client saw the connection drop', () => (connected as unknown as { redis: { status: string } }).redis.status !== 'ready');
+}
+
 /** What `call` rejected with, and how long it took. */
 async function failure(call: () => Promise<unknown>): Promise<{ error: RedisUnreachableError; ms: number }> {
   const started = performance.now();
@@ -75,8 +81,7 @@ test('an outage after connecting: a call waits offlineTimeout, is never sent, an
   const outage = client({ redis: url(), offlineTimeout: 300 });
   const lock = outage.getLock('outage');
   await lock.isLocked();
-  await redis.server.kill();
-  await until('the client saw the connection drop', () => (outage as unknown as { redis: { status: string } }).redis.status !== 'ready');
+  await stopRedisUnder(outage);
   const { error } = await failure(() => lock.tryLock({ waitTime: 5000 }));
   expect(error.code).toBe('ETIMEDOUT');
   expect(error.message).toMatch(/no connection within 300 ms \(last error: connect ECONNREFUSED 127\.0\.0\.1:\d+\) \(ETIMEDOUT\)$/);
@@ -96,8 +101,7 @@ test('a bound passed to the client\'s command(): a deadline or an aborted signal
   const outage = client({ redis: url(), offlineTimeout: 60_000 });
   const command = (outage as unknown as { command: Command }).command.bind(outage);
   await outage.getLock('bound').isLocked();
-  await redis.server.kill();
-  await until('the client saw the connection drop', () => (outage as unknown as { redis: { status: string } }).redis.status !== 'ready');
+  await stopRedisUnder(outage);
   const sent = jest.fn(async () => 1);
   const { error } = await failure(() => command('acquire', sent, { deadline: performance.now() + 200 }));
   expect(error.code).toBe('ETIMEDOUT');
@@ -116,8 +120,7 @@ test('an outage after connecting: tryLock settles within its waitTime, and lock(
   const outage = client({ redis: url(), offlineTimeout: 60_000 });
   const lock = outage.getLock('bounded');
   await lock.isLocked();
-  await redis.server.kill();
-  await until('the client saw the connection drop', () => (outage as unknown as { redis: { status: string } }).redis.status !== 'ready');
+  await stopRedisUnder(outage);
   const { error } = await failure(() => lock.tryLock({ waitTime: 300 }));
   expect(error.code).toBe('ETIMEDOUT');
   expect(error.message).toMatch(/^acquire: cannot reach Redis at 127\.0\.0\.1:\d+: no connection within \d+ ms \(last error: connect ECONNREFUSED/);
@@ -138,8 +141,7 @@ test('an outage after connecting: the semaphores and the latch settle within the
   await outage.getSemaphore('bounded:sem').trySetPermits(0);
   await outage.getPermitExpirableSemaphore('bounded:permits').trySetPermits(0);
   await outage.getCountDownLatch('bounded:latch').trySetCount(1);
-  await redis.server.kill();
-  await until('the client saw the connection drop', () => (outage as unknown as { redis: { status: string } }).redis.status !== 'ready');
+  await stopRedisUnder(outage);
   await Promise.all(
     [
       outage.getSemaphore('bounded:sem').tryAcquire({ waitTime: 300 }),

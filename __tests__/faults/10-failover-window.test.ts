@@ -28,6 +28,37 @@ function clientOn(group: RedisSentinelGroup, extra: object = {}): LockClient {
 }
 
 /**
+ * Runs `acquire` on a master whose replica will never have it (the replica frozen and its
+ * replication link cut: a frozen process would still read what was already sent to it), then
+ * kills the master and waits for the replica's promotion.
+ */
+async function failoverBeforeReplication(group: RedisSentinelGroup, acquire: () => Promise<void>): Promise<void> {
+  group.replica.pause();
+  const master = group.master.connect();
+  await master.client('KILL', 'TYPE', 'replica');
+  master.disconnect();
+  await acquire();
+  const old = await group.masterPort();
+  await group.master.kill();
+  group.replica.resume();
+  await group.waitForNewMaster(old);
+}
+
+/** Runs `fn` with a Sentinel group and two clients on it (`a` with `aOptions`); stops them all after. */
+async function withTwoClients(aOptions: object, fn: (on: { group: RedisSentinelGroup; a: LockClient; b: LockClient }) => Promise<void>): Promise<void> {
+  const group = await RedisSentinelGroup.start();
+  const a = clientOn(group, aOptions);
+  const b = clientOn(group);
+  try {
+    await fn({ group, a, b });
+  } finally {
+    await a.close();
+    await b.close();
+    await group.stop();
+  }
+}
+
+/**
  * Runs `fn` with a Sentinel group, a client on it that WAITs for 1 replica (200 ms) after each
  * acquire, and a count of the WAIT calls the master ran; stops them all after.
  */
@@ -46,63 +77,33 @@ async function withSyncedClient(fn: (on: { group: RedisSentinelGroup; a: LockCli
 }
 
 test('without syncReplicas the window exists: a second owner takes the lock after the failover', async () => {
-  const group = await RedisSentinelGroup.start();
-  const a = clientOn(group);
-  const b = clientOn(group);
-  try {
+  await withTwoClients({}, async ({ group, a, b }) => {
     const lockA = a.getLock('window');
-    // The master dies before its replica could copy the lock: the replica is frozen and its
-    // replication link cut (a frozen process would still read what was already sent to it).
-    group.replica.pause();
-    const master = group.master.connect();
-    await master.client('KILL', 'TYPE', 'replica');
-    master.disconnect();
-    expect(await lockA.tryLock({ leaseTime: 60_000 })).toBe(true);
-    const old = await group.masterPort();
-    await group.master.kill();
-    group.replica.resume();
-    await group.waitForNewMaster(old);
+    await failoverBeforeReplication(group, async () => {
+      expect(await lockA.tryLock({ leaseTime: 60_000 })).toBe(true);
+    });
     // A still believes it holds the lock (its 60 s lease has not run out), and yet:
     expect(await b.getLock('window').tryLock({ waitTime: 10_000, leaseTime: 60_000 })).toBe(true);
-  } finally {
-    await a.close();
-    await b.close();
-    await group.stop();
-  }
+  });
 }, 60_000);
 
 test("a fenced lock's token minted on a master that died before replicating it is still exceeded by the next one on the promoted replica", async () => {
-  const group = await RedisSentinelGroup.start();
-  const a = clientOn(group);
-  const b = clientOn(group);
-  try {
+  await withTwoClients({}, async ({ group, a, b }) => {
     // As above: the replica never receives the token A is answered (nor A's lock).
-    group.replica.pause();
-    const master = group.master.connect();
-    await master.client('KILL', 'TYPE', 'replica');
-    master.disconnect();
-    const lost = await a.getFencedLock('fenced-window').tryLock({ leaseTime: 60_000 });
-    expect(lost).not.toBeNull();
-    const old = await group.masterPort();
-    await group.master.kill();
-    group.replica.resume();
-    await group.waitForNewMaster(old);
+    let lost: bigint | null = null;
+    await failoverBeforeReplication(group, async () => {
+      lost = await a.getFencedLock('fenced-window').tryLock({ leaseTime: 60_000 });
+      expect(lost).not.toBeNull();
+    });
     // The promoted replica has no token key: its clock (Redis TIME in µs) takes over, above A's.
     const next = await b.getFencedLock('fenced-window').tryLock({ waitTime: 10_000, leaseTime: 60_000 });
     expect(next).not.toBeNull();
     expect(next!).toBeGreaterThan(lost!);
-  } finally {
-    await a.close();
-    await b.close();
-    await group.stop();
-  }
+  });
 }, 60_000);
 
 test('with syncReplicas an unreplicated acquire fails, a replicated one survives the failover', async () => {
-  const group = await RedisSentinelGroup.start();
-  const a = clientOn(group, { syncReplicas: { replicas: 1, timeout: 300 } });
-  const b = clientOn(group);
-  try {
+  await withTwoClients({ syncReplicas: { replicas: 1, timeout: 300 } }, async ({ group, a, b }) => {
     const lockA = a.getLock('window');
     await failoverAfter(
       group,
@@ -118,11 +119,7 @@ test('with syncReplicas an unreplicated acquire fails, a replicated one survives
     );
     expect(await b.getLock('window').tryLock({ waitTime: 1000, leaseTime: 60_000 })).toBe(false);
     expect(await lockA.isHeldByCurrentOwner()).toBe(true);
-  } finally {
-    await a.close();
-    await b.close();
-    await group.stop();
-  }
+  });
 }, 60_000);
 
 test('with syncReplicas a release does not hand the lock to a waiter of its own client: the waiter acquires, and WAIT vouches for it', async () => {
@@ -157,11 +154,8 @@ test('with syncReplicas a release does not hand the lock to a waiter of its own 
 }, 60_000);
 
 test('with syncReplicas an expirable permit the replica did not acknowledge is given back; an acknowledged one survives the failover (Redisson #4097)', async () => {
-  const group = await RedisSentinelGroup.start();
-  const a = clientOn(group, { syncReplicas: { replicas: 1, timeout: 300 } });
-  const b = clientOn(group);
   const name = 'window-permits';
-  try {
+  await withTwoClients({ syncReplicas: { replicas: 1, timeout: 300 } }, async ({ group, a, b }) => {
     const sem = a.getPermitExpirableSemaphore(name);
     expect(await sem.trySetPermits(1)).toBe(true);
     let id: string | null = null;
@@ -183,11 +177,7 @@ test('with syncReplicas an expirable permit the replica did not acknowledge is g
     expect(await b.getPermitExpirableSemaphore(name).tryAcquire({ waitTime: 1000, leaseTime: 60_000 })).toBeNull();
     await sem.release(id!);
     expect(await b.getPermitExpirableSemaphore(name).tryAcquire({ leaseTime: 60_000 })).not.toBeNull();
-  } finally {
-    await a.close();
-    await b.close();
-    await group.stop();
-  }
+  });
 }, 60_000);
 
 test('with syncReplicas a release does not hand an expirable permit to a waiter of its own client: the waiter acquires, and WAIT vouches for it', async () => {
