@@ -35,22 +35,27 @@ if redis.call('hexists', KEYS[1], field) == 1 then
   return nil
 end
 
-local now
-if redis.call('exists', KEYS[1]) == 0 then
+local ttl = redis.call('pttl', KEYS[1])
+local nowMs, nowUs
+if ttl == -2 then
   -- An empty queue (the uncontended case) has nobody to serve first and nothing to purge.
   local granted = false
   if redis.call('exists', KEYS[2]) == 1 then
-    now = nowMs()
-    granted = grantNext(now, member, queueTimeout, ARGV[5], ARGV[6], ARGV[7])
+    nowMs, nowUs = clock()
+    granted = grantNext(nowMs, nowUs, member, queueTimeout, ARGV[5], ARGV[6], ARGV[7])
   end
   if not granted or granted == member then
     redis.call('hset', KEYS[1], field, 1)
     redis.call('pexpire', KEYS[1], lease)
     return nil
   end
+  ttl = redis.call('pttl', KEYS[1])
 end
 
-if ARGV[2] == '1' then
-  enqueue(member, now or nowMs(), queueTimeout)
+if not nowMs then
+  nowMs, nowUs = clock()
 end
-return {redis.call('pttl', KEYS[1]), nowMicros()}
+if ARGV[2] == '1' then
+  enqueue(member, nowMs, queueTimeout)
+end
+return {ttl, nowUs}

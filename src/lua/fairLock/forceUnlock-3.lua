@@ -17,6 +17,7 @@
 local holders = redis.call('hkeys', KEYS[1])
 if #holders > 0 then
   redis.call('del', KEYS[1])
-  grantNext(nowMs(), nil, tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4])
+  local nowMs, nowUs = clock()
+  grantNext(nowMs, nowUs, nil, tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4])
 end
 return holders

@@ -20,7 +20,8 @@ local member = ARGV[1]
 removeEntry(member)
 if redis.call('hexists', KEYS[1], string.match(member, '^%d+:(.*)$')) == 1 then
   redis.call('del', KEYS[1])
-  grantNext(nowMs(), nil, tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5])
+  local nowMs, nowUs = clock()
+  grantNext(nowMs, nowUs, nil, tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5])
   return 1
 end
 return 0

@@ -24,10 +24,11 @@
 --@include fairQueue.lua
 --@include releaseHold.lua
 return releaseHold(KEYS[1], KEYS[4], ARGV[1], ARGV[2], function()
-  -- Nobody queued (the uncontended case): nothing to hand over or purge.
+  -- Nobody queued (the uncontended case): nothing to hand over, and no need for the clock.
   if redis.call('exists', KEYS[2]) == 0 then
     return nil
   end
-  local _, toldField = grantNext(nowMs(), nil, tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+  local nowMs, nowUs = clock()
+  local _, toldField = grantNext(nowMs, nowUs, nil, tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7])
   return toldField
 end)

@@ -7,41 +7,57 @@
 
 --@include queue.lua
 
--- Redis's clock in µs (TIME): a grant is stamped with it, and so is an attempt that found its
--- waiter not granted, so that the waiter can tell a grant made before that attempt (run out or
--- taken away since: its message came late) from one made after.
-local function nowMicros()
+-- Redis's clock, read once per script call (TIME): in ms for the queue's deadlines, and in µs for
+-- a grant's stamp. An attempt that found its waiter not granted answers the same stamp, so that
+-- the waiter can tell a grant made before that attempt (run out or taken away since: its message
+-- came late) from one made after. Grants made in one call share its stamp; calls never do.
+local function clock()
   local t = redis.call('time')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local seconds, micros = tonumber(t[1]), tonumber(t[2])
+  return seconds * 1000 + math.floor(micros / 1000), seconds * 1000000 + micros
 end
 
 -- Hands the free lock to the first live waiter (direct handoff: the waiter need not come back to
--- ask). Pops heads until one is granted; `self` is the caller's own member, which is returned
--- without a message (the caller takes the lock itself). A grant lives min(lease, queueTimeout):
--- a waiter that is gone (stopped) holds the lock up the queue timeout at most; a live one
--- extends it. PUBLISH reaching nobody means the waiter's process is gone (its subscription
--- went with its connection): skipped in the same call, unless receivers cannot be counted
--- (classic pub/sub on a Cluster counts one node only). `localClient` (a release's own client)
--- gets no message either: its waiter is told from the script's reply (it is alive: it is
--- calling). The message (and the told field) is "<field>@<µs>", the grant's time by nowMicros.
+-- ask). Takes heads off the queue until one is granted; `self` is the caller's own member, which
+-- is returned without a message (the caller takes the lock itself: it is alive, it is calling).
+-- A head past its deadline is dead, and so is every other entry past it: they all go at once,
+-- so k dead waiters cost one queue timeout together (queue.lua's purgeExpired). A grant lives
+-- min(lease, queueTimeout): a waiter that is gone (stopped) holds the lock up the queue timeout
+-- at most; a live one extends it. PUBLISH reaching nobody means the waiter's process is gone
+-- (its subscription went with its connection): skipped in the same call, unless receivers cannot
+-- be counted (classic pub/sub on a Cluster counts one node only). `localClient` (a release's own
+-- client) gets no message either: its waiter is told from the script's reply. The message (and
+-- the told field) is "<field>@<µs>", `nowUs` being the grant's time (see clock).
 -- Returns the member granted, or false; and "<field>@<µs>" when it went to `localClient`
 -- without a message.
-local function grantNext(now, self, queueTimeout, channelPrefix, publishCommand, trustReceivers, localClient)
-  purgeExpired(now)
-  for head in popHead do
+local function grantNext(nowMs, nowUs, self, queueTimeout, channelPrefix, publishCommand, trustReceivers, localClient)
+  -- %d: Lua's own number-to-string keeps 14 digits, which would round the stamp to 100 µs.
+  local stamp = '@' .. string.format('%d', nowUs)
+  while true do
+    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+    if not head then
+      return false
+    end
     if head == self then
+      removeEntry(head)
       return head
     end
-    local lease, field = string.match(head, '^(%d+):(.*)$')
-    local clientId = string.match(field, '^([^:]*):')
-    local told = clientId == localClient
-    -- %d: Lua's own number-to-string keeps 14 digits, which would round the stamp to 100 µs.
-    local grant = field .. '@' .. string.format('%d', nowMicros())
-    if told or redis.call(publishCommand, channelPrefix .. clientId, grant) > 0 or trustReceivers ~= '1' then
-      redis.call('hset', KEYS[1], field, 1)
-      redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
-      return head, told and grant or nil
+    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
+    if deadline == nil or deadline <= nowMs then
+      -- Dead: it and every other dead entry go in one sweep (and a head without a deadline).
+      purgeExpired(nowMs)
+      redis.call('zrem', KEYS[2], head)
+    else
+      removeEntry(head)
+      local lease, field = string.match(head, '^(%d+):(.*)$')
+      local clientId = string.match(field, '^([^:]*):')
+      local told = clientId == localClient
+      local grant = field .. stamp
+      if told or redis.call(publishCommand, channelPrefix .. clientId, grant) > 0 or trustReceivers ~= '1' then
+        redis.call('hset', KEYS[1], field, 1)
+        redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
+        return head, told and grant or nil
+      end
     end
   end
-  return false
 end
