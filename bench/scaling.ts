@@ -20,6 +20,15 @@ const arg = (name: string, fallback: number): number => {
 };
 const reps = arg('reps', 3);
 const runMs = arg('ms', 3000);
+/**
+ * Each run's warm-up before its measured `runMs`: the workers contend as in the measured part,
+ * uncounted. V8 is still compiling the libraries' code in a run's first seconds (on 2 vCPUs its
+ * compiler took 23 % of a fair-lock worker's CPU 1.5–4.5 s into a run, 4 % at 15 s), and a
+ * poller's tasks collide most while they all start together; without it, a 3 s run measures the
+ * start as much as the contest. `--warmup 0` measures from the start, as the runs of
+ * 2026-11-25 and before did.
+ */
+const warmupMs = arg('warmup', 3000);
 const list = (name: string, fallback: number[]): number[] => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1]!.split(',').map(Number) : fallback;
@@ -60,13 +69,30 @@ async function commandsRun(admin: Redis): Promise<number> {
 
 async function run(name: string, url: string, admin: Redis, processes: number, holdMs: number): Promise<Run> {
   const key = `bench:scaling:${name.replace(/\W/g, '')}:${processes}:${holdMs}:${Date.now()}`;
-  await admin.config('RESETSTAT');
-  const redisCpuBefore = await redisCpuUs(admin);
   const startAt = Date.now() + 3000 + processes * 300; // for the processes to start
-  const deadline = startAt + runMs;
+  const measureFrom = startAt + warmupMs;
+  const deadline = measureFrom + runMs;
+  // Redis's counters start with the measured window too.
+  let redisCpuBefore = 0;
+  const windowOpened = new Promise<void>((resolve, reject) => {
+    setTimeout(() => {
+      admin
+        .config('RESETSTAT')
+        .then(() => redisCpuUs(admin))
+        .then((cpu) => {
+          redisCpuBefore = cpu;
+          resolve();
+        }, reject);
+    }, measureFrom - Date.now());
+  });
   const workers = await Promise.all(
-    Array.from({ length: processes }, () => runWorker<{ counts: number[]; waits: number[]; requests: number; cpuUs: number }>([name, url, key, String(deadline), String(32 / processes), String(holdMs), String(startAt)])),
+    Array.from({ length: processes }, () =>
+      runWorker<{ counts: number[]; waits: number[]; total: number; requests: number; cpuUs: number }>([
+        name, url, key, String(deadline), String(32 / processes), String(holdMs), String(startAt), '', String(warmupMs > 0 ? measureFrom : 0),
+      ]),
+    ),
   );
+  await windowOpened;
   const commands = await commandsRun(admin);
   const redisCpu = (await redisCpuUs(admin)) - redisCpuBefore;
   const counts = workers.flatMap((w) => w.counts);
@@ -80,7 +106,7 @@ async function run(name: string, url: string, admin: Redis, processes: number, h
     waitP999: round(quantile(waits, 0.999), 1),
     waitMax: round(Math.max(...waits), 1),
     fairness: round(jain(counts), 3),
-    lostUpdates: acquisitions - counter,
+    lostUpdates: workers.reduce((sum, w) => sum + w.total, 0) - counter,
     // Requests: counted by each worker as it sends them; commands: as Redis ran them. Both less
     // the critical section's GET + SET.
     requestsPerAcq: round(workers.reduce((sum, w) => sum + w.requests, 0) / acquisitions, 2),
@@ -95,8 +121,8 @@ const median = (values: number[]): number => round(quantile(values, 0.5), 3);
 async function main(): Promise<void> {
   const from = process.argv.indexOf('--from');
   if (from >= 0) {
-    const saved = JSON.parse(readFileSync(process.argv[from + 1]!, 'utf8')) as { date: string; reps: number; results: Record<string, Record<string, Run[]>> };
-    report(saved.results, saved.reps, saved.date);
+    const saved = JSON.parse(readFileSync(process.argv[from + 1]!, 'utf8')) as { date: string; reps: number; runMs?: number; warmupMs?: number; results: Record<string, Record<string, Run[]>> };
+    report(saved.results, saved.reps, saved.date, saved.runMs ?? 3000, saved.warmupMs ?? 0, false);
     return;
   }
   const redis = await redisFromEnv();
@@ -123,16 +149,16 @@ async function main(): Promise<void> {
     admin.disconnect();
     await redis.stop();
   }
-  report(results, reps, new Date().toISOString().slice(0, 10), runMs);
+  report(results, reps, new Date().toISOString().slice(0, 10), runMs, warmupMs, true);
 }
 
 /** Prints the tables and writes the JSON (for a new run), the tables and the chart. */
-function report(results: Record<string, Record<string, Run[]>>, reps: number, date: string, runMs?: number): void {
+function report(results: Record<string, Record<string, Run[]>>, reps: number, date: string, runMs: number, warmupMs: number, fresh: boolean): void {
   const lines: string[] = [];
   for (const holdMs of holds) {
     lines.push(
       '',
-      `### Critical section ${holdMs ? '1 ms' : 'GET + SET only'} (medians of ${reps} repetitions, ratios within a repetition)`,
+      `### Critical section ${holdMs ? '1 ms' : 'GET + SET only'} (medians of ${reps} repetitions of ${runMs / 1000} s after a ${warmupMs / 1000} s warm-up, ratios within a repetition)`,
       '',
       '| P × W | library | acq/s | × redis-semaphore | wait p50 / p99 / p99.9 / max ms | fairness | requests/acq | commands/acq | CPU µs/acq Node / Redis | lost |',
       '|---|---|---|---|---|---|---|---|---|---|',
@@ -155,7 +181,7 @@ function report(results: Record<string, Record<string, Run[]>>, reps: number, da
   console.log(table);
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });
-  if (runMs !== undefined) writeFileSync(join(dir, `${date}-scaling.json`), `${JSON.stringify({ date, reps, runMs, results }, null, 2)}\n`);
+  if (fresh) writeFileSync(join(dir, `${date}-scaling.json`), `${JSON.stringify({ date, reps, runMs, warmupMs, results }, null, 2)}\n`);
   writeFileSync(join(dir, `${date}-scaling.md`), `${table}\n`);
   const panels = holds.map((holdMs) => ({
     title: `acq/s, critical section ${holdMs ? 'GET + SET + 1 ms' : 'GET + SET'} (medians)`,
