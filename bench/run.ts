@@ -1,5 +1,6 @@
 // npm run bench [-- --quick] [--semaphore: that scenario alone]: every scenario, every library, one private redis-server, one run.
-// Prints a table and the targets, writes bench/results/<date>.json and .svg.
+// Prints a table and the targets, writes bench/results/<date>.json and .svg, and (scenario 7, the
+// scaling scenario, left out by --quick) bench/results/<date>-scaling.json, .md and .svg.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +8,7 @@ import { redisFromEnv } from '../scripts/redisServer';
 import { chart } from './chart';
 import { hashFloor, lockLibraries, raw, redisSemaphore, rlock, rlockFair } from './contestants';
 import * as scenario from './scenarios';
+import { defaultScalingOptions, runScaling, scalingTables, scalingTargets, writeScaling } from './scalingScenario';
 import { semaphoreReport } from './semaphoreScenario';
 import { quantile, round } from './stats';
 
@@ -77,6 +79,8 @@ async function main(): Promise<void> {
     const s5 = await scenario.manyLocks(redis.url, sizes.manyLocksMs);
     log('6 watchdog at scale: rlock');
     const s6 = await scenario.watchdogAtScale(redis.url);
+    // 7: P processes × (32 / P) tasks, 3 repetitions of each comparison: about 15 minutes.
+    const s7 = quick ? undefined : await runScaling(redis.url, defaultScalingOptions, log);
 
     const us = rlock.name;
     const sem = redisSemaphore.name;
@@ -99,6 +103,7 @@ async function main(): Promise<void> {
       ['6: ≤ 1 script call per 100 held locks per period', s6.callsPer100Locks <= 1, `${s6.callsPer100Locks}`],
       ['6: ≤ 1 KiB heap per held lock', s6.heapBytesPerHeldLock <= 1024, `${s6.heapBytesPerHeldLock} B`],
       ['6: ≤ 2 KiB heap per waiter', s6.heapBytesPerWaiter <= 2048, `${s6.heapBytesPerWaiter} B`],
+      ...(s7 ? scalingTargets(s7) : []),
     ];
 
     const table = [
@@ -115,13 +120,15 @@ async function main(): Promise<void> {
       `6 (rlock, 10 000 held locks): ${s6.scriptCallsPerPeriod} renewal script calls per period (${s6.callsPer100Locks} per 100 locks), ${s6.heapBytesPerHeldLock} B heap per held lock, ${s6.heapBytesPerWaiter} B per parked waiter`,
     ].join('\n');
     const verdicts = targets.map(([what, ok, got]) => `${ok ? 'MET   ' : 'MISSED'} ${what}: ${got}`).join('\n');
-    console.log(`${table}\n\n${scale}\n\n${verdicts}`);
-
     const date = new Date().toISOString().slice(0, 10);
+    const scalingTable = s7 ? scalingTables(s7, defaultScalingOptions) : undefined;
+    if (s7) writeScaling(s7, defaultScalingOptions, date, scalingTable!, true);
+    console.log(`${table}\n\n${scale}\n${scalingTable ? `\n7 (scaling):\n${scalingTable}\n` : ''}\n${verdicts}`);
+
     const dir = join(__dirname, 'results');
     mkdirSync(dir, { recursive: true });
     const machine = { node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model, memoryGiB: round(totalmem() / 2 ** 30, 1), redis: process.env.REDIS_URL ? 'REDIS_URL' : 'private redis-server' };
-    const results = { date, quick, seconds: round((Date.now() - started) / 1000, 1), machine, sizes, uncontendedSequential: s1, uncontendedSequentialRounds: rounds, uncontendedParallel: s2, handoff: s3, contended: s4, manyLocks: s5, watchdogAtScale: s6, targets: targets.map(([what, ok, got]) => ({ what, ok, got })) };
+    const results = { date, quick, seconds: round((Date.now() - started) / 1000, 1), machine, sizes, uncontendedSequential: s1, uncontendedSequentialRounds: rounds, uncontendedParallel: s2, handoff: s3, contended: s4, manyLocks: s5, watchdogAtScale: s6, scaling: s7, targets: targets.map(([what, ok, got]) => ({ what, ok, got })) };
     const suffix = quick ? '-quick' : '';
     writeFileSync(join(dir, `${date}${suffix}.json`), `${JSON.stringify(results, null, 2)}\n`);
     const svg = chart(

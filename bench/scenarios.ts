@@ -145,9 +145,7 @@ export async function contended(contestant: Contestant, url: string, ms: number)
     );
     const elapsed = ms / 1000;
     const commands = (await totalCommands(admin)) - commandsBefore;
-    const counts = workers.flatMap((w) => w.counts);
-    const waits = workers.flatMap((w) => w.waits);
-    const acquisitions = counts.reduce((a, b) => a + b, 0);
+    const { counts, waits, acquisitions } = pooled(workers);
     const counter = Number(await admin.get(`${key}:counter`));
     return {
       acquisitionsPerSec: round(acquisitions / elapsed, 0),
@@ -186,6 +184,12 @@ async function requestsPerAcquisitionPass(contestant: Contestant, url: string, a
 
 export async function totalCommands(admin: Redis): Promise<number> {
   return Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
+}
+
+/** Every worker's per-task acquisition counts and waits, pooled, and the acquisitions in all. */
+export function pooled(workers: { counts: number[]; waits: number[] }[]): { counts: number[]; waits: number[]; acquisitions: number } {
+  const counts = workers.flatMap((w) => w.counts);
+  return { counts, waits: workers.flatMap((w) => w.waits), acquisitions: counts.reduce((a, b) => a + b, 0) };
 }
 
 /** Runs a worker process of bench/ (default scenario 4's) and resolves with the JSON line it prints. */
