@@ -60,9 +60,7 @@ export class RLock extends LockHandle {
     if (removed === 1 && waiting instanceof WaitingClient) {
       const wasHere = waiting.heldHere;
       waiting.released(waiting.queued);
-      // Its callers that joined without asking, the lock being here, are in no line the force
-      // could wake: one asks now (else the heartbeat would, a third of queueTimeout later).
-      if (wasHere && !waiting.queued) entry!.wakeOne();
+      if (wasHere && !waiting.queued) this.wakeOneJoined();
     }
     return { removed: removed === 1, holders };
   }
@@ -149,17 +147,26 @@ export class RLock extends LockHandle {
       waiting?.released(result === 1 && stayInLine === 1);
       // Nobody else waits: this client's own waiters go on (no message comes for them).
       if (result === 3 && !next) entry!.wakeOne();
-      // Waiters that joined while this release was out (sent without them: stayInLine 0) parked
-      // without an attempt, the lock being here; no message comes for them: one asks now.
-      else if (result === 1 && stayInLine === 0) {
-        const now = this.context.pubsub.peek(this.channel);
-        if (now && now.refCount > 0) now.wakeOne();
-      }
+      // Sent without waiters (stayInLine 0), the release left the client out of line; those
+      // that joined while it was out parked without an attempt, the lock being here.
+      else if (result === 1 && stayInLine === 0) this.wakeOneJoined();
       return 1;
     }
     // Not held any more (lost, forced): whatever it was, it is not with this client now.
     if (result === null) waiting?.released(waiting.queued);
     return result;
+  }
+
+  /**
+   * The lock left this client (its release went to Redis, or a force took it) while the client
+   * is out of line: callers that joined its waiters without asking, the lock being here, are in
+   * no queue that a release could wake, and no message comes for them. One asks now (else the
+   * heartbeat would, a third of queueTimeout later). The channel's entry is looked up afresh: the
+   * one seen before the release's reply may have been dropped and made again meanwhile.
+   */
+  private wakeOneJoined(): void {
+    const entry = this.context.pubsub.peek(this.channel);
+    if (entry && entry.refCount > 0) entry.wakeOne();
   }
 
   /**
