@@ -7,7 +7,7 @@
 // JSON, without running anything.
 import { readFileSync } from 'node:fs';
 import { redisFromEnv } from '../scripts/redisServer';
-import { defaultScalingOptions, runScaling, scalingTables, scalingTargets, writeScaling, type ScalingOptions, type ScalingResults } from './scalingScenario';
+import { defaultScalingOptions, runScaling, runsIn, scalingTables, scalingTargets, writeScaling, type ScalingOptions, type ScalingResults } from './scalingScenario';
 
 const arg = (name: string, fallback: number): number => {
   const i = process.argv.indexOf(`--${name}`);
@@ -29,9 +29,9 @@ async function main(): Promise<void> {
   const from = process.argv.indexOf('--from');
   if (from >= 0) {
     const saved = JSON.parse(readFileSync(process.argv[from + 1]!, 'utf8')) as { date: string; reps: number; runMs?: number; warmupMs?: number; results: ScalingResults };
-    const labels = Object.keys(saved.results);
-    const processCounts = [...new Set(labels.map((label) => Number(label.split('x')[0])))];
-    const holds = [...new Set(labels.map((label) => Number(label.split(' hold ')[1])))];
+    const runs = runsIn(saved.results);
+    const processCounts = [...new Set(runs.map((run) => run.processes))];
+    const holds = [...new Set(runs.map((run) => run.holdMs))];
     report(saved.results, { reps: saved.reps, runMs: saved.runMs ?? 3000, warmupMs: saved.warmupMs ?? 0, processCounts, holds }, saved.date, false);
     return;
   }

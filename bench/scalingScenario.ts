@@ -52,6 +52,11 @@ export interface Run {
 export type ScalingResults = Record<string, Record<string, Run[]>>;
 
 const labelOf = (processes: number, holdMs: number): string => `${processes}x${32 / processes} hold ${holdMs}`;
+
+/** The process counts and critical sections that `results` has runs of (the inverse of labelOf). */
+export function runsIn(results: ScalingResults): { processes: number; holdMs: number }[] {
+  return Object.keys(results).map((label) => ({ processes: Number(label.split('x')[0]), holdMs: Number(label.split(' hold ')[1]) }));
+}
 const median = (values: number[]): number => round(quantile(values, 0.5), 3);
 
 /** redis-server's CPU time so far (user + system, its own and its threads'), in µs. */
@@ -74,27 +79,22 @@ async function run(name: string, url: string, admin: Redis, processes: number, h
   const startAt = Date.now() + 3000 + processes * 300; // for the processes to start
   const measureFrom = startAt + warmupMs;
   const deadline = measureFrom + runMs;
-  // Redis's counters start with the measured window too.
-  let redisCpuBefore = 0;
-  const windowOpened = new Promise<void>((resolve, reject) => {
-    setTimeout(() => {
-      admin
-        .config('RESETSTAT')
-        .then(() => redisCpuUs(admin))
-        .then((cpu) => {
-          redisCpuBefore = cpu;
-          resolve();
-        }, reject);
-    }, measureFrom - Date.now());
+  // Redis's counters start with the measured window too (awaited with the workers, so that a
+  // failure of either is handled).
+  const windowOpened = new Promise((resolve) => setTimeout(resolve, measureFrom - Date.now())).then(async () => {
+    await admin.config('RESETSTAT');
+    return redisCpuUs(admin);
   });
-  const workers = await Promise.all(
-    Array.from({ length: processes }, () =>
-      runWorker<{ counts: number[]; waits: number[]; total: number; requests: number; cpuUs: number }>([
-        name, url, key, String(deadline), String(32 / processes), String(holdMs), String(startAt), '', String(warmupMs > 0 ? measureFrom : 0),
-      ]),
+  const [workers, redisCpuBefore] = await Promise.all([
+    Promise.all(
+      Array.from({ length: processes }, () =>
+        runWorker<{ counts: number[]; waits: number[]; total: number; requests: number; cpuUs: number }>([
+          name, url, key, String(deadline), String(32 / processes), String(holdMs), String(startAt), '', String(warmupMs > 0 ? measureFrom : 0),
+        ]),
+      ),
     ),
-  );
-  await windowOpened;
+    windowOpened,
+  ]);
   const commands = await commandsRun(admin);
   const redisCpu = (await redisCpuUs(admin)) - redisCpuBefore;
   const { counts, waits, acquisitions } = pooled(workers);
@@ -202,29 +202,26 @@ export function scalingTargets(results: ScalingResults): [string, boolean, strin
   atLeast('7: FairLock ≥ 1.0 × redis-semaphore at 4 × 8', ratioOf(results, fair, 4, 0, acq), 1);
   atLeast('7: FairLock ≥ 2 × redis-semaphore at 16 × 2', ratioOf(results, fair, 16, 0, acq), 2);
   // Checked at every P that ran, each listed.
-  const everyP = (what: string, holdMs: number, name: string, pick: (p: number) => number | undefined, ok: (value: number) => boolean): void => {
-    const values = Object.keys(results)
-      .filter((label) => label.endsWith(` hold ${holdMs}`) && results[label]![name])
-      .map((label) => Number(label.split('x')[0]))
-      .map((p) => [p, pick(p)] as const)
+  const valuesAtEveryP = (holdMs: number, pick: (p: number) => number | undefined): (readonly [number, number])[] =>
+    runsIn(results)
+      .filter((run) => run.holdMs === holdMs)
+      .map(({ processes }) => [processes, pick(processes)] as const)
       .filter((entry): entry is readonly [number, number] => entry[1] !== undefined);
+  const everyP = (what: string, holdMs: number, pick: (p: number) => number | undefined, ok: (value: number) => boolean): void => {
+    const values = valuesAtEveryP(holdMs, pick);
     if (values.length > 0) targets.push([what, values.every(([, v]) => ok(v)), values.map(([p, v]) => `${p}: ${v}`).join(', ')]);
   };
-  everyP('7: RLock fairness ≥ 0.9 at every P', 0, rlock.name, (p) => medianOf(results, rlock.name, p, 0, (r) => r.fairness), (v) => v >= 0.9);
-  everyP('7: FairLock fairness ≥ 0.99 at every P', 0, fair, (p) => medianOf(results, fair, p, 0, (r) => r.fairness), (v) => v >= 0.99);
-  everyP('7: FairLock wait p99 ≤ 1/5 of redis-semaphore\'s at every P (ratio)', 0, fair, (p) => ratioOf(results, fair, p, 0, (r) => r.waitP99), (v) => v <= 0.2);
-  everyP('7: FairLock ≤ 3 requests per acquisition at every P', 0, fair, (p) => medianOf(results, fair, p, 0, (r) => r.requestsPerAcq), (v) => v <= 3);
-  const fairRequests = Object.keys(results)
-    .filter((label) => label.endsWith(' hold 0'))
-    .map((label) => results[label]![fair])
-    .filter((runs): runs is Run[] => runs !== undefined)
-    .map((runs) => median(runs.map((r) => r.requestsPerAcq)));
+  everyP('7: RLock fairness ≥ 0.9 at every P', 0, (p) => medianOf(results, rlock.name, p, 0, (r) => r.fairness), (v) => v >= 0.9);
+  everyP('7: FairLock fairness ≥ 0.99 at every P', 0, (p) => medianOf(results, fair, p, 0, (r) => r.fairness), (v) => v >= 0.99);
+  everyP('7: FairLock wait p99 ≤ 1/5 of redis-semaphore\'s at every P (ratio)', 0, (p) => ratioOf(results, fair, p, 0, (r) => r.waitP99), (v) => v <= 0.2);
+  everyP('7: FairLock ≤ 3 requests per acquisition at every P', 0, (p) => medianOf(results, fair, p, 0, (r) => r.requestsPerAcq), (v) => v <= 3);
+  const fairRequests = valuesAtEveryP(0, (p) => medianOf(results, fair, p, 0, (r) => r.requestsPerAcq)).map(([, v]) => v);
   if (fairRequests.length > 1) {
     const spread = round(Math.max(...fairRequests) / Math.min(...fairRequests), 3);
     targets.push(['7: FairLock requests per acquisition flat in P (largest ≤ 1.25 × smallest)', spread <= 1.25, `${spread} ×`]);
   }
-  everyP('7: 1 ms section: RLock wait p99.9 ≤ redis-semaphore\'s at every P (ratio)', 1, rlock.name, (p) => ratioOf(results, rlock.name, p, 1, (r) => r.waitP999), (v) => v <= 1);
-  everyP('7: 1 ms section: RLock fairness ≥ 0.9 at every P', 1, rlock.name, (p) => medianOf(results, rlock.name, p, 1, (r) => r.fairness), (v) => v >= 0.9);
+  everyP('7: 1 ms section: RLock wait p99.9 ≤ redis-semaphore\'s at every P (ratio)', 1, (p) => ratioOf(results, rlock.name, p, 1, (r) => r.waitP999), (v) => v <= 1);
+  everyP('7: 1 ms section: RLock fairness ≥ 0.9 at every P', 1, (p) => medianOf(results, rlock.name, p, 1, (r) => r.fairness), (v) => v >= 0.9);
   const lost = Object.values(results).flatMap((byLib) => Object.values(byLib).flat()).reduce((sum, r) => sum + r.lostUpdates, 0);
   if (Object.keys(results).length > 0) targets.push(['7: zero lost updates (all)', lost === 0, `${lost}`]);
   return targets;
