@@ -73,15 +73,18 @@ describe('readers share, writers exclude', () => {
       expect(outcome.maxWaitMs).toBeLessThan(2_000);
     }
     // While both ran, a writer that released did not take the lock straight back from the other
-    // process's woken writer (the writers' turn): runs of one process are short. Without the
-    // turn they were runs of 10 to 100 holds (waits of up to 350 ms for 1-5 ms holds).
+    // process's woken writer (the writers' turn): nearly every hold passes the lock to the other
+    // process. Without the turn one process took it back 10 to 100 times in a row (12 runs in
+    // 157 holds: 8 %; waits of up to 350 ms for 1-5 ms holds). With it, 93-100 % here, also with
+    // the CPU taken by 3 busy loops; a process that stalls past the 50 ms turn (a loaded CI
+    // machine) lets the other run on for a few holds, which is why this counts hand-overs
+    // rather than bounding the longest run.
     const order = await redis.admin.lrange(`${name}:write-order`, 0, -1);
     const pids = [...new Set(order)];
     const both = order.slice(Math.max(...pids.map((pid) => order.indexOf(pid))), Math.min(...pids.map((pid) => order.lastIndexOf(pid))) + 1);
-    let longest = 0;
-    for (let i = 0, run = 0; i < both.length; i++) longest = Math.max(longest, (run = both[i] === both[i - 1] ? run + 1 : 1));
+    const runs = both.filter((pid, i) => pid !== both[i - 1]).length;
     expect(both.length).toBeGreaterThan(100);
-    expect(longest).toBeLessThanOrEqual(4);
+    expect(runs / both.length).toBeGreaterThanOrEqual(0.75);
   }, 60_000);
 
   test('readers hold together; a writer waits for them all, and readers wait for the writer', async () => {
