@@ -98,12 +98,13 @@ test('a waiter is woken by the release message: one attempt, no polling', async 
 });
 
 test('the watchdog keeps a permit taken without a lease past 3 leases, and stops after release', async () => {
-  const client = redis.client({ watchdogTimeout: 300 });
+  // 1 s leases, not shorter: see the next test.
+  const client = redis.client({ watchdogTimeout: 1_000 });
   const sem = client.getPermitExpirableSemaphore(uniqueName());
   await sem.trySetPermits(1);
   const id = await sem.acquire();
   expect(client.stats.renewals).toBe(1);
-  await sleep(1_000);
+  await sleep(3_300);
   expect(await sem.availablePermits()).toBe(0);
   expect(await redis.client().getPermitExpirableSemaphore(sem.name).tryAcquire()).toBeNull();
   await sem.release(id);

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { diagnostics, type LockClient } from '../src';
 import { clientQueueKeyOf } from '../src/names';
 import { parkedWaiters, usePrivateRedis } from './helpers/privateRedis';
-import { sleep, until } from './helpers/time';
+import { orAfter, sleep, until } from './helpers/time';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -15,7 +15,7 @@ const LEASE = 60_000;
 /** Resolves with the ms from `since` until `held` resolved, or 'still waiting' after `ms`. */
 async function heldWithin(held: Promise<unknown>, since: () => number, ms: number): Promise<number | 'still waiting'> {
   let heldAt = 0;
-  const outcome = await Promise.race([held.then(() => (heldAt = performance.now())), sleep(ms).then(() => 'still waiting' as const)]);
+  const outcome = await orAfter(held.then(() => (heldAt = performance.now())), ms, 'still waiting' as const);
   return outcome === 'still waiting' ? outcome : heldAt - since();
 }
 

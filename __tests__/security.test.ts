@@ -180,10 +180,10 @@ describe.each([
       expect(await holder.getLock('nested').isLocked()).toBe(false);
 
       // The watchdog renews a lock past several of its leases.
-      const short = clientAs(user, 'app:', { watchdogTimeout: 300 });
+      const short = clientAs(user, 'app:', { watchdogTimeout: 1_000 });
       short.on('lockLost', (event) => lost.push(event));
       await short.getLock('kept').lock();
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await new Promise((resolve) => setTimeout(resolve, 2_100));
       expect(await short.getLock('kept').remainTimeToLive()).toBeGreaterThan(0);
 
       // listLocks and force unlock.
@@ -221,7 +221,7 @@ describe.each([
 test('as ACL user app-sem (the exact recipe plus the semaphores\' commands): semaphores, permits with the watchdog and a latch, waits woken by message, nothing refused', async () => {
   await redis.admin.call('ACL', 'LOG', 'RESET');
   await redis.admin.script('FLUSH'); // so that the EVAL fallback on NOSCRIPT runs too
-  const a = clientAs('app-sem', 'app:', { watchdogTimeout: 300 });
+  const a = clientAs('app-sem', 'app:', { watchdogTimeout: 1_000 });
   const b = clientAs('app-sem', 'app:');
   const sem = a.getSemaphore('sem');
   expect(await sem.trySetPermits(2)).toBe(true);
@@ -237,7 +237,7 @@ test('as ACL user app-sem (the exact recipe plus the semaphores\' commands): sem
   const id = await pes.acquire();
   const waiting = b.getPermitExpirableSemaphore('pes').acquire({ leaseTime: 5_000 });
   await until('the permit waiter parked', () => b.stats.waiters === 1);
-  await new Promise((resolve) => setTimeout(resolve, 700)); // past two watchdog leases
+  await new Promise((resolve) => setTimeout(resolve, 2_100)); // past two watchdog leases
   expect(await pes.updateLeaseTime(id, 60_000)).toBe(true);
   expect((await pes.inspect()).permits).toHaveLength(1);
   await pes.release(id);
@@ -256,7 +256,7 @@ test('as ACL user app-sem (the exact recipe plus the semaphores\' commands): sem
 test("as ACL user app-rw (the exact recipe plus the read-write lock's commands): reads, a waiting writer woken by message, downgrade, watchdog, leave, force unlock, nothing refused but CLIENT LIST", async () => {
   await redis.admin.call('ACL', 'LOG', 'RESET');
   await redis.admin.script('FLUSH'); // so that the EVAL fallback on NOSCRIPT runs too
-  const a = clientAs('app-rw', 'app:', { watchdogTimeout: 300 });
+  const a = clientAs('app-rw', 'app:', { watchdogTimeout: 1_000 });
   const b = clientAs('app-rw', 'app:');
   const rw = a.getReadWriteLock('rw');
   await rw.readLock().lock();
@@ -264,7 +264,7 @@ test("as ACL user app-rw (the exact recipe plus the read-write lock's commands):
   const writer = b.getReadWriteLock('rw').writeLock();
   const writing = writer.tryLock({ waitTime: 10_000 });
   await until('the writer waits', async () => (await rw.readLock().inspect()).waitingWriters === 1);
-  await new Promise((resolve) => setTimeout(resolve, 700)); // past two watchdog leases, and the short lease ran out
+  await new Promise((resolve) => setTimeout(resolve, 2_100)); // past two watchdog leases, and the short lease ran out
   expect(await rw.readLock().getHoldCount()).toBe(1);
   await rw.readLock().unlock();
   expect(await writing).toBe(true);

@@ -3,12 +3,14 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { LockLostError, NotLockOwnerError } from '../../src';
 import { parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
-import { aborted, sleep, until } from '../helpers/time';
+import { aborted, orAfter, sleep, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
 
 test('the owner stops believing before Redis can expire its lock, so no two owners overlap', async () => {
-  const lease = 600;
+  // Not shorter: a loaded machine that stalls the holder past 0.57 × lease before the pause
+  // loses the lock before the pause began.
+  const lease = 1_500;
   const holder = redis.client({ watchdogTimeout: lease });
   const other = redis.client({ watchdogTimeout: lease });
   const name = 'paused';
@@ -44,8 +46,8 @@ test('the owner stops believing before Redis can expire its lock, so no two owne
 
 test('lock() without withLock: the lockLost event comes during the pause', async () => {
   // The deadline is at most 0.9 × lease after the pause began (the last confirmed renewal was
-  // sent before it); 2 s leaves the timer 200 ms of lag on a loaded box.
-  const lease = 2000;
+  // sent before it); 5 s leaves the timer 500 ms of lag on a loaded box.
+  const lease = 5_000;
   const client = redis.client({ watchdogTimeout: lease });
   const lock = client.getLock('paused:plain');
   await lock.lock();
@@ -63,8 +65,8 @@ test('lock() without withLock: the lockLost event comes during the pause', async
 test('a pause shorter than 0.9 × lease − the renewal period (lease / 3), about 0.57 × lease, loses nothing', async () => {
   // Worst case: the pause begins just before a renewal is sent, a full period after the last
   // confirmed one; that renewal's reply arrives at the resume and must beat the deadline at
-  // 0.9 × lease after the last confirmed send. 0.45 × lease leaves 0.12 × lease (360 ms) of lag.
-  const lease = 3000;
+  // 0.9 × lease after the last confirmed send. 0.45 × lease leaves 0.12 × lease (720 ms) of lag.
+  const lease = 6_000;
   const client = redis.client({ watchdogTimeout: lease });
   const lost = jest.fn();
   client.on('lockLost', lost);
@@ -128,7 +130,7 @@ async function abortClaimedWaiter(wait: (signal: AbortSignal) => Promise<unknown
     released = release().catch((error: unknown) => error);
     await until('the release claimed the waiter', () => parked() === 0);
     controller.abort();
-    waiter = await Promise.race([waiting, sleep(1_000).then(() => 'still waiting')]);
+    waiter = await orAfter(waiting, 1_000, 'still waiting');
   } finally {
     redis.server.resume();
   }
@@ -183,7 +185,8 @@ test('a permit waiter claimed by a release that Redis does not answer still ends
 }, 30_000);
 
 test('a hold handed over to a waiter that gave up is given back without touching the same owner\'s new hold', async () => {
-  const client = redis.client({ watchdogTimeout: 300 });
+  // 1 s leases: a loaded CI machine can stall a renewal past most of a 300 ms one.
+  const client = redis.client({ watchdogTimeout: 1_000 });
   const lost: unknown[] = [];
   client.on('lockLost', (event) => lost.push(event));
   const name = 'paused-handoff-again';
@@ -217,7 +220,7 @@ test('a hold handed over to a waiter that gave up is given back without touching
   // and the owner's own wait got the lock: one hold in Redis, booked once, under the watchdog.
   expect(Object.values(await redis.admin.hgetall(name))).toEqual(['1']);
   // Three leases later the owner still holds it: the give-back left its watchdog entry alone.
-  await sleep(900);
+  await sleep(3_000);
   expect(await handle.isHeldByCurrentOwner()).toBe(true);
   expect(lost).toEqual([]);
   await handle.unlock();

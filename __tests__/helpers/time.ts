@@ -14,3 +14,18 @@ export function aborted(signal: AbortSignal): Promise<unknown> {
   if (signal.aborted) return Promise.resolve(signal.reason);
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }));
 }
+
+/**
+ * Resolves with what `promise` resolves with, or with `otherwise` after `ms`. Its timer is cleared
+ * either way: a bare `Promise.race([p, sleep(ms)])` leaves a timer that keeps the test worker
+ * alive past its suite (jest then force-exits it).
+ */
+export async function orAfter<T, U>(promise: Promise<T>, ms: number, otherwise: U): Promise<T | U> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<U>((resolve) => (timer = setTimeout(() => resolve(otherwise), ms)));
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
