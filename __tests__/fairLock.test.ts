@@ -113,9 +113,9 @@ describe('dead and stopped waiters', () => {
     expect(order).toEqual([0, 1, 2]);
     // The holder never unlocks: its lease alone frees the lock.
     expect(heldAt[0]! - took).toBeGreaterThan(lease - 50);
-    // The head takes it on its pttl, not after the queue timeout (30 s; Redisson #3730). A second
-    // of slack: the timer and one round trip of a loaded machine.
-    expect(heldAt[0]! - took).toBeLessThan(lease + 1_000);
+    // The head takes it on its pttl, not after the queue timeout (30 s; Redisson #3730). Three
+    // seconds of slack: the timer and one round trip of a loaded machine.
+    expect(heldAt[0]! - took).toBeLessThan(lease + 3_000);
   });
 
   test('a holder process killed without an unlock: the waiter in another process holds within its watchdog lease + 1 s, then the next in order (Redisson #3730)', async () => {
@@ -138,9 +138,9 @@ describe('dead and stopped waiters', () => {
     const w2 = await acquiredAt(waiters, 'w2');
     expect(w2).toBeGreaterThan(w1);
     // No renewal after the kill: the lock ends within a lease, and the head, asleep no longer
-    // than the lock's pttl, takes it then; not after the 30 s queue timeout. A second of slack:
-    // the timer and a round trip on a loaded machine.
-    expect(w1 - killedAt).toBeLessThan(lease + 1_000);
+    // than the lock's pttl, takes it then; not after the 30 s queue timeout. Three seconds of
+    // slack: the timer and a round trip on a loaded machine.
+    expect(w1 - killedAt).toBeLessThan(lease + 3_000);
   }, 30_000);
 
   test('waiters that give up and queue again do not push deadlines ahead: each entry lives one queue timeout (Redisson #1104, #2099)', async () => {
@@ -197,7 +197,8 @@ describe('dead and stopped waiters', () => {
 
   test('a stopped process is skipped once its entries run out: k stopped waiters cost one queue timeout together', async () => {
     const name = uniqueName();
-    const queueTimeout = 1_000;
+    // Not shorter: the window below must hold a loaded machine's lag, and stay below 3 timeouts.
+    const queueTimeout = 3_000;
     const holder = redis.client({ queueTimeout }).getFairLock(name);
     await holder.lock();
     const stopped = waiterProcess(name, queueTimeout, 0);
@@ -213,7 +214,7 @@ describe('dead and stopped waiters', () => {
     await live.line((line) => line.startsWith('acquired l1'), 15_000);
     const waited = performance.now() - released;
     // The grant to s1 lives one queue timeout; s2 and s3 ran out meanwhile, together. Three
-    // timeouts in turn (Redisson #1353) would take ≥ 3 s.
+    // timeouts in turn (Redisson #1353) would take ≥ 9 s.
     expect(waited).toBeGreaterThan(queueTimeout * 0.9);
     expect(waited).toBeLessThan(queueTimeout * 2.5);
     stopped.child.kill('SIGCONT');
@@ -304,7 +305,7 @@ describe('dead and stopped waiters', () => {
     const released = performance.now();
     await scripted.context.redis.rlock_fairLock_release(name, `rlock__queue:{${name}}`, `rlock__queue_expiry:{${name}}`, `rlock__unlock_latch:{${name}}:x`, field, 1000, queueTimeout, 'nowhere:', 'publish', 0, a.id);
     expect(await waiting).toBe(true);
-    expect(performance.now() - released).toBeLessThan(queueTimeout / 3 + 1_000);
+    expect(performance.now() - released).toBeLessThan(queueTimeout / 3 + 3_000);
   }, 30_000);
 });
 
@@ -451,7 +452,7 @@ describe('the RLock interface', () => {
     expect(times[0]).toBeLessThan(times[1]!);
     expect(times[1]).toBeLessThan(times[2]!);
     await Promise.all(processes.map((p, i) => p.line((line) => line === `released w${i}`)));
-    expect(performance.now() - released).toBeLessThan(3_000);
+    expect(performance.now() - released).toBeLessThan(5_000);
   }, 30_000);
 
   test('queue deadlines come from Redis time, not the client clock', async () => {

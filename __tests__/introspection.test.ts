@@ -110,4 +110,4 @@ test('the OpenTelemetry example runs and reports the three instruments', async (
     'rlock.lost {"lock":"example:doomed"} 1',
     'rlock.holds {} 0',
   ]);
-});
+}, 60_000); // the example may take up to 30 s: the test must outlast it

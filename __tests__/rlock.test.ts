@@ -429,7 +429,7 @@ describe('failing to acquire', () => {
 
 describe('waking waiters', () => {
   test('a waiter is woken by the release message, not by polling: at most 3 attempts in 2 s', async () => {
-    const client = newClient();
+    const client = newClient({ queueTimeout: 60_000 }); // no heartbeat within the test
     const name = uniqueName();
     const holder = client.getLock(name);
     await holder.lock({ leaseTime: 30_000 });
@@ -443,11 +443,13 @@ describe('waking waiters', () => {
     const handoff = performance.now() - releasedAt;
     // attempts (at most 3) + the holder's one release
     expect((await scriptCalls()) - before).toBeLessThanOrEqual(4);
-    expect(handoff).toBeLessThan(500);
+    // Far below the holder's 30 s lease and the 20 s heartbeat (room for a loaded machine).
+    expect(handoff).toBeLessThan(3_000);
   });
 
   test('forceUnlock wakes a waiter long before the holder lease ends', async () => {
-    const [holderClient, waiterClient, admin] = [newClient(), newClient(), newClient()];
+    // The waiter's heartbeat (every 20 s here) cannot be what wakes it.
+    const [holderClient, waiterClient, admin] = [newClient(), newClient({ queueTimeout: 60_000 }), newClient()];
     const name = uniqueName();
     await holderClient.getLock(name).lock({ leaseTime: 20_000 });
     const waiter = waiterClient.getLock(name);
@@ -456,7 +458,7 @@ describe('waking waiters', () => {
     const started = performance.now();
     expect(await admin.getLock(name).forceUnlock()).toBe(true);
     await got;
-    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(performance.now() - started).toBeLessThan(3_000);
     expect(await waiter.isHeldByCurrentOwner()).toBe(true);
     expect(await admin.getLock(uniqueName()).forceUnlock()).toBe(false);
   });

@@ -9,3 +9,17 @@ export async function commandCounts(redis: Redis): Promise<Record<string, number
   for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[match[1]!] = Number(match[2]);
   return counts;
 }
+
+/** `commandCounts` once they stopped moving for `quietMs` (calls still on their way from other processes have landed). */
+export async function settledCommandCounts(redis: Redis, quietMs = 300): Promise<Record<string, number>> {
+  // INFO counts itself.
+  const shown = (counts: Record<string, number>): string => JSON.stringify({ ...counts, info: 0 });
+  let last = shown(await commandCounts(redis));
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, quietMs));
+    const counts = await commandCounts(redis);
+    const now = shown(counts);
+    if (now === last) return counts;
+    last = now;
+  }
+}
