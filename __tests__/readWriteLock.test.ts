@@ -44,7 +44,7 @@ describe('readers share, writers exclude', () => {
   test('interval checker, 2 processes × 4 tasks: no write overlaps any other hold, and reads do overlap', async () => {
     const name = uniqueName();
     const workers = [0, 1].map(() => fixture('rwCounterWorker.ts', [redis.server.url, name, '4', '40', '5']));
-    await Promise.all(workers.map((worker) => worker.line((line) => line === 'ready')));
+    await Promise.all(workers.map((worker) => worker.line((line) => line === 'ready', 20_000)));
     for (const worker of workers) worker.child.stdin!.end('go\n');
     const outcomes = await Promise.all(
       workers.map(async (worker) => {
@@ -66,7 +66,7 @@ describe('readers share, writers exclude', () => {
     // A 60 s queue timeout: the heartbeat (a third of it) never wakes a waiter within the test,
     // and a missed release message costs the holder's 30 s lease.
     const workers = [0, 1].map(() => fixture('rwCounterWorker.ts', [redis.server.url, name, '1', '150', '1', '60000']));
-    await Promise.all(workers.map((worker) => worker.line((line) => line === 'ready')));
+    await Promise.all(workers.map((worker) => worker.line((line) => line === 'ready', 20_000)));
     for (const worker of workers) worker.child.stdin!.end('go\n');
     for (const worker of workers) {
       expect(await worker.exited(60_000)).toMatchObject({ code: 0 });

@@ -48,7 +48,7 @@ const topologies: [string, () => Promise<Topology>][] = [
     async () => {
       const group = await RedisSentinelGroup.start();
       const options = { sentinels: group.sentinels, name: group.masterName };
-      return { redisOption: () => ({ redis: options, close: () => undefined }), admin: new Redis(options), stop: () => group.stop() };
+      return { redisOption: () => ({ redis: options, close: () => undefined }), admin: new Redis({ ...options, disconnectTimeout: 0 }), stop: () => group.stop() };
     },
   ],
 ];

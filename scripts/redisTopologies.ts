@@ -67,9 +67,9 @@ export class RedisCluster {
     return this.servers.map((s) => ({ host: '127.0.0.1', port: s.port }));
   }
 
-  /** An ioredis Cluster on it. */
+  /** An ioredis Cluster on it (disconnectTimeout 0 on its node connections: see RedisServer.connect). */
   connect(options: ConstructorParameters<typeof Cluster>[1] = {}): Cluster {
-    return new Cluster(this.startupNodes, options);
+    return new Cluster(this.startupNodes, { ...options, redisOptions: { disconnectTimeout: 0, ...options.redisOptions } });
   }
 
   async stop(): Promise<void> {

@@ -27,8 +27,8 @@ test('a killed holder’s lock expires after its lease and a waiter takes it', a
   }
   await holder.exited();
   const client = redis.client();
-  await expect(client.getLock(name).tryLock({ waitTime: 20_000, leaseTime: 5000 })).resolves.toBe(true);
-  // Within the lease's pttl (and a loaded machine's lag), not the 20 s waitTime.
+  await expect(client.getLock(name).tryLock({ waitTime: 10_000, leaseTime: 5000 })).resolves.toBe(true);
+  // Within the lease's pttl (and a loaded machine's lag), not the 10 s waitTime.
   const waited = performance.now() - killedAt;
   expect(waited).toBeLessThan(lease + 3_000);
   const [field] = await redis.admin.hkeys(name);

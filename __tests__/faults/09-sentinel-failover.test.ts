@@ -16,7 +16,7 @@ async function survivesFailover(name: string, failover: (group: RedisSentinelGro
   const options = { redis: { sentinels: group.sentinels, name: group.masterName }, watchdogTimeout: 6000 };
   const holder = new LockClient(options);
   const waiting = new LockClient(options);
-  const admin = new Redis({ sentinels: group.sentinels, name: group.masterName });
+  const admin = new Redis({ sentinels: group.sentinels, name: group.masterName, disconnectTimeout: 0 });
   admin.on('error', () => undefined);
   const lost = jest.fn();
   holder.on('lockLost', lost);
@@ -35,7 +35,7 @@ async function survivesFailover(name: string, failover: (group: RedisSentinelGro
     const newMaster = await group.waitForNewMaster(oldMaster);
     // Renewals reach the new master: the lease is pushed back past the failover.
     await sleep(2500);
-    const direct = new Redis(newMaster, '127.0.0.1');
+    const direct = new Redis(newMaster, '127.0.0.1', { disconnectTimeout: 0 });
     try {
       expect(await direct.pttl(name)).toBeGreaterThan(3000);
     } finally {

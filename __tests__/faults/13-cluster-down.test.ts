@@ -13,7 +13,7 @@ test('a waiter rides out CLUSTERDOWN and takes the lock once the slot is served 
   const redis = clusterOf().connect();
   const client = new LockClient({ redis });
   const name = 'cluster-down';
-  const owner = new Redis((await slotOwnerPort(redis, name))!, '127.0.0.1');
+  const owner = new Redis((await slotOwnerPort(redis, name))!, '127.0.0.1', { disconnectTimeout: 0 });
   const slot = calculateSlot(name);
   try {
     await owner.cluster('DELSLOTS', slot); // the owner stops serving the slot: CLUSTERDOWN

@@ -10,12 +10,17 @@ export async function commandCounts(redis: Redis): Promise<Record<string, number
   return counts;
 }
 
-/** `commandCounts` once they stopped moving for `quietMs` (calls still on their way from other processes have landed). */
-export async function settledCommandCounts(redis: Redis, quietMs = 300): Promise<Record<string, number>> {
+/**
+ * `commandCounts` once they stopped moving for `quietMs` (calls still on their way from other
+ * processes have landed); rejects when they still move after `timeoutMs`.
+ */
+export async function settledCommandCounts(redis: Redis, quietMs = 1_000, timeoutMs = 15_000): Promise<Record<string, number>> {
   // INFO counts itself.
   const shown = (counts: Record<string, number>): string => JSON.stringify({ ...counts, info: 0 });
+  const deadline = performance.now() + timeoutMs;
   let last = shown(await commandCounts(redis));
   for (;;) {
+    if (performance.now() > deadline) throw new Error(`the command counts still moved after ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, quietMs));
     const counts = await commandCounts(redis);
     const now = shown(counts);
