@@ -290,10 +290,10 @@ export class PermitExpirableSemaphore extends Primitive {
     const publish = await this.publishCommand();
     const sync = context.syncReplicas;
     let attempts = 0;
-    // A waiter that has waited STARVING_MS claims the next free permit for its client (see
+    // A waiter parked for STARVING_MS claims the next free permit for its client (see
     // acquire-4.lua), as the plain semaphore's waiters reserve: a release wakes a waiter in
     // every client, and the client always woken last would otherwise starve.
-    const startedAt = performance.now();
+    let parkedAt: number | undefined;
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = attempts++ === 0;
@@ -302,7 +302,7 @@ export class PermitExpirableSemaphore extends Primitive {
       // Behind this client's parked waiters, a first attempt would be refused (see joinsLocalQueue).
       if (first && listening && waitTime > 0 && joinsLocalQueue(listening, 1)) return { held: false, ttl: -1 };
       const sentAt = performance.now();
-      const claims = listening && performance.now() - startedAt >= STARVING_MS ? 1 : 0;
+      const claims = listening && parkedAt !== undefined && performance.now() - parkedAt >= STARVING_MS ? 1 : 0;
       const args = [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;
       const ttl = sync
         ? await this.acquireSynced(sync, id, args, bound)
@@ -317,9 +317,12 @@ export class PermitExpirableSemaphore extends Primitive {
         // A release that claimed the waiter waits for its script's reply unless pipelined; a
         // waiter that stops meanwhile ends at once, and the permit handed over later goes back.
         // Never with syncReplicas: every permit must come from an acquire that WAIT vouched for.
-        park: sync
-          ? undefined
-          : (entry, ms, stops) => sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.releasePermit(id).catch(() => undefined) }, ms, stops),
+        // (undefined: the plain wake-up; the first sleep still starts the STARVING_MS clock.)
+        park: (entry, ms, stops) => {
+          parkedAt ??= performance.now();
+          if (sync) return undefined;
+          return sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.releasePermit(id).catch(() => undefined) }, ms, stops);
+        },
       });
     } finally {
       keptByWatchdog.delete(id);

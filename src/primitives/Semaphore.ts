@@ -35,10 +35,13 @@ interface SemaphoreScripts {
 const scripts = (redis: ScriptedRedis): SemaphoreScripts => redis as unknown as SemaphoreScripts;
 
 /**
- * How long a waiter for a single permit waits before its next attempt may reserve permits (as a
- * multi-permit request always may): then the permits freed next are its, whoever is quicker.
- * Long enough that the common wait never reserves (a reservation costs its holder a grant
- * message and an attempt), short enough to bound a starving wait to a few of them.
+ * How long a waiter for a single permit stays parked before its next attempt may reserve permits
+ * (as a multi-permit request always may): then the permits freed next are its, whoever is
+ * quicker. Long enough that the common wait never reserves (a reservation costs its holder a
+ * grant message and an attempt), short enough to bound a starving wait to a few of them. Counted
+ * from the waiter's first sleep, not from its call: getting subscribed (slow on a loaded
+ * machine) is not being passed over, and a reservation taken then changed how every waiter of
+ * a test parked.
  */
 export const STARVING_MS = 100;
 
@@ -220,8 +223,8 @@ export class Semaphore extends Primitive {
     // STARVING_MS: a release wakes a waiter in every client and the quickest takes the permit,
     // so without it a slower process could lose that race for good. It must be subscribed
     // first so that the release naming it reaches it.
-    const startedAt = performance.now();
-    const mayReserveNow = (): boolean => permits > 1 || performance.now() - startedAt >= STARVING_MS;
+    let parkedAt: number | undefined;
+    const mayReserveNow = (): boolean => permits > 1 || (parkedAt !== undefined && performance.now() - parkedAt >= STARVING_MS);
     let entry: ChannelEntry | undefined;
     let reserving = false;
     let reserved = false;
@@ -262,8 +265,10 @@ export class Semaphore extends Primitive {
       sentAt = await this.wait(callId, this.channel, attempt, waitTime, signal, {
         // The reservation's holder waits for its grant; the others may be handed permits by a
         // release of this client (see release()).
-        park: (woken, ms, stops) =>
-          reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops),
+        park: (woken, ms, stops) => {
+          parkedAt ??= performance.now();
+          return reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops);
+        },
         giveUp: async () => {
           if (!reserved) return;
           const publish = await this.publishCommand();
