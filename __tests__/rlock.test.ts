@@ -627,9 +627,10 @@ describe('contention: local handoff and turns between clients', () => {
     let inside = 0;
     let holds = 0;
     let overlaps = 0;
-    const deadline = performance.now() + 5_000;
+    // 48 holds, 3 of them a whole lease long, however slow the machine (it was a fixed 5 s,
+    // which a loaded machine could fill with fewer holds than the test asked for).
     const loop = async (client: LockClient): Promise<void> => {
-      while (performance.now() < deadline) {
+      while (holds < 48) {
         await client.getLock(name).withLock(async (signal) => {
           if (++inside > 1) overlaps++;
           // Some holds span a whole lease: only the watchdog keeps them.
@@ -642,7 +643,6 @@ describe('contention: local handoff and turns between clients', () => {
     };
     await Promise.all(Array.from({ length: 8 }, (_, i) => loop(clients[i % 2]!)));
     expect({ lost, overlaps }).toEqual({ lost: [], overlaps: 0 });
-    expect(holds).toBeGreaterThan(40);
     expect(clients.map((client) => client.stats.renewals)).toEqual([0, 0]);
   }, 20_000);
 });

@@ -114,14 +114,17 @@ test('an unlock whose outcome stays unknown rejects with RedisCommandError, and 
   // A proxy of its own, which stops taking connections: the resend has nowhere to go, and
   // ioredis gives up after one retry.
   const lonely = await TcpProxy.start(redis.server.port);
-  const client = redis.client({ redis: { host: '127.0.0.1', port: lonely.port, maxRetriesPerRequest: 1 } });
-  const lock = client.getLock('drop-unknown-outcome');
-  await lock.lock(); // under the watchdog
-  expect(client.stats.renewals).toBe(1);
-  lonely.stopAccepting();
-  lonely.cutOnNextReply();
-  await expect(lock.unlock()).rejects.toBeInstanceOf(RedisCommandError);
-  // Had the release not run, nothing would keep the lock alive past its lease.
-  expect(client.stats.renewals).toBe(0);
-  await lonely.close();
+  try {
+    const client = redis.client({ redis: { host: '127.0.0.1', port: lonely.port, maxRetriesPerRequest: 1 } });
+    const lock = client.getLock('drop-unknown-outcome');
+    await lock.lock(); // under the watchdog
+    expect(client.stats.renewals).toBe(1);
+    lonely.stopAccepting();
+    lonely.cutOnNextReply();
+    await expect(lock.unlock()).rejects.toBeInstanceOf(RedisCommandError);
+    // Had the release not run, nothing would keep the lock alive past its lease.
+    expect(client.stats.renewals).toBe(0);
+  } finally {
+    await lonely.close(); // also when an expectation failed: its server must not outlive the suite
+  }
 });
