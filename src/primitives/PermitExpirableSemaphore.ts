@@ -13,7 +13,7 @@ import { syncedAcquire } from '../services/syncedAcquire';
 import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
 import { type Attempt, Primitive } from './Primitive';
-import { joinsLocalQueue, STARVING_MS } from './Semaphore';
+import { joinsLocalQueue, starvingClock } from './Semaphore';
 
 /** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
 interface PermitScripts {
@@ -42,7 +42,7 @@ const scripts = (redis: ScriptedRedis): PermitScripts => redis as unknown as Per
 
 /**
  * How long a client's claim on the next free permit stands unless one of its waiters renews it
- * (each refused attempt of a waiter that has waited STARVING_MS does): a claimant whose waiters
+ * (each refused attempt of a waiter parked for STARVING_MS does): a claimant whose waiters
  * all gave up, or whose process stopped, keeps one permit from the others this long at most.
  */
 const CLAIM_MS = 1_000;
@@ -293,7 +293,7 @@ export class PermitExpirableSemaphore extends Primitive {
     // A waiter parked for STARVING_MS claims the next free permit for its client (see
     // acquire-4.lua), as the plain semaphore's waiters reserve: a release wakes a waiter in
     // every client, and the client always woken last would otherwise starve.
-    let parkedAt: number | undefined;
+    const clock = starvingClock();
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = attempts++ === 0;
@@ -302,7 +302,7 @@ export class PermitExpirableSemaphore extends Primitive {
       // Behind this client's parked waiters, a first attempt would be refused (see joinsLocalQueue).
       if (first && listening && waitTime > 0 && joinsLocalQueue(listening, 1)) return { held: false, ttl: -1 };
       const sentAt = performance.now();
-      const claims = listening && parkedAt !== undefined && performance.now() - parkedAt >= STARVING_MS ? 1 : 0;
+      const claims = listening && clock.starving() ? 1 : 0;
       const args = [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;
       const ttl = sync
         ? await this.acquireSynced(sync, id, args, bound)
@@ -319,7 +319,7 @@ export class PermitExpirableSemaphore extends Primitive {
         // Never with syncReplicas: every permit must come from an acquire that WAIT vouched for.
         // (undefined: the plain wake-up; the first sleep still starts the STARVING_MS clock.)
         park: (entry, ms, stops) => {
-          parkedAt ??= performance.now();
+          clock.parked();
           if (sync) return undefined;
           return sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.releasePermit(id).catch(() => undefined) }, ms, stops);
         },

@@ -45,6 +45,17 @@ const scripts = (redis: ScriptedRedis): SemaphoreScripts => redis as unknown as 
  */
 export const STARVING_MS = 100;
 
+/** A waiter's STARVING_MS clock: `parked()` at each sleep (the first one starts it), `starving()` once it ran out. */
+export function starvingClock(): { parked(): void; starving(): boolean } {
+  let parkedAt: number | undefined;
+  return {
+    parked: () => {
+      parkedAt ??= performance.now();
+    },
+    starving: () => parkedAt !== undefined && performance.now() - parkedAt >= STARVING_MS,
+  };
+}
+
 /**
  * A counting semaphore, Redisson's RSemaphore: a counter of free permits at `<keyPrefix><name>`;
  * `acquire` takes permits only when enough are free, all at once; `release` adds them and wakes
@@ -219,12 +230,12 @@ export class Semaphore extends Primitive {
     const { context } = this;
     const callId = this.newId();
     const field = `${context.clientId}:${callId}`;
-    // A request that smaller ones could overtake reserves, and so does one that has waited
+    // A request that smaller ones could overtake reserves, and so does one that has been parked
     // STARVING_MS: a release wakes a waiter in every client and the quickest takes the permit,
     // so without it a slower process could lose that race for good. It must be subscribed
     // first so that the release naming it reaches it.
-    let parkedAt: number | undefined;
-    const mayReserveNow = (): boolean => permits > 1 || (parkedAt !== undefined && performance.now() - parkedAt >= STARVING_MS);
+    const clock = starvingClock();
+    const mayReserveNow = (): boolean => permits > 1 || clock.starving();
     let entry: ChannelEntry | undefined;
     let reserving = false;
     let reserved = false;
@@ -266,7 +277,7 @@ export class Semaphore extends Primitive {
         // The reservation's holder waits for its grant; the others may be handed permits by a
         // release of this client (see release()).
         park: (woken, ms, stops) => {
-          parkedAt ??= performance.now();
+          clock.parked();
           return reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops);
         },
         giveUp: async () => {
