@@ -5,7 +5,7 @@
 import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
-import { sleep, until } from './helpers/time';
+import { settled, sleep, until } from './helpers/time';
 import { LockLostError, LockUsageError } from '../src';
 
 const redis = usePrivateRedis();
@@ -29,16 +29,8 @@ async function scriptCalls(): Promise<number> {
   return (counts.evalsha ?? 0) + (counts.eval ?? 0);
 }
 
-/** Waits until the script calls stop moving for `quietMs`; resolves with their count. */
-async function settledScriptCalls(quietMs = 300): Promise<number> {
-  let last = await scriptCalls();
-  for (;;) {
-    await sleep(quietMs);
-    const now = await scriptCalls();
-    if (now === last) return now;
-    last = now;
-  }
-}
+/** Waits until the script calls stop moving for 300 ms; resolves with their count. */
+const settledScriptCalls = (): Promise<number> => settled('the script calls', scriptCalls, 300);
 
 describe('readers share, writers exclude', () => {
   test('interval checker, 2 processes × 4 tasks: no write overlaps any other hold, and reads do overlap', async () => {

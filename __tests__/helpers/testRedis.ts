@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { settled } from './time';
 
 export { RedisServer } from '../../scripts/redisServer';
 
@@ -12,19 +13,8 @@ export async function commandCounts(redis: Redis): Promise<Record<string, number
 
 /**
  * `commandCounts` once they stopped moving for `quietMs` (calls still on their way from other
- * processes have landed); rejects when they still move after `timeoutMs`.
+ * processes have landed); `info` reads 0 (INFO counts itself).
  */
-export async function settledCommandCounts(redis: Redis, quietMs = 1_000, timeoutMs = 15_000): Promise<Record<string, number>> {
-  // INFO counts itself.
-  const shown = (counts: Record<string, number>): string => JSON.stringify({ ...counts, info: 0 });
-  const deadline = performance.now() + timeoutMs;
-  let last = shown(await commandCounts(redis));
-  for (;;) {
-    if (performance.now() > deadline) throw new Error(`the command counts still moved after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, quietMs));
-    const counts = await commandCounts(redis);
-    const now = shown(counts);
-    if (now === last) return counts;
-    last = now;
-  }
+export function settledCommandCounts(redis: Redis, quietMs = 1_000): Promise<Record<string, number>> {
+  return settled('the command counts', async () => ({ ...(await commandCounts(redis)), info: 0 }), quietMs);
 }

@@ -16,6 +16,24 @@ export function aborted(signal: AbortSignal): Promise<unknown> {
 }
 
 /**
+ * Reads `read` until its value (compared as JSON) stays the same for `quietMs`: work still on its
+ * way from other processes has landed. Resolves with that value; rejects when it still moves
+ * after `timeoutMs`.
+ */
+export async function settled<T>(what: string, read: () => Promise<T>, quietMs: number, timeoutMs = 15_000): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  let last = JSON.stringify(await read());
+  for (;;) {
+    if (performance.now() > deadline) throw new Error(`${what} still moved after ${timeoutMs} ms`);
+    await sleep(quietMs);
+    const value = await read();
+    const now = JSON.stringify(value);
+    if (now === last) return value;
+    last = now;
+  }
+}
+
+/**
  * Resolves with what `promise` resolves with, or with `otherwise` after `ms`. Its timer is cleared
  * either way: a bare `Promise.race([p, sleep(ms)])` leaves a timer that keeps the test worker
  * alive past its suite (jest then force-exits it).
