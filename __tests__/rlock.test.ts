@@ -9,11 +9,12 @@ import {
 } from '../src';
 import { runFixture, startFixture } from './helpers/child';
 import { until } from './helpers/time';
-import { parkedWaiters, subscribers } from './helpers/privateRedis';
+import { parkedWaiters, subscribers, wakeQueueLength } from './helpers/privateRedis';
 import { commandCounts, RedisServer } from './helpers/testRedis';
 import { defineScripts, type ScriptedRedis } from '../src/services/scripts';
 import { RELEASE_LATCH_TTL_MS } from '../src/core/LockHandle';
 import { MAX_LOCAL_HANDOFFS } from '../src/services/LocalHandoff';
+import { semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -495,6 +496,57 @@ describe('contention: local handoff and turns between clients', () => {
     expect((await scriptCalls()) - before).toBe(4);
     expect(order).toEqual([0, 1, 2]);
     expect(await holder.isLocked()).toBe(false);
+  });
+
+  test('waits that end without a wake-up leave nothing parked: local handoffs, timeouts, aborts (a lock and a semaphore)', async () => {
+    // Each wait that ended otherwise than by a release message used to leave its place in the
+    // channel's wake-up queue (async-mutex's Semaphore cannot withdraw one waiter), holding its
+    // closures, handle and owner until the next message: one client taking turns by local
+    // handoff hears none, and grew by ~3.7 KiB per acquisition.
+    const name = uniqueName();
+    const client = newClient();
+    const channel = wakeChannelPrefixOf('', name) + client.id;
+    let acquisitions = 0;
+    let most = 0;
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (acquisitions < 600) {
+          await client.getLock(name).withLock(() => void acquisitions++);
+          most = Math.max(most, wakeQueueLength(client, channel));
+        }
+      }),
+    );
+    expect(acquisitions).toBeGreaterThanOrEqual(600);
+    expect(most).toBeLessThanOrEqual(3); // the other 3 tasks at most; 600 handoffs left ~600 before
+
+    // Waits that time out or abort while another client holds, beside one waiter that stays.
+    const holder = newClient().getLock(name);
+    await holder.lock();
+    const stays = client.getLock(name).lock();
+    await until('the staying waiter parked', () => wakeQueueLength(client, channel) === 1);
+    for (let i = 0; i < 40; i++) {
+      expect(await client.getLock(name).tryLock({ waitTime: 10 })).toBe(false);
+      const aborted = new AbortController();
+      const waiting = client.getLock(name).lock({ signal: aborted.signal });
+      aborted.abort(new Error('stop'));
+      await expect(waiting).rejects.toThrow('stop');
+    }
+    expect(wakeQueueLength(client, channel)).toBe(1); // the staying waiter only; 41 or more before
+    await holder.unlock();
+    await stays;
+    await client.getLock(name).forceUnlock();
+
+    const semaphoreName = uniqueName();
+    const semaphore = client.getSemaphore(semaphoreName);
+    await semaphore.trySetPermits(1);
+    await newClient().getSemaphore(semaphoreName).acquire();
+    const semaphoreChannel = semaphoreChannelOf('', semaphoreName);
+    const staysForPermit = semaphore.acquire();
+    await until('the staying semaphore waiter parked', () => wakeQueueLength(client, semaphoreChannel) === 1);
+    for (let i = 0; i < 40; i++) expect(await semaphore.tryAcquire({ waitTime: 10 })).toBe(false);
+    expect(wakeQueueLength(client, semaphoreChannel)).toBe(1);
+    await semaphore.release();
+    await staysForPermit;
   });
 
   test('a waiter handed the lock starts only once Redis recorded it: a release by an owner the lock was taken from hands nothing over', async () => {

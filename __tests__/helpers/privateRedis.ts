@@ -72,3 +72,12 @@ export function parkedOnChannel(client: LockClient, channel: string): number {
   const internals = client as unknown as { pubsub: { peek(channel: string): { local?: { parkedCount: number } } | undefined } };
   return internals.pubsub.peek(channel)?.local?.parkedCount ?? 0;
 }
+
+/**
+ * How many waiters of `client` sleep on `channel`'s wake-up queue now (client internals): every
+ * wait that ended leaves it, so it never holds more than the waiters still waiting.
+ */
+export function wakeQueueLength(client: LockClient, channel: string): number {
+  const internals = client as unknown as { pubsub: { peek(channel: string): { wakeups: { size: number } } | undefined } };
+  return internals.pubsub.peek(channel)?.wakeups.size ?? 0;
+}

@@ -1,9 +1,9 @@
-import { Semaphore } from 'async-mutex';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import type { LocalHandoff } from './LocalHandoff';
 import type { PublishCommand } from './scripts';
 import { reviveWhenEnded } from './reviveEnded';
+import { WakeQueue } from './WakeQueue';
 
 /**
  * A counted message, published by the semaphore and latch scripts: `wake:<count>` or `wake:all`,
@@ -46,17 +46,17 @@ export interface EntryKeeper {
 }
 
 /**
- * The waiters of one channel. Each release message adds one permit to the semaphore, so it
- * wakes one parked waiter. A message that comes while no waiter is parked leaves one permit
- * (never more) for the next to park, which then retries at once instead of sleeping through a
- * free lock; more stored permits would send every waiter back to Redis in a burst that only
- * one of them can win.
+ * The waiters of one channel. Each release message is one wake-up (`wakeups`), so it wakes one
+ * parked waiter. A message that comes while no waiter is parked leaves one wake-up (never more)
+ * for the next to park, which then retries at once instead of sleeping through a free lock;
+ * more stored wake-ups would send every waiter back to Redis in a burst that only one of them
+ * can win.
  */
 export class ChannelEntry {
   refCount = 0;
   /** On a Cluster: the node(s) serving the channel's slot when last looked, to notice it moving. */
   slotOwner: string | undefined;
-  readonly semaphore = new Semaphore(0);
+  readonly wakeups = new WakeQueue();
   /** Settles true once SUBSCRIBE is confirmed, false when it failed (waiters then fall back to pttl sleeps). */
   subscribed: Promise<boolean> = Promise.resolve(false);
   /** True once SUBSCRIBE is confirmed: from then on every release of the lock reaches this entry. */
@@ -125,19 +125,19 @@ export class ChannelEntry {
    * Wake-ups for waiters not parked yet are kept, but never more than there are waiters.
    */
   wake(count: number): void {
-    const missing = Math.min(count, this.refCount) - this.semaphore.getValue();
-    if (missing > 0) this.semaphore.release(missing);
+    const missing = Math.min(count, this.refCount) - this.wakeups.value;
+    if (missing > 0) this.wakeups.release(missing);
   }
 
   /** Wakes one parked waiter, or stores one permit when none is parked and none is stored. */
   wakeOne(): void {
-    if (this.semaphore.getValue() < 1) this.semaphore.release();
+    if (this.wakeups.value < 1) this.wakeups.release();
   }
 
   /** Every waiter tries again (a reconnect or a moved slot may have lost messages). */
   wakeAll(): void {
-    const missing = this.refCount - this.semaphore.getValue();
-    if (missing > 0) this.semaphore.release(missing);
+    const missing = this.refCount - this.wakeups.value;
+    if (missing > 0) this.wakeups.release(missing);
     for (const parked of this.expected.values()) parked?.(undefined);
   }
 
@@ -210,15 +210,11 @@ export class ChannelEntry {
    */
   untilReleased(ms: number, stops: AbortSignal[], parked?: (interrupt: () => void) => () => void): Promise<void> {
     return boundedWait(ms, stops, (done) => {
-      let settled = false;
-      this.semaphore.acquire().then(
-        // A permit that arrives after we stopped waiting goes back for the next waiter.
-        ([, giveBack]) => (settled ? giveBack() : done()),
-        () => done(), // cancelled: the entry was dropped
-      );
+      // A wait that ends otherwise leaves the queue, so a later wake-up goes to a waiter still there.
+      const leave = this.wakeups.park(() => done());
       const ended = parked?.(() => done());
       return () => {
-        settled = true;
+        leave();
         ended?.();
       };
     });
@@ -320,7 +316,7 @@ export class LockPubSub {
   private drop(channel: string, entry: ChannelEntry): void {
     if (entry.refCount > 0 || this.entries.get(channel) !== entry) return;
     this.entries.delete(channel);
-    entry.semaphore.cancel();
+    entry.wakeups.cancel();
     entry.local?.stopYielding();
     entry.keeper?.dropped(false);
     if (!this.subscriber) return; // never subscribed
@@ -338,7 +334,7 @@ export class LockPubSub {
   async close(): Promise<void> {
     this.closed = true;
     for (const entry of this.entries.values()) {
-      entry.semaphore.cancel();
+      entry.wakeups.cancel();
       entry.local?.stopYielding();
       entry.keeper?.dropped(true);
     }
