@@ -9,7 +9,7 @@
  * acquire queued, holding the wait's closures (and through them its lock handle and owner), until
  * the next message. A client whose waiters took turns by local handoff hears no message at all,
  * so it grew by ~3.7 KiB per acquisition for as long as the lock stayed contended
- * (`rlock.test.ts` "waits that end without a wake-up leave nothing parked").
+ * (`rlock.test.ts` "waits that end without a wake-up leave nothing parked"; `leaks.test.ts`).
  */
 export class WakeQueue {
   /** Wake-ups that came while nobody was parked. */
