@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import { startFixture, type FixtureProcess, runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
-import { commandCounts } from './helpers/testRedis';
+import { commandCounts, scriptCallCount } from './helpers/testRedis';
 import { until } from './helpers/time';
 import { InvalidArgumentError, LockUsageError } from '../src';
 
@@ -31,11 +31,7 @@ async function queueLength(name: string): Promise<number> {
   return (await redis.client().getFairLock(name).inspect()).queue?.length ?? 0;
 }
 
-/** Script calls so far (ioredis sends EVAL the first time on a connection, EVALSHA afterwards). */
-async function scriptCalls(): Promise<number> {
-  const counts = await commandCounts(redis.admin);
-  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
-}
+const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
 
 const acquiredAt = (child: FixtureProcess, id: string): Promise<number> =>
   child.line((line) => line.startsWith(`acquired ${id} `)).then((line) => Number(line.split(' ')[2]));

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { runFixture, startFixture, type FixtureProcess } from './helpers/child';
 import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { useReplyCuts } from './helpers/tcpProxy';
-import { commandCounts } from './helpers/testRedis';
+import { scriptCallCount } from './helpers/testRedis';
 import { takeTurns } from './helpers/takeTurns';
 import { aborted, sleep, until } from './helpers/time';
 import type { Redis } from 'ioredis';
@@ -21,10 +21,7 @@ afterEach(() => {
   for (const child of children.splice(0)) child.child.kill('SIGKILL');
 });
 
-async function scriptCalls(): Promise<number> {
-  const counts = await commandCounts(redis.admin);
-  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
-}
+const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
 
 test('acquire gives distinct permit ids up to the total; release of an unknown id is a typed error', async () => {
   const sem = redis.client().getPermitExpirableSemaphore(uniqueName());

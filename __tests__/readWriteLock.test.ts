@@ -4,7 +4,7 @@
 // process), and a waiting writer is not starved by a stream of readers.
 import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
-import { commandCounts } from './helpers/testRedis';
+import { commandCounts, scriptCallCount } from './helpers/testRedis';
 import { settled, sleep, until } from './helpers/time';
 import { LockLostError, LockUsageError } from '../src';
 
@@ -23,11 +23,7 @@ function fixture(name: string, args: string[]): FixtureProcess {
   return child;
 }
 
-/** Script calls so far (ioredis sends EVAL the first time on a connection, EVALSHA afterwards). */
-async function scriptCalls(): Promise<number> {
-  const counts = await commandCounts(redis.admin);
-  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
-}
+const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
 
 /** Waits until the script calls stop moving for 300 ms; resolves with their count. */
 const settledScriptCalls = (): Promise<number> => settled('the script calls', scriptCalls, 300);

@@ -10,7 +10,7 @@ import {
 import { runFixture, startFixture } from './helpers/child';
 import { until } from './helpers/time';
 import { parkedWaiters, subscribers, wakeQueueLength } from './helpers/privateRedis';
-import { commandCounts, RedisServer } from './helpers/testRedis';
+import { commandCounts, RedisServer, scriptCallCount } from './helpers/testRedis';
 import { defineScripts, type ScriptedRedis } from '../src/services/scripts';
 import { RELEASE_LATCH_TTL_MS } from '../src/core/LockHandle';
 import { MAX_LOCAL_HANDOFFS } from '../src/services/LocalHandoff';
@@ -32,11 +32,7 @@ function newClient(options: { watchdogTimeout?: number; keyPrefix?: string; queu
 /** A lock name no other test uses. */
 const uniqueName = (): string => `test:${++seq}:${Date.now()}`;
 
-/** Script calls (EVALSHA, or EVAL after NOSCRIPT) the server ran so far. */
-async function scriptCalls(): Promise<number> {
-  const counts = await commandCounts(redis);
-  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
-}
+const scriptCalls = (): Promise<number> => scriptCallCount(redis);
 
 beforeAll(async () => {
   server = await RedisServer.start();

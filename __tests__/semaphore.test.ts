@@ -4,7 +4,7 @@
 import { runFixture } from './helpers/child';
 import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { useReplyCuts } from './helpers/tcpProxy';
-import { commandCounts } from './helpers/testRedis';
+import { scriptCallCount } from './helpers/testRedis';
 import { takeTurns } from './helpers/takeTurns';
 import { sleep, until } from './helpers/time';
 import { ClientClosedError, LockTimeoutError } from '../src';
@@ -13,11 +13,7 @@ const redis = usePrivateRedis();
 let counter = 0;
 const uniqueName = (): string => `sem:${process.pid}:${++counter}`;
 
-/** Script calls so far (ioredis sends EVAL the first time on a connection, EVALSHA afterwards). */
-async function scriptCalls(): Promise<number> {
-  const counts = await commandCounts(redis.admin);
-  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
-}
+const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
 
 /** A new semaphore of one permit, taken by a new client (whose further waiters may be handed it in-process). */
 async function takenSemaphore() {

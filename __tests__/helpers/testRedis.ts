@@ -11,6 +11,12 @@ export async function commandCounts(redis: Redis): Promise<Record<string, number
   return counts;
 }
 
+/** Script calls (EVALSHA, or EVAL after NOSCRIPT) the server ran so far. */
+export async function scriptCallCount(redis: Redis): Promise<number> {
+  const counts = await commandCounts(redis);
+  return (counts.evalsha ?? 0) + (counts.eval ?? 0);
+}
+
 /**
  * `commandCounts` once they stopped moving for `quietMs` (calls still on their way from other
  * processes have landed); `info` reads 0 (INFO counts itself).
