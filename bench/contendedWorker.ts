@@ -7,6 +7,7 @@
 // (`total` still counts every acquisition, for the lost-update check).
 import { Redis } from 'ioredis';
 import { byName } from './contestants';
+import { runMain } from './runMain';
 
 // Requests this process sends (every connection, subscriber included; never a script's inner
 // calls, which Redis's commandstats would count too), less the critical section's GET + SET.
@@ -71,7 +72,4 @@ async function main(): Promise<void> {
   await session.close();
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+runMain(main);

@@ -8,6 +8,7 @@ import { redisFromEnv } from '../scripts/redisServer';
 import { byName } from './contestants';
 import { runWorker } from './scenarios';
 import { quantile, round } from './stats';
+import { runMain } from './runMain';
 
 const arg = (name: string, fallback: string): string => {
   const i = process.argv.indexOf(`--${name}`);
@@ -59,7 +60,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+runMain(main);

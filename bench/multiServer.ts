@@ -12,6 +12,7 @@ import { Redis } from 'ioredis';
 import { RedisServer } from '../scripts/redisServer';
 import { LockClient, MultiLock, RedLock } from './shippedLibrary';
 import { quantile, round } from './stats';
+import { runMain } from './runMain';
 
 const SAMPLES = process.argv.includes('--quick') ? 300 : 2000;
 const WARM_UP = 200;
@@ -103,7 +104,4 @@ async function main(): Promise<void> {
   writeFileSync(join(dir, `${date}-multi.json`), `${JSON.stringify({ date, samples: SAMPLES, node: process.version, cpus: cpus().length, results }, null, 2)}\n`);
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+runMain(main);

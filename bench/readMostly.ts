@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { redisFromEnv } from '../scripts/redisServer';
 import { quantile, round } from './stats';
+import { runMain } from './runMain';
 
 const RUN_MS = 10_000;
 const PROCESSES = 4;
@@ -80,7 +81,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+runMain(main);

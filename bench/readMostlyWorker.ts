@@ -4,6 +4,7 @@
 // exclusive. Prints one JSON line with its counts and waits.
 import { Redis } from 'ioredis';
 import { LockClient } from './shippedLibrary';
+import { runMain } from './runMain';
 
 async function main(): Promise<void> {
   const [mode, url, key, deadlineArg, tasksArg] = process.argv.slice(2);
@@ -33,7 +34,4 @@ async function main(): Promise<void> {
   await client.close();
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+runMain(main);

@@ -11,6 +11,7 @@ import * as scenario from './scenarios';
 import { defaultScalingOptions, runScaling, scalingTables, scalingTargets, writeScaling } from './scalingScenario';
 import { semaphoreReport } from './semaphoreScenario';
 import { quantile, round } from './stats';
+import { runMain } from './runMain';
 
 /** Rounds of scenario 1 (the sequential ops are split between them). */
 const S1_ROUNDS = 5;
@@ -142,7 +143,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+runMain(main);

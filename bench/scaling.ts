@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { redisFromEnv } from '../scripts/redisServer';
 import { defaultScalingOptions, runScaling, runsIn, scalingTables, scalingTargets, writeScaling, type ScalingOptions, type ScalingResults } from './scalingScenario';
+import { runMain } from './runMain';
 
 const arg = (name: string, fallback: number): number => {
   const i = process.argv.indexOf(`--${name}`);
@@ -52,7 +53,4 @@ async function main(): Promise<void> {
   report(results, options, new Date().toISOString().slice(0, 10), true);
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+runMain(main);

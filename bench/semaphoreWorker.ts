@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { Semaphore as RedisSemaphore } from 'redis-semaphore';
 import { LockClient } from './shippedLibrary';
 import type { SemaphoreContestant } from './semaphoreScenario';
+import { runMain } from './runMain';
 
 type Take = () => Promise<() => Promise<unknown>>;
 
@@ -81,7 +82,4 @@ async function main(): Promise<void> {
   await close();
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+runMain(main);
