@@ -7,7 +7,7 @@ import { ClientClosedError, InvalidArgumentError, type LockLostError, RedisComma
 import { diagnostics } from './diagnostics';
 import { reviveWhenEnded } from './services/reviveEnded';
 import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
-import type { CommandBound, LockContext } from './services/LockContext';
+import { CallCutShort, type CommandBound, IN_FLIGHT_GRACE_MS, type LockContext } from './services/LockContext';
 import { LockPubSub } from './services/LockPubSub';
 import { QueueHeartbeat } from './services/QueueHeartbeat';
 import { connectionName, listLockNames, type LockInfo } from './introspection';
@@ -450,13 +450,26 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       };
       this.inFlight.add(settle);
       const send = (): void => {
+        const lateReply = bound?.lateReply;
+        let cut = false;
+        if (lateReply) {
+          stopWaiting = this.cutWhenDue(name, bound, (error) => {
+            cut = true;
+            settle(error);
+          });
+        }
         call(this.redis as ScriptedRedis).then(
           (value) => {
-            if (!this.inFlight.delete(settle)) return;
+            if (!this.inFlight.delete(settle)) {
+              if (cut) lateReply!(value);
+              return;
+            }
+            stopWaiting();
             resolve(value);
           },
           (error: unknown) => {
             if (!this.inFlight.delete(settle)) return;
+            stopWaiting();
             // A failed AUTH carries the password in its `command.args`.
             reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, redactError(error)));
           },
@@ -470,6 +483,34 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       if (status === 'end' && (!this.ownsRedis || this.redis.isCluster)) return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
       stopWaiting = this.whenReady(name, bound, send, settle);
     });
+  }
+
+  /**
+   * Ends a call Redis has not answered yet when its bound is due (see `CommandBound.lateReply`):
+   * calls `cut` with `CallCutShort` at the deadline, or with a signal's reason once it aborted,
+   * but never sooner than IN_FLIGHT_GRACE_MS after the call was sent or the signal aborted. A
+   * reply that comes within that grace is taken as usual, so on a Redis that answers, a call
+   * that rejects has left nothing behind (its caller gives back what it took before rejecting);
+   * only a call Redis leaves unanswered is cut, and its late reply given back. Returns the undo.
+   */
+  private cutWhenDue(name: string, bound: CommandBound, cut: (error: Error) => void): () => void {
+    const signals = bound.signals ?? [];
+    const dueIn = bound.deadline === undefined ? Infinity : Math.max(bound.deadline - performance.now(), IN_FLIGHT_GRACE_MS);
+    const deadlineTimer = Number.isFinite(dueIn) ? setTimeout(() => cut(new CallCutShort(name)), dueIn) : undefined;
+    let abortTimer: NodeJS.Timeout | undefined;
+    const aborted = (signal: AbortSignal): void => {
+      abortTimer ??= setTimeout(() => cut(signal.reason as Error), IN_FLIGHT_GRACE_MS);
+    };
+    const onAbort = (event: Event): void => aborted(event.target as AbortSignal);
+    for (const signal of signals) {
+      if (signal.aborted) aborted(signal);
+      else signal.addEventListener('abort', onAbort, { once: true });
+    }
+    return () => {
+      clearTimeout(deadlineTimer);
+      clearTimeout(abortTimer);
+      for (const signal of signals) signal.removeEventListener('abort', onAbort);
+    };
   }
 
   /**

@@ -1,7 +1,7 @@
 // Fault 2: Redis is paused (SIGSTOP) for longer than the lease, then resumed.
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
-import { LockLostError, NotLockOwnerError } from '../../src';
+import { type LockClient, LockLostError, NotLockOwnerError } from '../../src';
 import { parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { aborted, orAfter, sleep, until } from '../helpers/time';
 
@@ -226,3 +226,122 @@ test('a hold handed over to a waiter that gave up is given back without touching
   await handle.unlock();
   expect(await redis.admin.exists(name)).toBe(0);
 }, 30_000);
+
+describe('an attempt Redis does not answer ends with its wait, and what it took is given back', () => {
+  // Before, a wait could not end while its attempt was unanswered: a frozen Redis, or a
+  // connection gone silent, held tryLock({ waitTime }) and an aborted lock() for as long as that
+  // lasted, and what Redis then granted to the caller that had left stayed for a whole lease.
+  const PAUSE_MS = 6_000;
+  interface Attempts {
+    tryLock(waitTime: number): Promise<boolean>;
+    lock(signal: AbortSignal): Promise<unknown>;
+    /** Nothing is held (the lock key is gone, or every permit is back). */
+    free(): Promise<boolean>;
+  }
+  const keyGone = (name: string) => async () => (await redis.admin.exists(name)) === 0;
+  const kinds: Record<string, (client: LockClient, name: string) => Promise<Attempts>> = {
+    lock: async (client, name) => {
+      const lock = client.getLock(name);
+      return { tryLock: (waitTime) => lock.tryLock({ waitTime }), lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
+    },
+    fair: async (client, name) => {
+      const lock = client.getFairLock(name);
+      return { tryLock: (waitTime) => lock.tryLock({ waitTime }), lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
+    },
+    fenced: async (client, name) => {
+      const lock = client.getFencedLock(name);
+      return { tryLock: async (waitTime) => (await lock.tryLock({ waitTime })) !== null, lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
+    },
+    read: async (client, name) => {
+      const lock = client.getReadWriteLock(name).readLock();
+      return { tryLock: (waitTime) => lock.tryLock({ waitTime }), lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
+    },
+    write: async (client, name) => {
+      const lock = client.getReadWriteLock(name).writeLock();
+      return { tryLock: (waitTime) => lock.tryLock({ waitTime }), lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
+    },
+    semaphore: async (client, name) => {
+      const semaphore = client.getSemaphore(name);
+      await semaphore.trySetPermits(1);
+      return { tryLock: (waitTime) => semaphore.tryAcquire({ waitTime }), lock: (signal) => semaphore.acquire({ signal }), free: async () => (await semaphore.availablePermits()) === 1 };
+    },
+    permitSemaphore: async (client, name) => {
+      const semaphore = client.getPermitExpirableSemaphore(name);
+      await semaphore.trySetPermits(1);
+      return { tryLock: async (waitTime) => (await semaphore.tryAcquire({ waitTime })) !== null, lock: (signal) => semaphore.acquire({ signal }), free: async () => (await semaphore.availablePermits()) === 1 };
+    },
+  };
+
+  /** `kind`'s handle of `name` on a new client whose connection is up (a connection still being made waits for offlineTimeout). */
+  async function connected(kind: string, name: string): Promise<Attempts> {
+    const client = redis.client();
+    await client.getLock(name).isLocked();
+    return kinds[kind]!(client, name);
+  }
+
+  /** Runs `during` while Redis is paused (at most PAUSE_MS); resumes Redis in any case. */
+  async function whilePaused<T>(during: () => Promise<T>): Promise<T> {
+    redis.server.pause();
+    const resumeAt = setTimeout(() => redis.server.resume(), PAUSE_MS);
+    try {
+      return await during();
+    } finally {
+      clearTimeout(resumeAt);
+      redis.server.resume();
+    }
+  }
+
+  test.each(Object.keys(kinds))('%s: a try with waitTime 200 ms gives up about 1 s after its attempt was sent; what Redis granted later is given back', async (kind) => {
+    const name = `paused-attempt-${kind}`;
+    const handle = await connected(kind, name);
+    expect(await handle.free()).toBe(true);
+    const { got, took } = await whilePaused(async () => {
+      const started = performance.now();
+      // Bug mode: the answer comes only once Redis resumes (PAUSE_MS), and it is true.
+      const got = await orAfter(handle.tryLock(200), PAUSE_MS - 1_000, 'still waiting');
+      return { got, took: performance.now() - started };
+    });
+    expect(got).toBe(false);
+    // The attempt in flight gets IN_FLIGHT_GRACE_MS (1 s) before the deadline may end it.
+    expect(took).toBeGreaterThanOrEqual(990);
+    // Redis ran the attempt on resuming and granted it to the caller that had left: given back
+    // at once, not kept for the 30 s watchdog lease.
+    await until('it is free again', handle.free, 5_000);
+  }, 30_000);
+
+  test.each(Object.keys(kinds))('%s: a wait aborted while its attempt is unanswered rejects about 1 s later; what Redis granted later is given back', async (kind) => {
+    const name = `paused-abort-${kind}`;
+    const handle = await connected(kind, name);
+    const { outcome, took } = await whilePaused(async () => {
+      const controller = new AbortController();
+      const waiting = handle.lock(controller.signal).then(
+        () => 'held',
+        (error: Error) => error.message,
+      );
+      await sleep(100); // the attempt is on its way to the frozen Redis
+      const abortedAt = performance.now();
+      controller.abort(new Error('given up'));
+      // Bug mode: still waiting until Redis resumes (PAUSE_MS), then 'held'.
+      const outcome = await orAfter(waiting, PAUSE_MS - 2_000, 'still waiting');
+      return { outcome, took: performance.now() - abortedAt };
+    });
+    expect(outcome).toBe('given up');
+    // A reply within IN_FLIGHT_GRACE_MS of the abort would still have been taken (and given back
+    // before the call rejected, as on a Redis that answers); a frozen one is not waited for longer.
+    expect(took).toBeGreaterThanOrEqual(990);
+    await until('it is free again', handle.free, 5_000);
+  }, 30_000);
+
+  test('a latch await with waitTime 200 ms gives up about 1 s after its read was sent', async () => {
+    const client = redis.client();
+    const latch = client.getCountDownLatch('paused-latch');
+    await latch.trySetCount(1);
+    const { opened, took } = await whilePaused(async () => {
+      const started = performance.now();
+      const opened = await orAfter(latch.await({ waitTime: 200 }), PAUSE_MS - 1_000, 'still waiting');
+      return { opened, took: performance.now() - started };
+    });
+    expect(opened).toBe(false);
+    expect(took).toBeGreaterThanOrEqual(990);
+  }, 30_000);
+});

@@ -1,5 +1,5 @@
 import { RedisCommandError } from '../errors';
-import type { CommandBound, LockContext } from '../services/LockContext';
+import { CallCutShort, type CommandBound, type LockContext } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
 
 /** How long a waiter pauses after Redis refused an attempt during a failover. */
@@ -36,7 +36,8 @@ export interface WaitProtocol {
   /**
    * One attempt. `listening`: the channel entry the waiter has joined, subscribed: from now on
    * its wake-ups reach it, so it may queue itself. Undefined for the first attempt of a caller
-   * whose client was not subscribed yet.
+   * whose client was not subscribed yet. An attempt that passes `bound` on with a `lateReply`
+   * (CommandBound) ends with the wait's deadline or stops even while Redis has not answered.
    */
   attempt(listening: ChannelEntry | undefined, bound: CommandBound): Promise<AttemptResult>;
   /**
@@ -110,6 +111,11 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
       // A lost message costs at most the bound, never liveness.
       woken = await protocol.sleep(entry, bound(), stops);
     }
+  } catch (error) {
+    // An attempt Redis did not answer by the deadline: the wait is over, not failed (whatever
+    // the attempt took when Redis answers is given back by the primitive's `lateReply`).
+    if (error instanceof CallCutShort) return undefined;
+    throw error;
   } finally {
     if (entry) context.pubsub.leave(protocol.channel, entry);
     untrack?.();

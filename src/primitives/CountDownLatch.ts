@@ -94,7 +94,8 @@ export class CountDownLatch extends Primitive {
     this.context.assertOpen();
     const attempt = async (_listening: unknown, bound: CommandBound): Promise<Attempt> => {
       const sentAt = performance.now();
-      const { state } = await this.read(bound);
+      // A read: an answer that comes after the wait ended has nothing to give back.
+      const { state } = await this.read({ ...bound, lateReply: () => undefined });
       if (state === 'deleted') throw new LatchDeletedError(this.name);
       return state === 'open' || (state === 'unset' && !requireInit) ? { held: true, sentAt } : { held: false, ttl: -1 };
     };

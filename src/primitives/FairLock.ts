@@ -126,9 +126,20 @@ export class FairLock extends LockHandle {
             }
             const sentAt = performance.now();
             if (listening) listening.queuing(field, sentAt);
-            const reply = await context.command('acquire', (redis) =>
-              redis.rlock_fairLock_acquire(key, queue, expiry, member, listening ? 1 : 0, holding && notGrantedAt === -Infinity ? 1 : 0, queueTimeout, grantPrefix, publish, trust),
-              bound,
+            const reply = await context.command(
+              'acquire',
+              (redis) =>
+                redis.rlock_fairLock_acquire(key, queue, expiry, member, listening ? 1 : 0, holding && notGrantedAt === -Infinity ? 1 : 0, queueTimeout, grantPrefix, publish, trust),
+              {
+                ...bound,
+                // Answered after the wait ended (Redis frozen, a silent connection): a hold taken
+                // for the caller that is gone is given back, a queue entry leaves (a grant that
+                // reached it is passed on), instead of keeping the lock or the queue's head.
+                lateReply: (late) => {
+                  if (late === null) void this.giveBackUnbooked(owner).catch(() => undefined);
+                  else if (listening) void this.leaveQueue(member).catch(() => undefined);
+                },
+              },
             );
             if (reply === null) return { held: true, sentAt };
             const [ttl, redisMicros] = reply;
@@ -168,11 +179,7 @@ export class FairLock extends LockHandle {
           },
           giveUp: async () => {
             if (queuedAt === undefined) return;
-            await context
-              .command('leave', (redis) =>
-                redis.rlock_fairLock_leave(key, queue, expiry, member, queueTimeout, grantPrefix, publish, trust),
-              )
-              .catch(() => undefined); // the entry then runs out after queueTimeout
+            await this.leaveQueue(member).catch(() => undefined); // the entry then runs out after queueTimeout
           },
           ...this.waitEvents(owner),
         },
@@ -183,6 +190,13 @@ export class FairLock extends LockHandle {
       entry?.forgetGrant(field);
       if (beat) context.heartbeat.remove(beat);
     }
+  }
+
+  /** Takes `member` out of the queue; a grant that reached it meanwhile is passed on. */
+  private async leaveQueue(member: string): Promise<void> {
+    const { key, context, names } = this;
+    const { publish, trust } = await queuePublishing(context);
+    await context.command('leave', (redis) => redis.rlock_fairLock_leave(key, names.queue, names.expiry, member, context.queueTimeout, names.grantPrefix, publish, trust));
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {

@@ -304,9 +304,18 @@ export class PermitExpirableSemaphore extends Primitive {
       const sentAt = performance.now();
       const claims = listening && clock.starving() ? 1 : 0;
       const args = [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;
+      // Answered after the wait ended (Redis frozen, a silent connection): a permit taken for the
+      // caller that is gone goes back (a number is a refusal's TTL; under syncReplicas the reply
+      // comes with WAIT's count).
+      const lateBound: CommandBound = {
+        ...bound,
+        lateReply: (late) => {
+          if ((sync ? (late as readonly unknown[])[0] : late) === null) void this.releasePermit(id).catch(() => undefined);
+        },
+      };
       const ttl = sync
-        ? await this.acquireSynced(sync, id, args, bound)
-        : await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(...args), bound);
+        ? await this.acquireSynced(sync, id, args, lateBound)
+        : await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(...args), lateBound);
       return ttl === null ? { held: true, sentAt } : { held: false, ttl };
     };
     // Parked, the waiter may be handed a permit by a release of this client (see handOver).

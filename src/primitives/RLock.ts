@@ -226,10 +226,19 @@ export class RLock extends LockHandle {
   protected held(_owner: LockOwner, _reply: unknown): void {}
 
   /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
-  private async attempt(owner: LockOwner, lease: number, join: 0 | 1, bound: CommandBound): Promise<unknown> {
+  private async attempt(owner: LockOwner, lease: number, join: 0 | 1, waitBound: CommandBound): Promise<unknown> {
     const { command, keys } = this.acquireScript();
     const args = [...keys, lease, this.field(owner), join, this.context.queueTimeout];
     const sync = this.context.syncReplicas;
+    // An attempt Redis answers after the wait ended (frozen, a silent connection) may have taken
+    // the lock for a caller that is gone: give that hold back (a number is a refusal, its PTTL).
+    const bound: CommandBound = {
+      ...waitBound,
+      lateReply: (late) => {
+        const reply = sync ? (late as readonly unknown[])[0] : late;
+        if (typeof reply !== 'number') void this.giveBackUnbooked(owner).catch(() => undefined);
+      },
+    };
     if (sync) return this.syncedAttempt(owner, command, args, sync, bound);
     return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...args), bound);
   }

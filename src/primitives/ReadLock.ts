@@ -23,7 +23,10 @@ export class ReadLock extends ReadWriteHandle {
     const lease = leaseTime ?? context.watchdogTimeout;
     const field = this.field(owner);
     const attempt = (_listening: boolean, bound: CommandBound): Promise<number | null> =>
-      context.command('acquire', (redis) => readWriteScripts(redis).rlock_readWriteLock_acquireRead(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), lease, field), bound);
+      context.command('acquire', (redis) => readWriteScripts(redis).rlock_readWriteLock_acquireRead(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), lease, field), {
+        ...bound,
+        lateReply: (late) => this.lateAttempt(owner, late),
+      });
     return this.waitOn(owner, rwReadChannelOf(this.context.keyPrefix, key), attempt, waitTime, signal);
   }
 }

@@ -149,6 +149,15 @@ export abstract class ReadWriteHandle extends LockHandle {
     );
   }
 
+  /**
+   * An attempt Redis answered after its wait ended (see CommandBound.lateReply): a hold it took
+   * for the caller that is gone is given back; a refusal that queued a writer calls `leave`.
+   */
+  protected lateAttempt(owner: LockOwner, late: unknown, leave?: () => Promise<void>): void {
+    if (late === null) void this.giveBackUnbooked(owner).catch(() => undefined);
+    else void leave?.().catch(() => undefined);
+  }
+
   /** [mode now ('' when free), holds of `field`], leases checked against Redis's clock. */
   private peek(field: string): Promise<[string, number]> {
     const { key } = this;

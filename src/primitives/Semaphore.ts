@@ -219,6 +219,12 @@ export class Semaphore extends Primitive {
     );
   }
 
+  /** Gives up the reservation `field` holds (if it still does), passing the permits it gathered on. */
+  private async leaveReservation(field: string): Promise<void> {
+    const publish = await this.publishCommand();
+    await this.context.command('leave', (redis) => scripts(redis).rlock_semaphore_leave(this.key, this.reservationKey, this.channel, field, publish));
+  }
+
   /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
   private async add(call: string, delta: number): Promise<[number, number]> {
     const publish = await this.publishCommand();
@@ -263,7 +269,16 @@ export class Semaphore extends Primitive {
       const [status, ttl] = await context.command(
         'acquire',
         (redis) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
-        bound,
+        {
+          ...bound,
+          // Answered after the wait ended (Redis frozen, a silent connection): permits taken for
+          // the caller that is gone go back, a reservation made for it is left.
+          lateReply: (late) => {
+            const [lateStatus] = late as [number, number];
+            if (lateStatus === 1) void this.giveBackToRedis(permits).catch(() => undefined);
+            else if (lateStatus === 2) void this.leaveReservation(field).catch(() => undefined);
+          },
+        },
       );
       reserving = status === 2;
       reserved ||= reserving;
@@ -282,10 +297,7 @@ export class Semaphore extends Primitive {
         },
         giveUp: async () => {
           if (!reserved) return;
-          const publish = await this.publishCommand();
-          await context
-            .command('leave', (redis) => scripts(redis).rlock_semaphore_leave(this.key, this.reservationKey, this.channel, field, publish))
-            .catch(() => undefined); // the reservation then runs out after queueTimeout
+          await this.leaveReservation(field).catch(() => undefined); // the reservation then runs out after queueTimeout
         },
       });
     } finally {

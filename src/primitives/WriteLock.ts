@@ -40,10 +40,18 @@ export class WriteLock extends ReadWriteHandle {
     const channel = rwWriteChannelOf(this.context.keyPrefix, key);
     // The entry that keeps new readers out, kept alive by the client's heartbeat while this writer waits.
     let beat: QueuedEntry | undefined;
+    const leave = async (): Promise<void> => {
+      const publish = await context.publishCommand();
+      await context.command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE));
+    };
     const attempt = async (listening: boolean, bound: CommandBound): Promise<number | null> => {
-      const ttl = await context.command('acquire', (redis) =>
-        readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwTurnKeyOf(this.context.keyPrefix, key), lease, field, listening ? 1 : 0, context.queueTimeout),
-        bound,
+      const ttl = await context.command(
+        'acquire',
+        (redis) =>
+          readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwTurnKeyOf(this.context.keyPrefix, key), lease, field, listening ? 1 : 0, context.queueTimeout),
+        // A refusal answered after the wait ended may have queued the writer, which keeps new
+        // readers out: it leaves (or its entry would, after queueTimeout).
+        { ...bound, lateReply: (late) => this.lateAttempt(owner, late, listening ? leave : undefined) },
       );
       if (ttl !== null && listening && !beat) {
         beat = {
@@ -63,10 +71,7 @@ export class WriteLock extends ReadWriteHandle {
     };
     const giveUp = async (): Promise<void> => {
       if (!beat) return;
-      const publish = await context.publishCommand();
-      await context
-        .command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE))
-        .catch(() => undefined); // the entry then runs out after the queue timeout
+      await leave().catch(() => undefined); // the entry then runs out after the queue timeout
     };
     try {
       return await this.waitOn(owner, channel, attempt, waitTime, signal, giveUp);

@@ -3,10 +3,32 @@ import type { LockPubSub } from './LockPubSub';
 import type { QueueHeartbeat } from './QueueHeartbeat';
 import type { PublishCommand, ScriptedRedis } from './scripts';
 
-/** How long a call may wait for a connection that is down: until `deadline` (performance.now() ms) or a signal aborts. */
+/**
+ * How long a call may wait for a connection that is down: until `deadline` (performance.now() ms)
+ * or a signal aborts. With `lateReply`, the same bounds also end a call that Redis has not
+ * answered (frozen, or a connection that went silent), each no sooner than `IN_FLIGHT_GRACE_MS`
+ * after the call was sent or the signal aborted. The call then rejects (`CallCutShort`, or the
+ * signal's reason) and its reply, if it still comes, goes to `lateReply`, which gives back
+ * whatever the call took: the caller has gone, nobody else would.
+ */
 export interface CommandBound {
   deadline?: number;
   signals?: readonly AbortSignal[];
+  lateReply?: (reply: unknown) => void;
+}
+
+/**
+ * The least time an unanswered call is given before its deadline or an abort may end it: a reply
+ * that a loaded machine delays past a short `waitTime` is still taken, not cut off and given back.
+ */
+export const IN_FLIGHT_GRACE_MS = 1000;
+
+/** A call ended at its deadline while Redis had not answered it (see `CommandBound.lateReply`). */
+export class CallCutShort extends Error {
+  constructor(name: string) {
+    super(`${name}: Redis did not answer before the deadline`);
+    this.name = 'CallCutShort';
+  }
 }
 
 /** What a lock handle needs from its client. */
