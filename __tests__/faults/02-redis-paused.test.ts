@@ -2,6 +2,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { type LockClient, LockLostError, NotLockOwnerError } from '../../src';
+import { rwWritersKeyOf } from '../../src/names';
 import { parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { aborted, orAfter, sleep, until } from '../helpers/time';
 
@@ -304,6 +305,7 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
     expect(got).toBe(false);
     // The attempt in flight gets IN_FLIGHT_GRACE_MS (1 s) before the deadline may end it.
     expect(took).toBeGreaterThanOrEqual(990);
+    expect(took).toBeLessThan(3_000);
     // Redis ran the attempt on resuming and granted it to the caller that had left: given back
     // at once, not kept for the 30 s watchdog lease.
     await until('it is free again', handle.free, 5_000);
@@ -329,7 +331,70 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
     // A reply within IN_FLIGHT_GRACE_MS of the abort would still have been taken (and given back
     // before the call rejected, as on a Redis that answers); a frozen one is not waited for longer.
     expect(took).toBeGreaterThanOrEqual(990);
+    expect(took).toBeLessThan(3_000);
     await until('it is free again', handle.free, 5_000);
+  }, 30_000);
+
+  // Waiters already queued in Redis (a fair lock's, a writer behind a reader, a semaphore waiter
+  // for 2 permits, which reserves) leave the queue as they give up: that call is waited for at
+  // most 1 s too (before, it held the wait until Redis answered).
+  const queued: Record<string, (holder: LockClient, waiter: LockClient, name: string) => Promise<{ wait: (waitTime: number) => Promise<boolean>; queued: () => Promise<boolean> }>> = {
+    fair: async (holder, waiter, name) => {
+      await holder.getFairLock(name).lock();
+      const lock = waiter.getFairLock(name);
+      return { wait: (waitTime) => lock.tryLock({ waitTime }), queued: async () => (await lock.inspect()).queue?.length === 1 };
+    },
+    write: async (holder, waiter, name) => {
+      await holder.getReadWriteLock(name).readLock().lock();
+      const lock = waiter.getReadWriteLock(name).writeLock();
+      return { wait: (waitTime) => lock.tryLock({ waitTime }), queued: async () => (await redis.admin.zcard(rwWritersKeyOf('', name))) === 1 };
+    },
+    semaphore: async (holder, waiter, name) => {
+      await holder.getSemaphore(name).trySetPermits(2);
+      await holder.getSemaphore(name).acquire();
+      const semaphore = waiter.getSemaphore(name);
+      return { wait: (waitTime) => semaphore.tryAcquire({ permits: 2, waitTime }), queued: async () => (await semaphore.inspect()).reservation !== null };
+    },
+  };
+
+  test.each(Object.keys(queued))('%s: a queued waiter whose waitTime runs out while Redis is frozen ends within about 1 s of it', async (kind) => {
+    const name = `paused-queued-${kind}`;
+    const holder = redis.client();
+    const waiterClient = redis.client();
+    const { wait, queued: isQueued } = await queued[kind]!(holder, waiterClient, name);
+    const waiting = wait(2_000);
+    const startedAt = performance.now();
+    await until('the waiter is queued in Redis', isQueued);
+    const { got, took } = await whilePaused(async () => {
+      // Bug mode: the wait ends only once Redis resumes (PAUSE_MS after the pause began).
+      const got = await orAfter(waiting, PAUSE_MS - 1_000, 'still waiting');
+      return { got, took: performance.now() - startedAt };
+    });
+    expect(got).toBe(false);
+    expect(took).toBeLessThan(2_000 + 2_500);
+    await until('its queue entry is gone', async () => !(await isQueued()), 5_000);
+  }, 30_000);
+
+  test('fair: a retry on the same handle while the first try is unanswered keeps the hold it takes (the late give-back leaves it alone)', async () => {
+    const name = 'paused-fair-retry';
+    const client = redis.client();
+    await client.getLock(name).isLocked();
+    const lock = client.getFairLock(name);
+    const second = await whilePaused(async () => {
+      expect(await orAfter(lock.tryLock({ waitTime: 200 }), PAUSE_MS - 1_000, 'still waiting')).toBe(false);
+      // Sent behind the first attempt on the same connection: when Redis resumes, the first
+      // takes the free lock for this owner and this one finds its field and keeps it.
+      const second = lock.tryLock({ waitTime: 20_000 });
+      await sleep(200);
+      return second;
+    });
+    expect(await second).toBe(true);
+    // Before, the first attempt's late give-back deleted the lock under the owner that held it.
+    await sleep(500);
+    expect(await lock.isHeldByCurrentOwner()).toBe(true);
+    expect(await redis.client().getFairLock(name).tryLock()).toBe(false);
+    await lock.unlock();
+    expect(await redis.admin.exists(name)).toBe(0);
   }, 30_000);
 
   test('a latch await with waitTime 200 ms gives up about 1 s after its read was sent', async () => {

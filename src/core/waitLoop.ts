@@ -1,5 +1,5 @@
 import { RedisCommandError } from '../errors';
-import { CallCutShort, type CommandBound, type LockContext } from '../services/LockContext';
+import { CallCutShort, type CommandBound, IN_FLIGHT_GRACE_MS, type LockContext } from '../services/LockContext';
 import type { ChannelEntry } from '../services/LockPubSub';
 
 /** How long a waiter pauses after Redis refused an attempt during a failover. */
@@ -113,15 +113,35 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
     }
   } catch (error) {
     // An attempt Redis did not answer by the deadline: the wait is over, not failed (whatever
-    // the attempt took when Redis answers is given back by the primitive's `lateReply`).
-    if (error instanceof CallCutShort) return undefined;
+    // the attempt took when Redis answers is given back by the primitive's `lateReply`), unless
+    // a stop came meanwhile, which is what the caller is told.
+    if (error instanceof CallCutShort) {
+      const stopped = callBound.signals?.find((stop) => stop.aborted);
+      if (stopped) throw stopped.reason;
+      return undefined;
+    }
     throw error;
   } finally {
     if (entry) context.pubsub.leave(protocol.channel, entry);
     untrack?.();
-    if (!got && protocol.giveUp) await protocol.giveUp();
+    // Leaving a queue in Redis is waited for (so that a caller told "timed out" finds the queue
+    // without it), but not for longer than an attempt is: Redis frozen, it runs when Redis
+    // answers (or the entry runs out after queueTimeout), and the wait ends now.
+    if (!got && protocol.giveUp) await within(protocol.giveUp(), IN_FLIGHT_GRACE_MS);
     if (waitFrom !== undefined) protocol.waitEnded?.(performance.now() - waitFrom, got);
   }
+}
+
+/** Resolves when `work` settles or after `ms`, whichever is first (its outcome is not reported). */
+function within(work: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    work.then(done, done);
+  });
 }
 
 /**

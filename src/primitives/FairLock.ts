@@ -126,18 +126,23 @@ export class FairLock extends LockHandle {
             }
             const sentAt = performance.now();
             if (listening) listening.queuing(field, sentAt);
+            const countsUp = holding && notGrantedAt === -Infinity;
             const reply = await context.command(
               'acquire',
-              (redis) =>
-                redis.rlock_fairLock_acquire(key, queue, expiry, member, listening ? 1 : 0, holding && notGrantedAt === -Infinity ? 1 : 0, queueTimeout, grantPrefix, publish, trust),
+              (redis) => redis.rlock_fairLock_acquire(key, queue, expiry, member, listening ? 1 : 0, countsUp ? 1 : 0, queueTimeout, grantPrefix, publish, trust),
               {
                 ...bound,
                 // Answered after the wait ended (Redis frozen, a silent connection): a hold taken
                 // for the caller that is gone is given back, a queue entry leaves (a grant that
-                // reached it is passed on), instead of keeping the lock or the queue's head.
+                // reached it is passed on), instead of keeping the lock or the queue's head. But
+                // an acquire that took the owner's field as is (not counted up) leaves it to a
+                // newer acquire of the same owner, sent after this one on the same connection:
+                // that one found the field and took it as its own hold (or queued under it).
                 lateReply: (late) => {
-                  if (late === null) void this.giveBackUnbooked(owner).catch(() => undefined);
-                  else if (listening) void this.leaveQueue(member).catch(() => undefined);
+                  const newer = owner.pending > 0 || owner.holds > 0;
+                  if (late === null) {
+                    if (countsUp || !newer) void this.giveBackUnbooked(owner).catch(() => undefined);
+                  } else if (listening && !newer) void this.leaveQueue(member).catch(() => undefined);
                 },
               },
             );

@@ -154,8 +154,10 @@ export abstract class ReadWriteHandle extends LockHandle {
    * for the caller that is gone is given back; a refusal that queued a writer calls `leave`.
    */
   protected lateAttempt(owner: LockOwner, late: unknown, leave?: () => Promise<void>): void {
+    // Holds are counted, so one given back never touches a hold the owner booked since.
     if (late === null) void this.giveBackUnbooked(owner).catch(() => undefined);
-    else void leave?.().catch(() => undefined);
+    // A newer wait of the same owner queues under the same field: its entry is not ours to take.
+    else if (owner.pending === 0 && owner.holds === 0) void leave?.().catch(() => undefined);
   }
 
   /** [mode now ('' when free), holds of `field`], leases checked against Redis's clock. */
