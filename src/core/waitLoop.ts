@@ -1,6 +1,6 @@
 import { RedisCommandError } from '../errors';
 import { CallCutShort, type CommandBound, IN_FLIGHT_GRACE_MS, type LockContext } from '../services/LockContext';
-import type { ChannelEntry } from '../services/LockPubSub';
+import { boundedWait, type ChannelEntry } from '../services/LockPubSub';
 
 /** How long a waiter pauses after Redis refused an attempt during a failover. */
 const TRANSIENT_RETRY_MS = 200;
@@ -127,21 +127,15 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
     // Leaving a queue in Redis is waited for (so that a caller told "timed out" finds the queue
     // without it), but not for longer than an attempt is: Redis frozen, it runs when Redis
     // answers (or the entry runs out after queueTimeout), and the wait ends now.
-    if (!got && protocol.giveUp) await within(protocol.giveUp(), IN_FLIGHT_GRACE_MS);
+    if (!got && protocol.giveUp) {
+      const leaving = protocol.giveUp();
+      await boundedWait(IN_FLIGHT_GRACE_MS, [], (done) => {
+        leaving.then(done, done);
+        return undefined;
+      });
+    }
     if (waitFrom !== undefined) protocol.waitEnded?.(performance.now() - waitFrom, got);
   }
-}
-
-/** Resolves when `work` settles or after `ms`, whichever is first (its outcome is not reported). */
-function within(work: Promise<unknown>, ms: number): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    const done = (): void => {
-      clearTimeout(timer);
-      resolve();
-    };
-    work.then(done, done);
-  });
 }
 
 /**

@@ -305,12 +305,11 @@ export class PermitExpirableSemaphore extends Primitive {
       const claims = listening && clock.starving() ? 1 : 0;
       const args = [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;
       // Answered after the wait ended (Redis frozen, a silent connection): a permit taken for the
-      // caller that is gone goes back (a number is a refusal's TTL; under syncReplicas the reply
-      // comes with WAIT's count).
+      // caller that is gone goes back (a number is a refusal's TTL).
       const lateBound: CommandBound = {
         ...bound,
         lateReply: (late) => {
-          if ((sync ? (late as readonly unknown[])[0] : late) === null) void this.releasePermit(id).catch(() => undefined);
+          if (late === null) void this.releasePermit(id).catch(() => undefined);
         },
       };
       const ttl = sync

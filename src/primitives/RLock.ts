@@ -234,8 +234,7 @@ export class RLock extends LockHandle {
     // the lock for a caller that is gone: give that hold back (a number is a refusal, its PTTL).
     const bound: CommandBound = {
       ...waitBound,
-      lateReply: (late) => {
-        const reply = sync ? (late as readonly unknown[])[0] : late;
+      lateReply: (reply) => {
         if (typeof reply !== 'number') void this.giveBackUnbooked(owner).catch(() => undefined);
       },
     };

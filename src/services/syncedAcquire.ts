@@ -23,6 +23,10 @@ export async function syncedAcquire(
   bound?: CommandBound,
 ): Promise<{ reply: unknown; confirmed: boolean }> {
   const epoch = context.connectionEpoch();
+  // A late answer is told as the acquire script's own reply, as without syncReplicas: what it
+  // took goes back whatever WAIT said.
+  const lateReply = bound?.lateReply;
+  const callBound = lateReply ? { ...bound, lateReply: (late: unknown) => lateReply((late as readonly unknown[])[0]) } : bound;
   const [reply, acked] = await context.command(
     'acquire',
     async (redis) => {
@@ -33,7 +37,7 @@ export async function syncedAcquire(
       // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
       return [acquire[1], wait && !wait[0] ? (wait[1] as number) : -1] as const;
     },
-    bound,
+    callBound,
   );
   return { reply, confirmed: acked >= sync.replicas && epoch === context.connectionEpoch() };
 }
