@@ -1,12 +1,46 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 
-/** A free loopback port, as the kernel hands one out. */
+/**
+ * A free loopback port below the kernel's ephemeral range, and with port + 10 000 (Cluster's bus
+ * port) free as well. Why not the kernel's own choice (port 0): that comes from the ephemeral
+ * range, where any outgoing connection of a parallel suite can take the port between our probe
+ * and redis-server's bind, or take it while a test has killed its server before a restart on the
+ * same port. Below the range only a listener can take it, and start() retries that rare case.
+ */
 export async function freePort(): Promise<number> {
+  const low = ephemeralRangeStart();
+  const top = low - 10_000;
+  for (let attempt = 0; top > 10_000 && attempt < 200; attempt++) {
+    const port = 10_000 + Math.floor(Math.random() * (top - 10_000));
+    if ((await canListen(port)) && (await canListen(port + 10_000))) return port;
+  }
+  return kernelPort();
+}
+
+function ephemeralRangeStart(): number {
+  try {
+    const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/);
+    return Number(low) || 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+async function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+async function kernelPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
@@ -27,6 +61,8 @@ export function hasRedisServer(): boolean {
   }
 }
 
+class PortTaken extends Error {}
+
 /**
  * A private `redis-server` on a free loopback port, no persistence. Tests may kill it, pause it
  * (SIGSTOP) and start it again on the same port, empty.
@@ -45,10 +81,18 @@ export class RedisServer {
     private readonly extraArgs: string[],
   ) {}
 
+  /** On a port another process took after freePort() looked, it tries again on another. */
   static async start(extraArgs: string[] = []): Promise<RedisServer> {
-    const server = new RedisServer(await freePort(), extraArgs);
-    await server.restart();
-    return server;
+    for (let attempt = 1; ; attempt++) {
+      const server = new RedisServer(await freePort(), extraArgs);
+      try {
+        await server.restart();
+        return server;
+      } catch (error) {
+        await server.stop();
+        if (!(error instanceof PortTaken) || attempt === 5) throw error;
+      }
+    }
   }
 
   get url(): string {
@@ -74,16 +118,20 @@ export class RedisServer {
         disconnectTimeout: 0, // else a refused probe leaves a 2 s timer behind
       });
       probe.on('error', () => undefined);
+      let answeredBy: number | undefined;
       try {
         await probe.connect();
-        await probe.ping();
-        probe.disconnect();
-        return;
+        answeredBy = Number(/process_id:(\d+)/.exec(await probe.info('server'))?.[1]);
       } catch {
+        // not listening yet
+      } finally {
         probe.disconnect();
-        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`redis-server on port ${this.port} did not start`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
       }
+      // Another process's server on our port must not pass for ours.
+      if (answeredBy === child.pid) return;
+      if (child.exitCode !== null) throw new PortTaken(`redis-server on port ${this.port} exited at start (exit code ${child.exitCode}): the port was taken, or its arguments are wrong`);
+      if (Date.now() > deadline) throw new Error(`redis-server on port ${this.port} did not start`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
 
