@@ -500,8 +500,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * only a call Redis leaves unanswered is cut, and its late reply given back. Returns the undo.
    */
   private cutWhenDue(name: string, bound: CommandBound, cut: (error: Error) => void): () => void {
-    const signals = bound.signals ?? [];
+    // Not the client's own close signal: close() settles every call under way at once. Leaving
+    // it out spares a plain lock() (no deadline, no signal of its own) any listener or timer.
+    const signals = (bound.signals ?? []).filter((signal) => signal !== this.closing.signal);
     const dueIn = bound.deadline === undefined ? Infinity : Math.max(bound.deadline - performance.now(), IN_FLIGHT_GRACE_MS);
+    if (signals.length === 0 && dueIn === Infinity) return () => undefined;
     const deadlineTimer = Number.isFinite(dueIn) ? setTimeout(() => cut(new CallCutShort(name)), dueIn) : undefined;
     let abortTimer: NodeJS.Timeout | undefined;
     const aborted = (signal: AbortSignal): void => {
