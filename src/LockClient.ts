@@ -133,6 +133,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private waiterCount = 0;
   /** Rejecters of the Redis calls under way, so that `close()` can settle them at once. */
   private readonly inFlight = new Set<(error: Error) => void>();
+  /**
+   * Calls sent and not answered yet, settled or not: close() waits for their replies (bounded)
+   * before QUIT, so that what an acquire took for a caller that close() settled is given back.
+   */
+  private unanswered = 0;
   private closed = false;
   private readonly onReconnect: () => void;
   private readonly onDrop: () => void;
@@ -393,8 +398,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   /**
    * Stops the watchdog, settles every call under way and every parked waiter with
-   * `ClientClosedError`, and closes the connections this client created (a polite QUIT, cut
-   * short after `QUIT_TIMEOUT_MS` when Redis does not answer). Held locks are not released:
+   * `ClientClosedError`, and closes the connections this client created: first it waits for the
+   * replies of the calls it settled and gives back what they took (see answersIn), then a polite
+   * QUIT; both within `QUIT_TIMEOUT_MS`, after which the socket is cut. Held locks are not released:
    * they expire after their lease.
    */
   async close(): Promise<void> {
@@ -411,8 +417,32 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.closing.abort(error);
     for (const reject of this.inFlight) reject(error);
     this.inFlight.clear();
+    const deadline = performance.now() + QUIT_TIMEOUT_MS;
     await this.pubsub.close();
-    if (this.ownsRedis) await quitWithin(this.redis, QUIT_TIMEOUT_MS);
+    // A connection the user owns stays open: replies still come after close() and what they
+    // call for is given back through it, so close() need not wait for them.
+    if (!this.ownsRedis) return;
+    await this.answersIn(deadline);
+    await quitWithin(this.redis, Math.max(0, deadline - performance.now()));
+  }
+
+  /**
+   * Waits until every call sent before close() settled it has its reply, and so have the calls
+   * those replies set off (the give-backs of `lateReply`, of a local handoff to a waiter that
+   * close() woke), or until `deadline`. Without it, an acquire that Redis ran just as close()
+   * came took its hold or permits for nobody: a lock then stayed taken for its lease, a plain
+   * semaphore's permits for good. Everything before QUIT on the connection is answered first.
+   */
+  private async answersIn(deadline: number): Promise<void> {
+    // A give-back is sent a few promise hops after the reply that calls for it: the count must
+    // stay at zero across a turn of the event loop.
+    while (performance.now() < deadline) {
+      if (this.unanswered === 0) {
+        await new Promise((resolve) => setImmediate(resolve));
+        if (this.unanswered === 0) return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
   }
 
   /** `await using client = new LockClient(...)`: `close()` when the scope ends. */
@@ -432,7 +462,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   /**
    * Runs one call. It settles with `ClientClosedError` as soon as `close()` runs, even when
    * Redis has not answered (paused, unreachable, a connection the user owns); a reply that
-   * arrives later is dropped.
+   * arrives later goes to `bound.lateReply`, if any, to give back what the call took.
    *
    * While the connection is down the call is not handed to ioredis (whose offline queue would
    * send it whenever the connection came back, even after we gave up on it): it waits for the
@@ -458,12 +488,15 @@ export class LockClient extends EventEmitter<LockClientEvents> {
             settle(error);
           });
         }
+        this.unanswered++;
         call(this.redis as ScriptedRedis).then(
           (value) => {
+            this.unanswered--;
             if (!this.inFlight.delete(settle)) {
-              if (cut) {
+              // Settled before its reply, by its bound (cut) or by close(): what it took goes back.
+              if (cut || this.closed) {
                 try {
-                  lateReply!(value);
+                  lateReply?.(value);
                 } catch {
                   // A reply of a shape the primitive did not expect: nothing to give back.
                 }
@@ -474,6 +507,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
             resolve(value);
           },
           (error: unknown) => {
+            this.unanswered--;
             if (!this.inFlight.delete(settle)) return;
             stopWaiting();
             // A failed AUTH carries the password in its `command.args`.
@@ -484,6 +518,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       const status = this.redis.status;
       // 'wait': a lazyConnect connection connects on its first command.
       if (status === 'ready' || status === 'wait') return send();
+      // A give-back sent while close() drains: no connection to wait for.
+      if (this.closed) return settle(new ClientClosedError());
       if (this.ownsRedis && !this.everReady && this.lastError && isDefinitive(this.lastError)) return settle(this.unreachable(name, this.lastError));
       // Ours is being made again after ioredis ended it (reviveWhenEnded); one passed in is not.
       if (status === 'end' && (!this.ownsRedis || this.redis.isCluster)) return settle(this.unreachable(name, this.lastError ?? new Error('the connection was closed')));
