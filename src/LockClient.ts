@@ -359,15 +359,18 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * whose servers know it (Redis >= 7), classic `PUBLISH` elsewhere. Asked once.
    */
   private publishCommand(): Promise<PublishCommand> {
-    this.publishCommandAnswer ??= this.redis.isCluster
-      ? this.redis
-          .call('COMMAND', 'INFO', 'SPUBLISH')
-          .then((info) => (Array.isArray(info) && info[0] ? 'spublish' : 'publish') as PublishCommand)
-          .catch(() => {
-            this.publishCommandAnswer = undefined; // ask again next time
-            return 'publish' as PublishCommand;
-          })
-      : Promise.resolve('publish');
+    if (this.publishCommandAnswer) return this.publishCommandAnswer;
+    if (!this.redis.isCluster) return (this.publishCommandAnswer = Promise.resolve('publish'));
+    // Counted as a call under way: a give-back waits for it, and close() for the give-back.
+    this.unanswered++;
+    this.publishCommandAnswer = this.redis
+      .call('COMMAND', 'INFO', 'SPUBLISH')
+      .then((info) => (Array.isArray(info) && info[0] ? 'spublish' : 'publish') as PublishCommand)
+      .catch(() => {
+        this.publishCommandAnswer = undefined; // ask again next time
+        return 'publish' as PublishCommand;
+      })
+      .finally(() => this.unanswered--);
     return this.publishCommandAnswer;
   }
 
@@ -419,11 +422,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.inFlight.clear();
     const deadline = performance.now() + QUIT_TIMEOUT_MS;
     await this.pubsub.close();
-    // A connection the user owns stays open: replies still come after close() and what they
-    // call for is given back through it, so close() need not wait for them.
-    if (!this.ownsRedis) return;
+    // Also on a connection the user owns: its owner may quit it right after close(), which
+    // would put QUIT ahead of a give-back. (Past the deadline, a reply that still comes on it
+    // is given back through it too.)
     await this.answersIn(deadline);
-    await quitWithin(this.redis, Math.max(0, deadline - performance.now()));
+    if (this.ownsRedis) await quitWithin(this.redis, Math.max(0, deadline - performance.now()));
   }
 
   /**
@@ -472,6 +475,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    */
   private command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>, bound?: CommandBound): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      // An attempt (it carries lateReply) that a primitive sends after close() settled its
+      // caller (it awaited something first) must not take anything: refused, not sent.
+      if (this.closed && bound?.lateReply) return reject(new ClientClosedError());
       let stopWaiting = (): void => undefined;
       const settle = (error: Error): void => {
         stopWaiting();
@@ -489,7 +495,13 @@ export class LockClient extends EventEmitter<LockClientEvents> {
           });
         }
         this.unanswered++;
-        call(this.redis as ScriptedRedis).then(
+        let sent: Promise<T>;
+        try {
+          sent = call(this.redis as ScriptedRedis);
+        } catch (error) {
+          sent = Promise.reject(error); // counted and settled like any failed call
+        }
+        sent.then(
           (value) => {
             this.unanswered--;
             if (!this.inFlight.delete(settle)) {

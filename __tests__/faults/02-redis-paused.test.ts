@@ -185,6 +185,51 @@ test('a permit waiter claimed by a release that Redis does not answer still ends
   expect(await redis.client().getPermitExpirableSemaphore(name).tryAcquire()).not.toBeNull();
 }, 30_000);
 
+test.each([
+  ['lock', 'paused-claimed-deadline'],
+  ['permit', 'paused-claimed-deadline-permit'],
+])('a %s waiter claimed by a release that Redis does not answer still ends with its waitTime (1 s after the claim at the latest); what was handed over is given back', async (kind, name) => {
+  const client = redis.client();
+  let wait: () => Promise<boolean>;
+  let release: () => Promise<unknown>;
+  let parked: () => number;
+  let free: () => Promise<boolean>;
+  if (kind === 'lock') {
+    const holder = client.getLock(name);
+    await holder.lock();
+    wait = () => client.getLock(name).tryLock({ waitTime: 300 });
+    release = () => holder.unlock();
+    parked = () => parkedWaiters(client, name);
+    free = async () => (await redis.admin.exists(name)) === 0;
+  } else {
+    const sem = client.getPermitExpirableSemaphore(name);
+    await sem.trySetPermits(1);
+    const held = await sem.acquire({ leaseTime: 30_000 });
+    wait = async () => (await client.getPermitExpirableSemaphore(name).tryAcquire({ waitTime: 300 })) !== null;
+    release = () => sem.release(held);
+    parked = () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`);
+    free = async () => (await sem.availablePermits()) === 1;
+  }
+  const started = performance.now();
+  const waiting = wait().then((got) => ({ got, took: performance.now() - started }));
+  await until('the waiter is parked as a handoff candidate', () => parked() === 1);
+  redis.server.pause();
+  let released: Promise<unknown> | undefined;
+  let outcome: { got: boolean; took: number } | string;
+  try {
+    released = release().catch((error: unknown) => error);
+    await until('the release claimed the waiter', () => parked() === 0);
+    // Before, it waited for the release's reply: for as long as Redis is paused (here 6 s).
+    outcome = await orAfter(waiting, 5_000, 'still waiting');
+  } finally {
+    redis.server.resume();
+  }
+  expect(outcome).toEqual({ got: false, took: expect.any(Number) });
+  expect((outcome as { took: number }).took).toBeLessThan(3_000);
+  await released;
+  await until('what the release handed over is free again', free, 5_000);
+}, 30_000);
+
 test('a hold handed over to a waiter that gave up is given back without touching the same owner\'s new hold', async () => {
   // 1 s leases: a loaded CI machine can stall a renewal past most of a 300 ms one.
   const client = redis.client({ watchdogTimeout: 1_000 });

@@ -42,9 +42,11 @@ export interface WaitProtocol {
   attempt(listening: ChannelEntry | undefined, bound: CommandBound): Promise<AttemptResult>;
   /**
    * Sleeps until a wake-up or `ms`; resolves with a hold when the wake-up itself handed the lock
-   * over (no attempt needed), undefined to attempt again.
+   * over (no attempt needed), undefined to attempt again. `deadline` (performance.now() ms,
+   * Infinity for none) is the wait's own: a handover Redis leaves unanswered ends the wait then
+   * (CallCutShort), no sooner than IN_FLIGHT_GRACE_MS after the claim.
    */
-  sleep(entry: ChannelEntry, ms: number, stops: AbortSignal[]): Promise<Hold | undefined>;
+  sleep(entry: ChannelEntry, ms: number, stops: AbortSignal[], deadline: number): Promise<Hold | undefined>;
   /** Called once when the loop ends without the lock after having joined the channel. */
   giveUp?(): Promise<void>;
   /** Diagnostics: the first attempt failed and the caller starts waiting; and how that wait ended. */
@@ -90,7 +92,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
     const bound = (): number => Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now());
     let woken: Hold | undefined;
     if (entry) {
-      woken = await protocol.sleep(entry, bound(), stops);
+      woken = await protocol.sleep(entry, bound(), stops, deadline);
     } else {
       // Retrying only once subscribed closes the race with a release published before that.
       entry = context.pubsub.join(protocol.channel);
@@ -109,7 +111,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
       ttl = result.ttl;
       if (deadline - performance.now() <= 0) return undefined;
       // A lost message costs at most the bound, never liveness.
-      woken = await protocol.sleep(entry, bound(), stops);
+      woken = await protocol.sleep(entry, bound(), stops, deadline);
     }
   } catch (error) {
     // An attempt Redis did not answer by the deadline: the wait is over, not failed (whatever

@@ -184,14 +184,27 @@ export class PermitExpirableSemaphore extends Primitive {
     const sentAt = performance.now();
     const waiter = next.candidate.field;
     const pipelined = deadline !== undefined && deadline - sentAt > this.context.watchdogTimeout / 2 && keptByWatchdog.has(waiter);
-    const call = this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS));
+    // Told from the script's own reply, not the call's: close() settles the call at once, and a
+    // waiter that close() woke must still learn that the permit went to it, to give it back.
+    let sent = false;
+    const call = this.context.command('release', async (redis) => {
+      sent = true;
+      let reply: 0 | 1 | undefined;
+      try {
+        reply = await scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS);
+      } finally {
+        // The waiter holds the permit from the send of this call on; otherwise it tries again.
+        if (!pipelined) next.deliver(reply === 1 ? { sentAt } : undefined);
+      }
+      return reply;
+    });
     if (pipelined) next.deliver({ sentAt });
     let result: 0 | 1 | undefined;
     try {
       result = await call;
-    } finally {
-      // The waiter holds the permit from the send of this call on; otherwise it tries again.
-      if (!pipelined) next.deliver(result === 1 ? { sentAt } : undefined);
+    } catch (error) {
+      if (!pipelined && !sent) next.deliver(undefined); // never sent (no connection, closed): it tries again
+      throw error;
     }
     if (pipelined && result !== 1) this.context.renewal.reportLost(this.permitsKey, waiter, 'the permit handed over to it was no longer in Redis');
     if (result === 1) local.handedOver();
@@ -326,10 +339,10 @@ export class PermitExpirableSemaphore extends Primitive {
         // waiter that stops meanwhile ends at once, and the permit handed over later goes back.
         // Never with syncReplicas: every permit must come from an acquire that WAIT vouched for.
         // (undefined: the plain wake-up; the first sleep still starts the STARVING_MS clock.)
-        park: (entry, ms, stops) => {
+        park: (entry, ms, stops, deadline) => {
           clock.parked();
           if (sync) return undefined;
-          return sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.releasePermit(id).catch(() => undefined) }, ms, stops);
+          return sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.releasePermit(id).catch(() => undefined) }, ms, stops, deadline);
         },
       });
     } finally {

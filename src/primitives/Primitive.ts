@@ -72,13 +72,13 @@ export abstract class Primitive {
     attempt: (listening: ChannelEntry | undefined, bound: CommandBound) => Promise<Attempt>,
     waitTime: number,
     signal: AbortSignal | undefined,
-    extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[]) => Promise<Hold | undefined> | undefined; giveUp?: () => Promise<void> } = {},
+    extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[], deadline: number) => Promise<Hold | undefined> | undefined; giveUp?: () => Promise<void> } = {},
   ): Promise<number | undefined> {
     const protocol: WaitProtocol = {
       channel,
       attempt,
-      sleep: async (entry, ms, stops) => {
-        const parked = extra.park?.(entry, ms, stops);
+      sleep: async (entry, ms, stops, deadline) => {
+        const parked = extra.park?.(entry, ms, stops, deadline);
         if (parked) return parked;
         await entry.untilReleased(ms, stops);
         return undefined;

@@ -103,7 +103,8 @@ export class RLock extends LockHandle {
       // acquire (a fenced lock's token; syncReplicas's WAIT): such a waiter is never a
       // candidate, also for a release through a plain handle of the same name.
       sleep: this.handsOverLocally
-        ? (entry, ms, stops) => sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease, giveBack: () => void this.giveBackUnbooked(owner).catch(() => undefined) }, ms, stops)
+        ? (entry, ms, stops, deadline) =>
+            sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease, giveBack: () => void this.giveBackUnbooked(owner).catch(() => undefined) }, ms, stops, deadline)
         : async (entry, ms, stops) => {
             await entry.untilReleased(ms, stops);
             return undefined;

@@ -1,4 +1,5 @@
 import type { Hold } from '../core/waitLoop';
+import { CallCutShort, IN_FLIGHT_GRACE_MS } from './LockContext';
 import { boundedWait, type ChannelEntry } from './LockPubSub';
 
 /** What a release tells a waiter it claimed but could not hand the lock to: its client's turn is later, sleep on. */
@@ -162,11 +163,12 @@ export async function sleepAsCandidate(
   waiter: Pick<Candidate, 'field' | 'lease' | 'permits' | 'giveBack'>,
   ms: number,
   stops: AbortSignal[],
+  deadline = Infinity,
 ): Promise<Hold | undefined> {
   const local = (entry.local ??= new LocalHandoff(clientId, () => entry.wakeOne()));
   const until = performance.now() + ms;
   for (let first = false; ; first = true) {
-    const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, first);
+    const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, first, deadline);
     if (outcome !== PARK_AGAIN) return outcome;
     if (until - performance.now() <= 0) return undefined;
   }
@@ -179,6 +181,7 @@ async function parkOnce(
   ms: number,
   stops: AbortSignal[],
   first: boolean,
+  deadline: number,
 ): Promise<Handover> {
   let outcome: Promise<Handover> | undefined;
   let interrupt: (() => void) | undefined;
@@ -204,26 +207,40 @@ async function parkOnce(
   } finally {
     local.unpark(candidate);
   }
-  return outcome && waiter.giveBack ? untilHandedOver(outcome, stops, waiter.giveBack) : outcome;
+  return outcome && waiter.giveBack ? untilHandedOver(outcome, stops, waiter.giveBack, deadline) : outcome;
 }
 
 /**
- * The outcome of the release that claimed a waiter, unless one of `stops` comes first: that
- * release's command may wait long (Redis paused, a connection the user owns), and an aborted
- * caller or close() must not. Then the stop's reason is thrown, and a hold the release handed
- * over after all is given back.
+ * The outcome of the release that claimed a waiter, unless one of `stops` comes first or the
+ * wait's `deadline` passes: that release's command may wait long (Redis paused, a connection the
+ * user owns), and an aborted caller, close() or a waitTime must not. A stop's reason is thrown;
+ * at the deadline, but no sooner than IN_FLIGHT_GRACE_MS after the claim (as for the waiter's own
+ * attempts: a reply within it is taken), CallCutShort, which ends the wait as timed out. Either
+ * way a hold the release handed over after all is given back.
  */
-async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[], giveBack: () => void): Promise<Handover> {
+async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[], giveBack: () => void, deadline: number): Promise<Handover> {
+  let answered = false;
   try {
-    await boundedWait(Infinity, stops, (done) => {
-      void outcome.then(done);
+    await boundedWait(Math.max(deadline - performance.now(), IN_FLIGHT_GRACE_MS), stops, (done) => {
+      void outcome.then(() => {
+        answered = true;
+        done();
+      });
       return undefined;
     });
   } catch (reason) {
-    void outcome.then((late) => {
-      if (late !== undefined && late !== PARK_AGAIN) giveBack();
-    });
+    giveBackWhenHandedOver(outcome, giveBack);
     throw reason;
   }
+  if (!answered) {
+    giveBackWhenHandedOver(outcome, giveBack);
+    throw new CallCutShort('release (a handover to this waiter)');
+  }
   return outcome;
+}
+
+function giveBackWhenHandedOver(outcome: Promise<Handover>, giveBack: () => void): void {
+  void outcome.then((late) => {
+    if (late !== undefined && late !== PARK_AGAIN) giveBack();
+  });
 }
