@@ -3,10 +3,25 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { type LockClient, LockLostError, NotLockOwnerError } from '../../src';
 import { rwWritersKeyOf } from '../../src/names';
-import { parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
+import { atNextScript, parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { aborted, orAfter, sleep, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
+
+/** The longest a test keeps Redis paused. */
+const PAUSE_MS = 6_000;
+
+/** Runs `during` while Redis is paused (at most PAUSE_MS); resumes Redis in any case. */
+async function whilePaused<T>(during: () => Promise<T>): Promise<T> {
+  redis.server.pause();
+  const resumeAt = setTimeout(() => redis.server.resume(), PAUSE_MS);
+  try {
+    return await during();
+  } finally {
+    clearTimeout(resumeAt);
+    redis.server.resume();
+  }
+}
 
 test('the owner stops believing before Redis can expire its lock, so no two owners overlap', async () => {
   // Not shorter: a loaded machine that stalls the holder past 0.57 × lease before the pause
@@ -124,17 +139,13 @@ async function abortClaimedWaiter(wait: (signal: AbortSignal) => Promise<unknown
     (error: Error) => error.name,
   );
   await until('the waiter is parked as a handoff candidate', () => parked() === 1);
-  redis.server.pause();
   let released: Promise<unknown> | undefined;
-  let waiter: string;
-  try {
+  const waiter = await whilePaused(async () => {
     released = release().catch((error: unknown) => error);
     await until('the release claimed the waiter', () => parked() === 0);
     controller.abort();
-    waiter = await orAfter(waiting, 1_000, 'still waiting');
-  } finally {
-    redis.server.resume();
-  }
+    return orAfter(waiting, 1_000, 'still waiting');
+  });
   return { waiter, released: await released };
 }
 
@@ -213,21 +224,63 @@ test.each([
   const started = performance.now();
   const waiting = wait().then((got) => ({ got, took: performance.now() - started }));
   await until('the waiter is parked as a handoff candidate', () => parked() === 1);
-  redis.server.pause();
   let released: Promise<unknown> | undefined;
-  let outcome: { got: boolean; took: number } | string;
-  try {
+  const outcome = await whilePaused(async () => {
     released = release().catch((error: unknown) => error);
     await until('the release claimed the waiter', () => parked() === 0);
     // Before, it waited for the release's reply: for as long as Redis is paused (here 6 s).
-    outcome = await orAfter(waiting, 5_000, 'still waiting');
-  } finally {
-    redis.server.resume();
-  }
+    return orAfter(waiting, 5_000, 'still waiting');
+  });
   expect(outcome).toEqual({ got: false, took: expect.any(Number) });
   expect((outcome as { took: number }).took).toBeLessThan(3_000);
   await released;
   await until('what the release handed over is free again', free, 5_000);
+}, 30_000);
+
+test.each(['lock', 'semaphore', 'permitSemaphore'])('%s: an acquire that takes just as its signal aborted gives back before rejecting, but waits at most 1 s for that while Redis is frozen', async (kind) => {
+  const name = `paused-giveback-${kind}`;
+  const client = redis.client();
+  const checker = redis.client();
+  let take: (signal: AbortSignal) => Promise<unknown>;
+  let free: () => Promise<boolean>;
+  if (kind === 'lock') {
+    take = (signal) => client.getLock(name).lock({ signal });
+    free = async () => (await redis.admin.exists(name)) === 0;
+  } else if (kind === 'semaphore') {
+    await checker.getSemaphore(name).trySetPermits(1);
+    take = (signal) => client.getSemaphore(name).acquire({ signal });
+    free = async () => (await checker.getSemaphore(name).availablePermits()) === 1;
+  } else {
+    await checker.getPermitExpirableSemaphore(name).trySetPermits(1);
+    take = (signal) => client.getPermitExpirableSemaphore(name).acquire({ signal });
+    free = async () => (await checker.getPermitExpirableSemaphore(name).availablePermits()) === 1;
+  }
+  await client.getLock(`${name}:warm`).withLock(() => undefined);
+  const controller = new AbortController();
+  // The acquire goes out and its signal aborts at once: its reply (taken) comes within the
+  // grace, so the caller gives it back before rejecting; Redis freezes just as that give-back
+  // is about to go out (the soak saw this at a pause: a wait ended 2.6 s late).
+  const abortedAt = atNextScript(client, () => {
+    controller.abort();
+    return performance.now();
+  });
+  const outcome = take(controller.signal).then(
+    () => 'taken',
+    (error: Error) => ({ name: error.name, after: performance.now() }),
+  );
+  const sentAt = await abortedAt;
+  const frozen = atNextScript(client, () => redis.server.pause(), 'before');
+  let settled: { name: string; after: number } | string;
+  try {
+    settled = await orAfter(outcome, 5_000, 'still waiting');
+    await frozen;
+  } finally {
+    redis.server.resume();
+  }
+  // Before, it waited for the give-back's reply: until Redis resumed.
+  expect(settled).toEqual({ name: 'AbortError', after: expect.any(Number) });
+  expect((settled as { after: number }).after - sentAt).toBeLessThan(2_500);
+  await until('what it took is back', free, 5_000);
 }, 30_000);
 
 test('a hold handed over to a waiter that gave up is given back without touching the same owner\'s new hold', async () => {
@@ -242,10 +295,9 @@ test('a hold handed over to a waiter that gave up is given back without touching
   const controller = new AbortController();
   const first = handle.lock({ signal: controller.signal }).catch((error: Error) => error.name);
   await until('the waiter is parked as a handoff candidate', () => parkedWaiters(client, name) === 1);
-  redis.server.pause();
   let unlocked: Promise<void> | undefined;
   let again: Promise<void> | undefined;
-  try {
+  await whilePaused(async () => {
     unlocked = holder.unlock();
     await until('the release claimed the waiter', () => parkedWaiters(client, name) === 0);
     controller.abort();
@@ -257,9 +309,7 @@ test('a hold handed over to a waiter that gave up is given back without touching
     const before = sent.length;
     again = handle.lock();
     await until('its acquire was sent', () => sent.length > before);
-  } finally {
-    redis.server.resume();
-  }
+  });
   await unlocked;
   await again;
   // The release handed the field the lock for the waiter that gave up; that hold was given back
@@ -277,7 +327,6 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
   // Before, a wait could not end while its attempt was unanswered: a frozen Redis, or a
   // connection gone silent, held tryLock({ waitTime }) and an aborted lock() for as long as that
   // lasted, and what Redis then granted to the caller that had left stayed for a whole lease.
-  const PAUSE_MS = 6_000;
   interface Attempts {
     tryLock(waitTime: number): Promise<boolean>;
     lock(signal: AbortSignal): Promise<unknown>;
@@ -325,17 +374,6 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
     return kinds[kind]!(client, name);
   }
 
-  /** Runs `during` while Redis is paused (at most PAUSE_MS); resumes Redis in any case. */
-  async function whilePaused<T>(during: () => Promise<T>): Promise<T> {
-    redis.server.pause();
-    const resumeAt = setTimeout(() => redis.server.resume(), PAUSE_MS);
-    try {
-      return await during();
-    } finally {
-      clearTimeout(resumeAt);
-      redis.server.resume();
-    }
-  }
 
   test.each(Object.keys(kinds))('%s: a try with waitTime 200 ms gives up about 1 s after its attempt was sent; what Redis granted later is given back', async (kind) => {
     const name = `paused-attempt-${kind}`;

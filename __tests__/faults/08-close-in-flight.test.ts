@@ -2,7 +2,7 @@
 import { ClientClosedError, type LockClient } from '../../src';
 import { queueKeyOf } from '../../src/names';
 import { startFixture } from '../helpers/child';
-import { parkedOnChannel, parkedWaiters, usePrivateRedis } from '../helpers/privateRedis';
+import { atNextScript, parkedOnChannel, parkedWaiters, usePrivateRedis } from '../helpers/privateRedis';
 import { scriptCallCount } from '../helpers/testRedis';
 import { sleep, until } from '../helpers/time';
 
@@ -104,27 +104,6 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
   // The read-write lock's holds live in its hash: nothing of it is left when no one holds it.
   const rwFree = async (name: string) => (await redis.admin.exists(name)) === 0;
 
-  /**
-   * Calls close() the moment the client's next script call has been written to the socket, so
-   * that the call is on its way (whatever the primitive awaited before sending it) and its reply
-   * cannot have come. Resolves when close() does. This hooks the client's ioredis object; Redis
-   * itself is real.
-   */
-  function closeRightAfterNextScript(client: LockClient): Promise<void> {
-    const connection = (client as unknown as { context: { redis: { sendCommand: (command: { name: string }, ...rest: unknown[]) => unknown } } }).context.redis;
-    const send = connection.sendCommand;
-    return new Promise((resolve) => {
-      connection.sendCommand = function (this: unknown, command, ...rest) {
-        const result = send.call(this, command, ...rest);
-        if (command.name === 'evalsha' || command.name === 'eval') {
-          connection.sendCommand = send;
-          resolve(client.close());
-        }
-        return result;
-      };
-    });
-  }
-
   test.each(Object.keys(kinds))('%s', async (kind) => {
     const name = `close-racing-${kind}`;
     const { prepare, take, free } = kinds[kind]!;
@@ -135,7 +114,7 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
       // Connected, and the scripts loaded: the attempt goes out at once, as one EVALSHA.
       await client.getLock(`${name}:warm`).withLock(() => undefined);
       const before = await scriptCallCount(redis.admin);
-      const closed = closeRightAfterNextScript(client);
+      const closed = atNextScript(client, () => client.close());
       const attempt = take(client, name).then(
         () => 'taken',
         (error: unknown) => error,
@@ -194,7 +173,7 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
         const client = redis.client({ redis: connection });
         await client.getLock(`${name}:warm`).withLock(() => undefined);
         redis.server.pause();
-        const closed = closeRightAfterNextScript(client);
+        const closed = atNextScript(client, () => client.close());
         const attempt = take(client, name).catch((error: unknown) => error);
         const started = performance.now();
         await closed;

@@ -81,3 +81,25 @@ export function wakeQueueLength(client: LockClient, channel: string): number {
   const internals = client as unknown as { pubsub: { peek(channel: string): { wakeups: { size: number } } | undefined } };
   return internals.pubsub.peek(channel)?.wakeups.size ?? 0;
 }
+
+/**
+ * Calls `then` the moment `client` hands its next script call (EVALSHA or EVAL) to its socket:
+ * right after it was written, or just before (`when: 'before'`); resolves with what `then`
+ * returned. It hooks the client's ioredis object (Redis itself is real), so that a test can close
+ * the client or pause Redis at an exact point of a call's life.
+ */
+export function atNextScript<T>(client: LockClient, then: () => T, when: 'before' | 'after' = 'after'): Promise<Awaited<T>> {
+  type Send = (command: { name: string }, ...rest: unknown[]) => unknown;
+  const connection = (client as unknown as { context: { redis: { sendCommand: Send } } }).context.redis;
+  const send = connection.sendCommand;
+  return new Promise((resolve) => {
+    connection.sendCommand = function (this: unknown, command, ...rest) {
+      if (command.name !== 'evalsha' && command.name !== 'eval') return send.call(this, command, ...rest);
+      connection.sendCommand = send;
+      const before = when === 'before' ? then() : undefined;
+      const result = send.call(this, command, ...rest);
+      resolve((when === 'before' ? before : then()) as Awaited<T>);
+      return result;
+    };
+  });
+}

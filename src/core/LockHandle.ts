@@ -5,6 +5,7 @@ import { latchPrefixOf } from '../names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
+import { settledWithinGrace } from '../services/LockPubSub';
 import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { HeldLock } from './HeldLock';
@@ -317,7 +318,8 @@ export abstract class LockHandle {
     }
     const stopped = stops.find((stop) => stop.aborted);
     if (stopped) {
-      await this.release(owner).catch(() => undefined);
+      // Not longer than an attempt would wait (Redis frozen): it is released when Redis answers.
+      await settledWithinGrace(this.release(owner));
       throw stopped.reason;
     }
     return sentAt;

@@ -1,6 +1,6 @@
 import { RedisCommandError } from '../errors';
-import { CallCutShort, type CommandBound, IN_FLIGHT_GRACE_MS, type LockContext } from '../services/LockContext';
-import { boundedWait, type ChannelEntry } from '../services/LockPubSub';
+import { CallCutShort, type CommandBound, type LockContext } from '../services/LockContext';
+import { type ChannelEntry, settledWithinGrace } from '../services/LockPubSub';
 
 /** How long a waiter pauses after Redis refused an attempt during a failover. */
 const TRANSIENT_RETRY_MS = 200;
@@ -130,11 +130,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
     // without it), but not for longer than an attempt is: Redis frozen, it runs when Redis
     // answers (or the entry runs out after queueTimeout), and the wait ends now.
     if (!got && protocol.giveUp) {
-      const leaving = protocol.giveUp();
-      await boundedWait(IN_FLIGHT_GRACE_MS, [], (done) => {
-        leaving.then(done, done);
-        return undefined;
-      });
+      await settledWithinGrace(protocol.giveUp());
     }
     if (waitFrom !== undefined) protocol.waitEnded?.(performance.now() - waitFrom, got);
   }

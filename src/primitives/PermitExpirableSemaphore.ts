@@ -6,7 +6,7 @@ import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import { sleepAsCandidate } from '../services/LocalHandoff';
-import type { ChannelEntry } from '../services/LockPubSub';
+import { type ChannelEntry, settledWithinGrace } from '../services/LockPubSub';
 import { LockOwner } from '../services/LockOwner';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';
@@ -355,7 +355,8 @@ export class PermitExpirableSemaphore extends Primitive {
     }
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {
-      await this.releasePermit(id).catch(() => undefined);
+      // Not longer than an attempt would wait (Redis frozen): it is given back when Redis answers.
+      await settledWithinGrace(this.releasePermit(id));
       throw stopped;
     }
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(id), holds: 1, leaseTime });

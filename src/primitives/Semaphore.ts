@@ -5,7 +5,7 @@ import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import { sleepAsCandidate } from '../services/LocalHandoff';
-import type { ChannelEntry } from '../services/LockPubSub';
+import { type ChannelEntry, settledWithinGrace } from '../services/LockPubSub';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type PermitOptions, type TryPermitOptions } from './permitOptions';
 import { type Attempt, Primitive } from './Primitive';
@@ -307,7 +307,8 @@ export class Semaphore extends Primitive {
     // Taken while the caller aborted or the client closed: give the permits back, leave nothing.
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {
-      await this.giveBackToRedis(permits).catch(() => undefined);
+      // Not longer than an attempt would wait (Redis frozen): it is given back when Redis answers.
+      await settledWithinGrace(this.giveBackToRedis(permits));
       throw stopped;
     }
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(callId), permits });

@@ -1,6 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import type { LocalHandoff } from './LocalHandoff';
+import { IN_FLIGHT_GRACE_MS } from './LockContext';
 import type { PublishCommand } from './scripts';
 import { reviveWhenEnded } from './reviveEnded';
 import { WakeQueue } from './WakeQueue';
@@ -253,6 +254,17 @@ export function boundedWait(
     for (const stop of stops) stop.addEventListener('abort', onAbort, { once: true });
     cleanup.end = start(() => finish());
     if (finished) cleanup.end?.();
+  });
+}
+
+/**
+ * Waits for `work` to settle, at most IN_FLIGHT_GRACE_MS: a give-back or a leave that a wait
+ * ending must not outlast by more (Redis frozen). The work goes on; Redis runs it when it answers.
+ */
+export function settledWithinGrace(work: Promise<unknown>): Promise<void> {
+  return boundedWait(IN_FLIGHT_GRACE_MS, [], (done) => {
+    work.then(done, done);
+    return undefined;
   });
 }
 
