@@ -491,6 +491,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         if (lateReply) {
           stopWaiting = this.cutWhenDue(name, bound, (error) => {
             cut = true;
+            bound.cutShort?.();
             settle(error);
           });
         }

@@ -440,7 +440,7 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
     },
   };
 
-  test.each(Object.keys(queued))('%s: a queued waiter whose waitTime runs out while Redis is frozen ends within about 2 s of it', async (kind) => {
+  test.each(Object.keys(queued))('%s: a queued waiter whose waitTime runs out while Redis is frozen ends about 1 s after it, its leave sent but not waited for', async (kind) => {
     const name = `paused-queued-${kind}`;
     const holder = redis.client();
     // Entries that cannot run out by themselves within the test: only the leave removes them.
@@ -455,8 +455,9 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
       return { got, took: performance.now() - startedAt };
     });
     expect(got).toBe(false);
-    // At the deadline one more attempt gets its 1 s grace, then the leave call at most 1 s.
-    expect(took).toBeLessThan(2_000 + 3_500);
+    // At the deadline one more attempt gets its 1 s grace; the leave then goes out behind it
+    // and is not waited for (before: up to 1 s more, ~4 s in all).
+    expect(took).toBeLessThan(2_000 + 1_700);
     await until('its queue entry is gone', async () => !(await isQueued()), 5_000);
   }, 30_000);
 

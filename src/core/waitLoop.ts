@@ -67,7 +67,15 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
   // lock), and needs no second attempt after joining.
   // A wait for a connection that is down ends with the waitTime (a single attempt: with the
   // client's offlineTimeout), the caller's signal or close().
-  const callBound: CommandBound = { deadline: waitTime > 0 ? deadline : undefined, signals: signal ? [signal, context.closedSignal] : [context.closedSignal] };
+  // Set when Redis left an attempt unanswered until the wait's end: a leave is then not waited for.
+  let unanswered = false;
+  const callBound: CommandBound = {
+    deadline: waitTime > 0 ? deadline : undefined,
+    signals: signal ? [signal, context.closedSignal] : [context.closedSignal],
+    cutShort: () => {
+      unanswered = true;
+    },
+  };
   const subscribed = waitTime > 0 && context.pubsub.peek(protocol.channel)?.confirmed === true;
   let entry = subscribed ? context.pubsub.join(protocol.channel) : undefined;
   let got = false;
@@ -128,9 +136,14 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
     untrack?.();
     // Leaving a queue in Redis is waited for (so that a caller told "timed out" finds the queue
     // without it), but not for longer than an attempt is: Redis frozen, it runs when Redis
-    // answers (or the entry runs out after queueTimeout), and the wait ends now.
+    // answers (or the entry runs out after queueTimeout), and the wait ends now. Not at all once
+    // Redis has left an attempt of this wait unanswered: sent after that attempt on the same
+    // connection, the leave runs before anything the caller sends next, and waiting for it would
+    // only add its grace to the attempt's.
     if (!got && protocol.giveUp) {
-      await settledWithinGrace(protocol.giveUp());
+      const leaving = protocol.giveUp();
+      if (unanswered) leaving.catch(() => undefined);
+      else await settledWithinGrace(leaving);
     }
     if (waitFrom !== undefined) protocol.waitEnded?.(performance.now() - waitFrom, got);
   }

@@ -15,6 +15,8 @@ export interface CommandBound {
   deadline?: number;
   signals?: readonly AbortSignal[];
   lateReply?: (reply: unknown) => void;
+  /** Told when a call was cut while Redis had not answered it (either way). */
+  cutShort?: () => void;
 }
 
 /**
