@@ -309,18 +309,21 @@ export abstract class LockHandle {
     }
   }
 
-  /** Books a hold; one that raced an abort is given back, leaving nothing behind. Returns its send time. */
+  /** Books a hold; one that raced an abort is given back unbooked, leaving nothing behind. Returns its send time. */
   private async acquired(owner: LockOwner, leaseTime: number | undefined, { sentAt, expiresAt }: Hold, stops: AbortSignal[]): Promise<number> {
+    const stopped = stops.find((stop) => stop.aborted);
+    if (stopped) {
+      // Taken as the caller's signal aborted (or close() came): the caller never holds it, so it
+      // is not booked (a retry of the same owner must not find a hold that is on its way back),
+      // and it is given back unbooked, waited for at most as long as an attempt would be (Redis
+      // frozen: it is given back when Redis answers).
+      await settledWithinGrace(this.giveBackUnbooked(owner));
+      throw stopped.reason;
+    }
     owner.holds++;
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(owner), holds: owner.holds, leaseTime });
     if (leaseTime === undefined) {
       this.context.renewal.add(this.renewalTarget(owner), sentAt, expiresAt);
-    }
-    const stopped = stops.find((stop) => stop.aborted);
-    if (stopped) {
-      // Not longer than an attempt would wait (Redis frozen): it is released when Redis answers.
-      await settledWithinGrace(this.release(owner));
-      throw stopped.reason;
     }
     return sentAt;
   }
