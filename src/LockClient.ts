@@ -50,6 +50,9 @@ const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
  */
 const NO_READY_CHECK = { enableReadyCheck: false } as const;
 
+/** The undo of a wait that set nothing up. */
+const NOTHING_TO_UNDO = (): void => undefined;
+
 /** How long `close()` waits for QUIT before it cuts the connection. */
 const QUIT_TIMEOUT_MS = 1000;
 
@@ -478,7 +481,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       // An attempt (it carries lateReply) that a primitive sends after close() settled its
       // caller (it awaited something first) must not take anything: refused, not sent.
       if (this.closed && bound?.lateReply) return reject(new ClientClosedError());
-      let stopWaiting = (): void => undefined;
+      let stopWaiting = NOTHING_TO_UNDO;
       const settle = (error: Error): void => {
         stopWaiting();
         this.inFlight.delete(settle);
@@ -550,10 +553,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    */
   private cutWhenDue(name: string, bound: CommandBound, cut: (error: Error) => void): () => void {
     // Not the client's own close signal: close() settles every call under way at once. Leaving
-    // it out spares a plain lock() (no deadline, no signal of its own) any listener or timer.
-    const signals = (bound.signals ?? []).filter((signal) => signal !== this.closing.signal);
+    // it out spares a plain lock() (no deadline, no signal of its own) any listener or timer;
+    // skipped in place, as this runs for every attempt.
+    const own = this.closing.signal;
+    const signals = bound.signals ?? [];
     const dueIn = bound.deadline === undefined ? Infinity : Math.max(bound.deadline - performance.now(), IN_FLIGHT_GRACE_MS);
-    if (signals.length === 0 && dueIn === Infinity) return () => undefined;
+    if (dueIn === Infinity && signals.every((signal) => signal === own)) return NOTHING_TO_UNDO;
     const deadlineTimer = Number.isFinite(dueIn) ? setTimeout(() => cut(new CallCutShort(name)), dueIn) : undefined;
     let abortTimer: NodeJS.Timeout | undefined;
     const aborted = (signal: AbortSignal): void => {
@@ -561,13 +566,14 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     };
     const onAbort = (event: Event): void => aborted(event.target as AbortSignal);
     for (const signal of signals) {
+      if (signal === own) continue;
       if (signal.aborted) aborted(signal);
       else signal.addEventListener('abort', onAbort, { once: true });
     }
     return () => {
       clearTimeout(deadlineTimer);
       clearTimeout(abortTimer);
-      for (const signal of signals) signal.removeEventListener('abort', onAbort);
+      for (const signal of signals) if (signal !== own) signal.removeEventListener('abort', onAbort);
     };
   }
 
@@ -580,7 +586,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const aborted = signals.find((signal) => signal.aborted);
     if (aborted) {
       fail(aborted.reason as Error);
-      return () => undefined;
+      return NOTHING_TO_UNDO;
     }
     // A first connection still being made (no error yet) is waited for up to offlineTimeout even
     // past a call's deadline: it normally takes a round trip, and a tryLock({ waitTime: 25 })
