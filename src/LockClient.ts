@@ -147,6 +147,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private epoch = 0;
   private readonly unname: () => void;
   private publishCommandAnswer: Promise<PublishCommand> | undefined;
+  /** The Cluster's answer once it came (a failed probe is asked again, so it is not kept). */
+  private publishCommandKnown: PublishCommand | undefined;
   /** Why the connection this client created last failed, until it is ready again. */
   private readonly context: LockContext;
   private readonly offlineTimeout: number;
@@ -281,6 +283,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       command: (name, call, bound?: CommandBound) => this.command(name, call, bound),
       connectionEpoch: () => this.epoch,
       publishCommand: () => this.publishCommand(),
+      knownPublishCommand: () => (this.redis.isCluster ? this.publishCommandKnown : 'publish'),
       closedSignal: this.closing.signal,
       trackWaiter: () => {
         this.waiterCount++;
@@ -368,7 +371,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.unanswered++;
     this.publishCommandAnswer = this.redis
       .call('COMMAND', 'INFO', 'SPUBLISH')
-      .then((info) => (Array.isArray(info) && info[0] ? 'spublish' : 'publish') as PublishCommand)
+      .then((info) => (this.publishCommandKnown = Array.isArray(info) && info[0] ? 'spublish' : 'publish'))
       .catch(() => {
         this.publishCommandAnswer = undefined; // ask again next time
         return 'publish' as PublishCommand;
@@ -512,7 +515,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
               // Settled before its reply, by its bound (cut) or by close(): what it took goes back.
               if (cut || this.closed) {
                 try {
-                  lateReply?.(value);
+                  lateReply?.(value)?.catch(() => undefined);
                 } catch {
                   // A reply of a shape the primitive did not expect: nothing to give back.
                 }

@@ -211,8 +211,10 @@ export abstract class LockHandle {
 
   /** @internal One lock of one client, for the owner scopes (and MultiLock's duplicate check): `<clientId>\n<key>`. */
   get identity(): string {
-    return `${this.context.clientId}\n${this.key}`;
+    return (this.identityMade ??= `${this.context.clientId}\n${this.key}`);
   }
+
+  private identityMade: string | undefined;
 
   protected event(owner: LockOwner): LockEvent {
     return { name: this.name, key: this.key, clientId: this.context.clientId, ownerId: owner.id };
@@ -382,7 +384,8 @@ export abstract class LockHandle {
       if (holdsBefore > 0) this.context.renewal.reportLost(key, field, 'its release found it no longer held by its owner', removed);
     }
     owner.holds = 0;
-    this.context.renewal.remove(key, field);
+    // Removed above when this was to be the last hold; otherwise holds went missing (see above).
+    if (holdsBefore > 1) this.context.renewal.remove(key, field);
     if (result === null) throw new NotLockOwnerError(this.name, owner.id);
     return true;
   }

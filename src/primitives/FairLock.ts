@@ -140,9 +140,8 @@ export class FairLock extends LockHandle {
                 // that one found the field and took it as its own hold (or queued under it).
                 lateReply: (late) => {
                   const newer = owner.pending > 0 || owner.holds > 0;
-                  if (late === null) {
-                    if (countsUp || !newer) void this.giveBackUnbooked(owner).catch(() => undefined);
-                  } else if (listening && !newer) void this.leaveQueue(member).catch(() => undefined);
+                  if (late === null) return countsUp || !newer ? this.giveBackUnbooked(owner) : undefined;
+                  return listening && !newer ? this.leaveQueue(member) : undefined;
                 },
               },
             );

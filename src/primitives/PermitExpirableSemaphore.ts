@@ -321,9 +321,7 @@ export class PermitExpirableSemaphore extends Primitive {
       // caller that is gone goes back (a number is a refusal's TTL).
       const lateBound: CommandBound = {
         ...bound,
-        lateReply: (late) => {
-          if (late === null) void this.releasePermit(id).catch(() => undefined);
-        },
+        lateReply: (late) => (late === null ? this.releasePermit(id) : undefined),
       };
       const ttl = sync
         ? await this.acquireSynced(sync, id, args, lateBound)
@@ -342,7 +340,7 @@ export class PermitExpirableSemaphore extends Primitive {
         park: (entry, ms, stops, deadline) => {
           clock.parked();
           if (sync) return undefined;
-          return sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => void this.releasePermit(id).catch(() => undefined) }, ms, stops, deadline);
+          return sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => this.releasePermit(id) }, ms, stops, deadline);
         },
       });
     } finally {

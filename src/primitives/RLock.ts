@@ -104,7 +104,7 @@ export class RLock extends LockHandle {
       // candidate, also for a release through a plain handle of the same name.
       sleep: this.handsOverLocally
         ? (entry, ms, stops, deadline) =>
-            sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease, giveBack: () => void this.giveBackUnbooked(owner).catch(() => undefined) }, ms, stops, deadline)
+            sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease, giveBack: () => this.giveBackUnbooked(owner) }, ms, stops, deadline)
         : async (entry, ms, stops) => {
             await entry.untilReleased(ms, stops);
             return undefined;
@@ -235,9 +235,7 @@ export class RLock extends LockHandle {
     // the lock for a caller that is gone: give that hold back (a number is a refusal, its PTTL).
     const bound: CommandBound = {
       ...waitBound,
-      lateReply: (reply) => {
-        if (typeof reply !== 'number') void this.giveBackUnbooked(owner).catch(() => undefined);
-      },
+      lateReply: (reply) => (typeof reply !== 'number' ? this.giveBackUnbooked(owner) : undefined),
     };
     if (sync) return this.syncedAttempt(owner, command, args, sync, bound);
     return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...args), bound);

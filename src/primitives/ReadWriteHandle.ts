@@ -153,11 +153,11 @@ export abstract class ReadWriteHandle extends LockHandle {
    * An attempt Redis answered after its wait ended (see CommandBound.lateReply): a hold it took
    * for the caller that is gone is given back; a refusal that queued a writer calls `leave`.
    */
-  protected lateAttempt(owner: LockOwner, late: unknown, leave?: () => Promise<void>): void {
+  protected lateAttempt(owner: LockOwner, late: unknown, leave?: () => Promise<void>): Promise<unknown> | undefined {
     // Holds are counted, so one given back never touches a hold the owner booked since.
-    if (late === null) void this.giveBackUnbooked(owner).catch(() => undefined);
+    if (late === null) return this.giveBackUnbooked(owner);
     // A newer wait of the same owner queues under the same field: its entry is not ours to take.
-    else if (owner.pending === 0 && owner.holds === 0) void leave?.().catch(() => undefined);
+    return owner.pending === 0 && owner.holds === 0 ? leave?.() : undefined;
   }
 
   /** [mode now ('' when free), holds of `field`], leases checked against Redis's clock. */

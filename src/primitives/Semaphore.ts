@@ -275,8 +275,8 @@ export class Semaphore extends Primitive {
           // the caller that is gone go back, a reservation made for it is left.
           lateReply: (late) => {
             const [lateStatus] = late as [number, number];
-            if (lateStatus === 1) void this.giveBackToRedis(permits).catch(() => undefined);
-            else if (lateStatus === 2) void this.leaveReservation(field).catch(() => undefined);
+            if (lateStatus === 1) return this.giveBackToRedis(permits);
+            return lateStatus === 2 ? this.leaveReservation(field) : undefined;
           },
         },
       );

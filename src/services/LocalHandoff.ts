@@ -21,7 +21,7 @@ export interface Candidate {
    * semaphore, whose handoff makes no Redis call and tells a claimed waiter at once) a claimed
    * waiter waits for its outcome.
    */
-  readonly giveBack?: () => void;
+  readonly giveBack?: () => Promise<unknown>;
   /**
    * Takes the waiter out of its sleep for a handoff; returns how to tell it the outcome (the
    * hold, or undefined to try again), or undefined when it stopped waiting meanwhile.
@@ -218,7 +218,7 @@ async function parkOnce(
  * attempts: a reply within it is taken), CallCutShort, which ends the wait as timed out. Either
  * way a hold the release handed over after all is given back.
  */
-async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[], giveBack: () => void, deadline: number): Promise<Handover> {
+async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[], giveBack: () => Promise<unknown>, deadline: number): Promise<Handover> {
   let answered = false;
   try {
     await boundedWait(Math.max(deadline - performance.now(), IN_FLIGHT_GRACE_MS), stops, (done) => {
@@ -239,8 +239,9 @@ async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[],
   return outcome;
 }
 
-function giveBackWhenHandedOver(outcome: Promise<Handover>, giveBack: () => void): void {
+function giveBackWhenHandedOver(outcome: Promise<Handover>, giveBack: () => Promise<unknown>): void {
   void outcome.then((late) => {
-    if (late !== undefined && late !== PARK_AGAIN) giveBack();
+    // Nobody waits for it: a failure leaves the hold to its lease.
+    if (late !== undefined && late !== PARK_AGAIN) giveBack().catch(() => undefined);
   });
 }

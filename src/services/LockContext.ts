@@ -9,12 +9,14 @@ import type { PublishCommand, ScriptedRedis } from './scripts';
  * answered (frozen, or a connection that went silent), each no sooner than `IN_FLIGHT_GRACE_MS`
  * after the call was sent or the signal aborted. The call then rejects (`CallCutShort`, or the
  * signal's reason) and its reply, if it still comes, goes to `lateReply`, which gives back
- * whatever the call took: the caller has gone, nobody else would.
+ * whatever the call took: the caller has gone, nobody else would. A give-back it starts is
+ * returned, not awaited: nobody is left to tell of its failure (the lease or the queue timeout
+ * then clears what it would have), so the client swallows that.
  */
 export interface CommandBound {
   deadline?: number;
   signals?: readonly AbortSignal[];
-  lateReply?: (reply: unknown) => void;
+  lateReply?: (reply: unknown) => Promise<unknown> | void;
   /** Told when a call was cut while Redis had not answered it (either way). */
   cutShort?: () => void;
 }
@@ -54,6 +56,8 @@ export interface LockContext {
   command<T>(name: string, call: (redis: ScriptedRedis) => Promise<T>, bound?: CommandBound): Promise<T>;
   /** `spublish` (sharded, Cluster on Redis >= 7) or `publish`: what the release scripts publish with. */
   publishCommand(): Promise<PublishCommand>;
+  /** The same, once known (at once off a Cluster): callers on the hot path need not wait a turn. */
+  knownPublishCommand(): PublishCommand | undefined;
   /** Goes up each time the command connection drops; a call that spans a change may have been resent. */
   connectionEpoch(): number;
   /** Aborts (with `ClientClosedError`) when the client closes: every parked waiter listens to it. */
@@ -68,6 +72,23 @@ export interface LockContext {
  * counts the subscribers of one node only, so there a gone client is only found when its queue
  * entry runs out.
  */
-export async function queuePublishing(context: Pick<LockContext, 'publishCommand' | 'isCluster'>): Promise<{ publish: PublishCommand; trust: 0 | 1 }> {
-  return { publish: await context.publishCommand(), trust: context.isCluster ? 0 : 1 };
+export function queuePublishing(context: Pick<LockContext, 'publishCommand' | 'knownPublishCommand' | 'isCluster'>): QueuePublishing | Promise<QueuePublishing> {
+  const known = context.knownPublishCommand();
+  // Known (always, off a Cluster): answered without a promise, as every release asks.
+  if (known) return publishingOf(known, context.isCluster);
+  return context.publishCommand().then((publish) => publishingOf(publish, context.isCluster));
+}
+
+export interface QueuePublishing {
+  readonly publish: PublishCommand;
+  readonly trust: 0 | 1;
+}
+
+const PUBLISHINGS: Record<PublishCommand, readonly [QueuePublishing, QueuePublishing]> = {
+  publish: [{ publish: 'publish', trust: 0 }, { publish: 'publish', trust: 1 }],
+  spublish: [{ publish: 'spublish', trust: 0 }, { publish: 'spublish', trust: 1 }],
+};
+
+function publishingOf(publish: PublishCommand, isCluster: boolean): QueuePublishing {
+  return PUBLISHINGS[publish][isCluster ? 0 : 1];
 }
