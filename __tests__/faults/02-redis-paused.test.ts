@@ -3,6 +3,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { type LockClient, LockLostError, NotLockOwnerError } from '../../src';
 import { rwWritersKeyOf } from '../../src/names';
+import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { atNextScript, parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { aborted, orAfter, sleep, until } from '../helpers/time';
 
@@ -346,55 +347,21 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
   // Before, a wait could not end while its attempt was unanswered: a frozen Redis, or a
   // connection gone silent, held tryLock({ waitTime }) and an aborted lock() for as long as that
   // lasted, and what Redis then granted to the caller that had left stayed for a whole lease.
-  interface Attempts {
-    tryLock(waitTime: number): Promise<boolean>;
-    lock(signal: AbortSignal): Promise<unknown>;
-    /** Nothing is held (the lock key is gone, or every permit is back). */
-    free(): Promise<boolean>;
-  }
-  const keyGone = (name: string) => async () => (await redis.admin.exists(name)) === 0;
-  const kinds: Record<string, (client: LockClient, name: string) => Promise<Attempts>> = {
-    lock: async (client, name) => {
-      const lock = client.getLock(name);
-      return { tryLock: (waitTime) => lock.tryLock({ waitTime }), lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
-    },
-    fair: async (client, name) => {
-      const lock = client.getFairLock(name);
-      return { tryLock: (waitTime) => lock.tryLock({ waitTime }), lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
-    },
-    fenced: async (client, name) => {
-      const lock = client.getFencedLock(name);
-      return { tryLock: async (waitTime) => (await lock.tryLock({ waitTime })) !== null, lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
-    },
-    read: async (client, name) => {
-      const lock = client.getReadWriteLock(name).readLock();
-      return { tryLock: (waitTime) => lock.tryLock({ waitTime }), lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
-    },
-    write: async (client, name) => {
-      const lock = client.getReadWriteLock(name).writeLock();
-      return { tryLock: (waitTime) => lock.tryLock({ waitTime }), lock: (signal) => lock.lock({ signal }), free: keyGone(name) };
-    },
-    semaphore: async (client, name) => {
-      const semaphore = client.getSemaphore(name);
-      await semaphore.trySetPermits(1);
-      return { tryLock: (waitTime) => semaphore.tryAcquire({ waitTime }), lock: (signal) => semaphore.acquire({ signal }), free: async () => (await semaphore.availablePermits()) === 1 };
-    },
-    permitSemaphore: async (client, name) => {
-      const semaphore = client.getPermitExpirableSemaphore(name);
-      await semaphore.trySetPermits(1);
-      return { tryLock: async (waitTime) => (await semaphore.tryAcquire({ waitTime })) !== null, lock: (signal) => semaphore.acquire({ signal }), free: async () => (await semaphore.availablePermits()) === 1 };
-    },
-  };
-
   /** `kind`'s handle of `name` on a new client whose connection is up (a connection still being made waits for offlineTimeout). */
-  async function connected(kind: string, name: string): Promise<Attempts> {
+  async function connected(kind: keyof typeof heldKinds, name: string) {
     const client = redis.client();
     await client.getLock(name).isLocked();
-    return kinds[kind]!(client, name);
+    const { prepare, tryTake, take, free } = heldKinds[kind];
+    await prepare?.(client, name);
+    return {
+      tryLock: (waitTime: number) => tryTake(client, name, waitTime),
+      lock: (signal: AbortSignal) => take(client, name, signal),
+      /** Nothing is held (the lock key is gone, or every permit is back). */
+      free: () => free(client, redis.admin, name),
+    };
   }
 
-
-  test.each(Object.keys(kinds))('%s: a try with waitTime 200 ms gives up about 1 s after its attempt was sent; what Redis granted later is given back', async (kind) => {
+  test.each(heldKindNames)('%s: a try with waitTime 200 ms gives up about 1 s after its attempt was sent; what Redis granted later is given back', async (kind) => {
     const name = `paused-attempt-${kind}`;
     const handle = await connected(kind, name);
     expect(await handle.free()).toBe(true);
@@ -413,7 +380,7 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
     await until('it is free again', handle.free, 5_000);
   }, 30_000);
 
-  test.each(Object.keys(kinds))('%s: a wait aborted while its attempt is unanswered rejects about 1 s later; what Redis granted later is given back', async (kind) => {
+  test.each(heldKindNames)('%s: a wait aborted while its attempt is unanswered rejects about 1 s later; what Redis granted later is given back', async (kind) => {
     const name = `paused-abort-${kind}`;
     const handle = await connected(kind, name);
     const { outcome, took } = await whilePaused(async () => {

@@ -1,7 +1,8 @@
 // Fault 8: client.close() while calls are in flight and waiters wait.
-import { ClientClosedError, type LockClient } from '../../src';
+import { ClientClosedError } from '../../src';
 import { queueKeyOf } from '../../src/names';
 import { startFixture } from '../helpers/child';
+import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { atNextScript, parkedOnChannel, parkedWaiters, usePrivateRedis } from '../helpers/privateRedis';
 import { scriptCallCount } from '../helpers/testRedis';
 import { sleep, until } from '../helpers/time';
@@ -75,38 +76,9 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
   // Before, close() settled the call and dropped its reply: Redis ran the acquire (it was
   // sent), and the hold stayed for its lease with nobody renewing or releasing it, a plain
   // semaphore's permit for good. A shutdown under contention lost permits this way.
-  interface Kind {
-    /** Set up (permits) through the checker client. */
-    prepare?(checker: LockClient, name: string): Promise<void>;
-    /** One attempt that takes it when free. */
-    take(client: LockClient, name: string): Promise<unknown>;
-    /** Nothing is held, read through the checker client. */
-    free(checker: LockClient, name: string): Promise<boolean>;
-  }
-  const lockFree = async (checker: LockClient, name: string) => !(await checker.getLock(name).isLocked());
-  const kinds: Record<string, Kind> = {
-    lock: { take: (client, name) => client.getLock(name).tryLock(), free: lockFree },
-    fair: { take: (client, name) => client.getFairLock(name).tryLock(), free: lockFree },
-    fenced: { take: (client, name) => client.getFencedLock(name).tryLock(), free: async (checker, name) => !(await checker.getFencedLock(name).isLocked()) },
-    read: { take: (client, name) => client.getReadWriteLock(name).readLock().tryLock(), free: async () => true },
-    write: { take: (client, name) => client.getReadWriteLock(name).writeLock().tryLock(), free: async () => true },
-    semaphore: {
-      prepare: async (checker, name) => void (await checker.getSemaphore(name).trySetPermits(1)),
-      take: (client, name) => client.getSemaphore(name).tryAcquire(),
-      free: async (checker, name) => (await checker.getSemaphore(name).availablePermits()) === 1,
-    },
-    permitSemaphore: {
-      prepare: async (checker, name) => void (await checker.getPermitExpirableSemaphore(name).trySetPermits(1)),
-      take: (client, name) => client.getPermitExpirableSemaphore(name).tryAcquire(),
-      free: async (checker, name) => (await checker.getPermitExpirableSemaphore(name).availablePermits()) === 1,
-    },
-  };
-  // The read-write lock's holds live in its hash: nothing of it is left when no one holds it.
-  const rwFree = async (name: string) => (await redis.admin.exists(name)) === 0;
-
-  test.each(Object.keys(kinds))('%s', async (kind) => {
+  test.each(heldKindNames)('%s', async (kind) => {
     const name = `close-racing-${kind}`;
-    const { prepare, take, free } = kinds[kind]!;
+    const { prepare, tryTake, free } = heldKinds[kind];
     const checker = redis.client();
     await prepare?.(checker, name);
     for (let round = 0; round < 3; round++) {
@@ -115,7 +87,7 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
       await client.getLock(`${name}:warm`).withLock(() => undefined);
       const before = await scriptCallCount(redis.admin);
       const closed = atNextScript(client, () => client.close());
-      const attempt = take(client, name).then(
+      const attempt = tryTake(client, name).then(
         () => 'taken',
         (error: unknown) => error,
       );
@@ -124,16 +96,15 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
       expect(await scriptCallCount(redis.admin)).toBeGreaterThan(before);
       expect(await attempt).toBeInstanceOf(ClientClosedError);
       // Right away, not after a lease: close() waited for the reply and gave the take back.
-      expect(await free(checker, name)).toBe(true);
-      if (kind === 'read' || kind === 'write') expect(await rwFree(name)).toBe(true);
+      expect(await free(checker, redis.admin, name)).toBe(true);
     }
   });
 
   test('an acquire a primitive would send only after close() (it awaited something first) is not sent: its caller settles at once, even with Redis frozen, and nothing is taken', async () => {
     // The fair lock and the permit-expirable semaphore learn how to publish before they send.
-    for (const kind of ['fair', 'permitSemaphore']) {
+    for (const kind of ['fair', 'permitSemaphore'] as const) {
       const name = `close-before-send-${kind}`;
-      const { prepare, take, free } = kinds[kind]!;
+      const { prepare, tryTake, free } = heldKinds[kind];
       const checker = redis.client();
       await prepare?.(checker, name);
       const client = redis.client();
@@ -143,7 +114,7 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
       let took = 0;
       try {
         const started = performance.now();
-        const attempt = take(client, name).then(
+        const attempt = tryTake(client, name).then(
           () => 'taken',
           (error: unknown) => error,
         );
@@ -158,23 +129,23 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
       // Before, the attempt went out after close() and its caller waited for the cut socket.
       expect(took).toBeLessThan(500);
       // Had it been written before the socket was cut, Redis would have run it on resuming.
-      expect(await free(checker, name)).toBe(true);
+      expect(await free(checker, redis.admin, name)).toBe(true);
     }
   });
 
   test('on a connection the user owns, which stays open, close() waits the same way; a reply that comes later is given back through it', async () => {
     const connection = redis.server.connect();
     try {
-      for (const kind of ['lock', 'semaphore']) {
+      for (const kind of ['lock', 'semaphore'] as const) {
         const name = `close-racing-borrowed-${kind}`;
-        const { prepare, take, free } = kinds[kind]!;
+        const { prepare, tryTake, free } = heldKinds[kind];
         const checker = redis.client();
         await prepare?.(checker, name);
         const client = redis.client({ redis: connection });
         await client.getLock(`${name}:warm`).withLock(() => undefined);
         redis.server.pause();
         const closed = atNextScript(client, () => client.close());
-        const attempt = take(client, name).catch((error: unknown) => error);
+        const attempt = tryTake(client, name).catch((error: unknown) => error);
         const started = performance.now();
         await closed;
         // Redis frozen: close() waited its second for the reply, then returned.
@@ -183,7 +154,7 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
         expect(await attempt).toBeInstanceOf(ClientClosedError);
         expect(connection.status).toBe('ready');
         redis.server.resume();
-        await until('what the attempt took is back', () => free(checker, name), 2_000);
+        await until('what the attempt took is back', () => free(checker, redis.admin, name), 2_000);
       }
     } finally {
       connection.disconnect();
