@@ -273,7 +273,7 @@ export abstract class LockHandle {
   }
 
   protected field(owner: LockOwner): string {
-    return `${this.context.clientId}:${owner.id}`;
+    return owner.fieldFor(this.context.clientId);
   }
 
   protected currentOwner(): LockOwner {

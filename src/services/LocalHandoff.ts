@@ -29,6 +29,11 @@ export interface Candidate {
   claim(): ((outcome: Handover) => void) | undefined;
 }
 
+/** A candidate as its client's LocalHandoff keeps it: `parked` while it is in the line. */
+interface ParkedCandidate extends Candidate {
+  parked: boolean;
+}
+
 /**
  * A client's run of local handoffs: at most this many in a row, and for at most this long (ms
  * from the run's first handoff), whichever ends first; then the lock (or permit) goes back
@@ -55,7 +60,7 @@ const YIELD_MS = 50;
  * waiters and their new callers do not barge in, so the other processes get their turn.
  */
 export class LocalHandoff {
-  private readonly candidates: Candidate[] = [];
+  private readonly candidates: ParkedCandidate[] = [];
   /** Local handoffs since the lock last came from (or went to) another client. */
   private streak = 0;
   /** When the first handoff of the current streak was made (performance.now()). */
@@ -73,12 +78,16 @@ export class LocalHandoff {
   }
 
   /** `first`: a waiter that was claimed and is parked again keeps its place at the front. */
-  park(candidate: Candidate, first = false): void {
+  park(candidate: ParkedCandidate, first = false): void {
+    candidate.parked = true;
     if (first) this.candidates.unshift(candidate);
     else this.candidates.push(candidate);
   }
 
-  unpark(candidate: Candidate): void {
+  /** Takes out a candidate that is still parked: a claimed one is out already, and costs no scan. */
+  unpark(candidate: ParkedCandidate): void {
+    if (!candidate.parked) return;
+    candidate.parked = false;
     const i = this.candidates.indexOf(candidate);
     if (i >= 0) this.candidates.splice(i, 1);
   }
@@ -104,6 +113,7 @@ export class LocalHandoff {
         continue;
       }
       this.candidates.splice(i, 1);
+      candidate.parked = false;
       const deliver = candidate.claim();
       if (deliver) return { candidate, deliver };
     }
@@ -185,8 +195,12 @@ async function parkOnce(
 ): Promise<Handover> {
   let outcome: Promise<Handover> | undefined;
   let interrupt: (() => void) | undefined;
-  const candidate: Candidate = {
-    ...waiter,
+  const candidate: ParkedCandidate = {
+    field: waiter.field,
+    lease: waiter.lease,
+    permits: waiter.permits,
+    giveBack: waiter.giveBack,
+    parked: false,
     claim: () => {
       if (!interrupt) return undefined; // not parked (any more)
       let deliver!: (outcome: Handover) => void;

@@ -17,10 +17,26 @@ export class LockOwner {
   pending = 0;
   /** Release calls made, to name each one's latch. */
   releases = 0;
+  /** `<clientId>:<id>`, made once for the client that last asked (see `fieldFor`). */
+  private field: string | undefined;
+  private fieldClientId: string | undefined;
 
   /** `id`: the id of an owner this one is a facet of (a read-write lock's reads and writes count apart). */
   constructor(id?: string) {
     this.id = id ?? Buffer.from(nanoid(), 'latin1').toString('latin1');
+  }
+
+  /**
+   * The owner's field in a lock hash of `clientId`'s client. Asked several times per acquire and
+   * release (the scripts' arguments, the watchdog's and the handoff's lookups): one string, made
+   * once, whose hash the Map lookups compute once.
+   */
+  fieldFor(clientId: string): string {
+    if (this.fieldClientId !== clientId) {
+      this.field = `${clientId}:${this.id}`;
+      this.fieldClientId = clientId;
+    }
+    return this.field!;
   }
 }
 
