@@ -70,3 +70,109 @@ test('a waiter on a lock whose slot moves still gets the lock after the release'
     for (const redis of [...connections, ...direct]) redis.disconnect();
   }
 }, 60_000);
+
+describe("every primitive's waiter follows its slot to another master", () => {
+  // The same move for each primitive that parks waiters: all of a primitive's keys share the
+  // name's slot (hash tag), so they move together; its scripts follow the slot (MOVED), and its
+  // waiter, whose wake-up may be lost while the sharded subscription moves, is woken when the
+  // subscriber's slot refresh (every 2 s) sees the move, or by its queue's heartbeat.
+  interface Contender {
+    /** Takes it through `holder`; resolves with the give-back. */
+    hold(holder: LockClient, name: string): Promise<() => Promise<unknown>>;
+    /** Waits through `waiting` until it gets it (a lease of 15 s: never by running out). */
+    wait(waiting: LockClient, name: string): Promise<unknown>;
+  }
+  const contenders: Record<string, Contender> = {
+    fair: {
+      hold: async (holder, name) => {
+        const lock = holder.getFairLock(name);
+        await lock.lock();
+        return () => lock.unlock();
+      },
+      wait: (waiting, name) => waiting.getFairLock(name).lock(),
+    },
+    fenced: {
+      hold: async (holder, name) => {
+        const lock = holder.getFencedLock(name);
+        await lock.lock();
+        return () => lock.unlock();
+      },
+      wait: (waiting, name) => waiting.getFencedLock(name).lock(),
+    },
+    'write behind a read': {
+      hold: async (holder, name) => {
+        const lock = holder.getReadWriteLock(name).readLock();
+        await lock.lock();
+        return () => lock.unlock();
+      },
+      wait: (waiting, name) => waiting.getReadWriteLock(name).writeLock().lock(),
+    },
+    'read behind a write': {
+      hold: async (holder, name) => {
+        const lock = holder.getReadWriteLock(name).writeLock();
+        await lock.lock();
+        return () => lock.unlock();
+      },
+      wait: (waiting, name) => waiting.getReadWriteLock(name).readLock().lock(),
+    },
+    semaphore: {
+      hold: async (holder, name) => {
+        const semaphore = holder.getSemaphore(name);
+        await semaphore.trySetPermits(1);
+        await semaphore.acquire();
+        return () => semaphore.release();
+      },
+      wait: (waiting, name) => waiting.getSemaphore(name).acquire(),
+    },
+    permitSemaphore: {
+      hold: async (holder, name) => {
+        const semaphore = holder.getPermitExpirableSemaphore(name);
+        await semaphore.trySetPermits(1);
+        const id = await semaphore.acquire();
+        return () => semaphore.release(id);
+      },
+      wait: (waiting, name) => waiting.getPermitExpirableSemaphore(name).acquire(),
+    },
+    latch: {
+      hold: async (holder, name) => {
+        const latch = holder.getCountDownLatch(name);
+        await latch.trySetCount(1);
+        return () => latch.countDown();
+      },
+      wait: (waiting, name) => waiting.getCountDownLatch(name).await(),
+    },
+  };
+
+  test.each(Object.keys(contenders))('%s', async (kind) => {
+    const { hold, wait } = contenders[kind]!;
+    const connections = [clusterOf().connect(), clusterOf().connect()];
+    const [holder, waiting] = connections.map((redis) => new LockClient({ redis, watchdogTimeout: 15_000, queueTimeout: 1500 }));
+    const direct = clusterOf().servers.map((server) => server.connect());
+    try {
+      const name = `moving-${kind.replace(/ /g, '-')}`;
+      const giveBack = await hold(holder!, name);
+      let gotAt = 0;
+      const waiter = wait(waiting!, name).then(() => {
+        gotAt = performance.now();
+      });
+      await until('the waiter parked', () => waiting!.stats.waiters === 1);
+      const fromPort = await slotOwnerPort(connections[0]!, name);
+      const fromIndex = clusterOf().servers.findIndex((server) => server.port === fromPort);
+      const toIndex = (fromIndex + 1) % clusterOf().servers.length;
+      await migrateSlot(calculateSlot(name), direct[fromIndex]!, direct[toIndex]!, clusterOf().servers[toIndex]!.port);
+      // Something of it moved (else this would prove nothing).
+      expect((await direct[toIndex]!.cluster('COUNTKEYSINSLOT', calculateSlot(name))) as number).toBeGreaterThan(0);
+      expect(gotAt).toBe(0);
+      const releasedAt = performance.now();
+      await giveBack();
+      await waiter;
+      // Well before any lease or bound could have ended the wait (15 s).
+      expect(gotAt - releasedAt).toBeLessThan(4_000);
+      console.log(`slot migration, ${kind}: the waiter had it ${Math.round(gotAt - releasedAt)} ms after the release`);
+    } finally {
+      await holder!.close();
+      await waiting!.close();
+      for (const redis of [...connections, ...direct]) redis.disconnect();
+    }
+  }, 60_000);
+});
