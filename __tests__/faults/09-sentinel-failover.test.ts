@@ -3,6 +3,7 @@
 import { Redis } from 'ioredis';
 import { LockClient } from '../../src';
 import { RedisSentinelGroup } from '../../scripts/redisTopologies';
+import { holdAllWithWaiters, releaseEachToItsWaiter } from '../helpers/contenders';
 import { sleep, until } from '../helpers/time';
 
 
@@ -63,6 +64,41 @@ test('SENTINEL FAILOVER: the lock lives on, is renewed on the new master, and it
 test('killing the master: the lock lives on, is renewed on the promoted replica, and its release wakes the waiter', async () => {
   await survivesFailover('killed-master', (group, oldMaster) => group.serverOn(oldMaster).kill());
 }, 60_000);
+
+// Every primitive at once, through one failover: each is held (under the watchdog) with a waiter
+// parked on another client; after the move each hold lives on past a full lease, and each
+// release reaches its waiter.
+test('SENTINEL FAILOVER under every primitive at once: each hold lives on, renewed on the new master, and each release reaches its waiter', async () => {
+  const group = await RedisSentinelGroup.start();
+  const options = { redis: { sentinels: group.sentinels, name: group.masterName }, watchdogTimeout: 6000, queueTimeout: 1500 };
+  const holder = new LockClient(options);
+  const waiting = new LockClient(options);
+  const lost = jest.fn();
+  holder.on('lockLost', lost);
+  try {
+    const held = await holdAllWithWaiters(holder, waiting, 'family-failover');
+    // The replica has everything the master wrote (the holds, the queue entries) before the move.
+    const oldMaster = await group.masterPort();
+    const master = new Redis(oldMaster, '127.0.0.1', { disconnectTimeout: 0 });
+    try {
+      const written = Number(/master_repl_offset:(\d+)/.exec(await master.info('replication'))![1]);
+      await until('the replica caught up', async () => Number(/slave0:.*offset=(\d+)/.exec(await master.info('replication'))?.[1] ?? -1) >= written);
+    } finally {
+      master.disconnect();
+    }
+    await group.failover();
+    await group.waitForNewMaster(oldMaster);
+    // Past a full lease: a hold lives only if its renewals reach the new master.
+    await sleep(7_000);
+    expect(lost).not.toHaveBeenCalled();
+    // Within a third of a lease (and a latch's await has no bound at all).
+    await releaseEachToItsWaiter(held, 2_000, 'sentinel failover');
+  } finally {
+    await holder.close();
+    await waiting.close();
+    await group.stop();
+  }
+}, 90_000);
 
 test('a borrowed Sentinel connection without failoverDetector gets a warning', async () => {
   const emitWarning = jest.spyOn(process, 'emitWarning').mockImplementation(() => undefined);

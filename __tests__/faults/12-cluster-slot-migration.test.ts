@@ -4,6 +4,7 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Redis } from 'ioredis';
 import { LockClient } from '../../src';
+import { contenderNames, contenders } from '../helpers/contenders';
 import { holdWithWaiter, slotOwnerPort, useCluster } from '../helpers/handoff';
 import { until } from '../helpers/time';
 
@@ -76,75 +77,8 @@ describe("every primitive's waiter follows its slot to another master", () => {
   // name's slot (hash tag), so they move together; its scripts follow the slot (MOVED), and its
   // waiter, whose wake-up may be lost while the sharded subscription moves, is woken when the
   // subscriber's slot refresh (every 2 s) sees the move, or by its queue's heartbeat.
-  interface Contender {
-    /** Takes it through `holder`; resolves with the give-back. */
-    hold(holder: LockClient, name: string): Promise<() => Promise<unknown>>;
-    /** Waits through `waiting` until it gets it (a lease of 15 s: never by running out). */
-    wait(waiting: LockClient, name: string): Promise<unknown>;
-  }
-  const contenders: Record<string, Contender> = {
-    fair: {
-      hold: async (holder, name) => {
-        const lock = holder.getFairLock(name);
-        await lock.lock();
-        return () => lock.unlock();
-      },
-      wait: (waiting, name) => waiting.getFairLock(name).lock(),
-    },
-    fenced: {
-      hold: async (holder, name) => {
-        const lock = holder.getFencedLock(name);
-        await lock.lock();
-        return () => lock.unlock();
-      },
-      wait: (waiting, name) => waiting.getFencedLock(name).lock(),
-    },
-    'write behind a read': {
-      hold: async (holder, name) => {
-        const lock = holder.getReadWriteLock(name).readLock();
-        await lock.lock();
-        return () => lock.unlock();
-      },
-      wait: (waiting, name) => waiting.getReadWriteLock(name).writeLock().lock(),
-    },
-    'read behind a write': {
-      hold: async (holder, name) => {
-        const lock = holder.getReadWriteLock(name).writeLock();
-        await lock.lock();
-        return () => lock.unlock();
-      },
-      wait: (waiting, name) => waiting.getReadWriteLock(name).readLock().lock(),
-    },
-    semaphore: {
-      hold: async (holder, name) => {
-        const semaphore = holder.getSemaphore(name);
-        await semaphore.trySetPermits(1);
-        await semaphore.acquire();
-        return () => semaphore.release();
-      },
-      wait: (waiting, name) => waiting.getSemaphore(name).acquire(),
-    },
-    permitSemaphore: {
-      hold: async (holder, name) => {
-        const semaphore = holder.getPermitExpirableSemaphore(name);
-        await semaphore.trySetPermits(1);
-        const id = await semaphore.acquire();
-        return () => semaphore.release(id);
-      },
-      wait: (waiting, name) => waiting.getPermitExpirableSemaphore(name).acquire(),
-    },
-    latch: {
-      hold: async (holder, name) => {
-        const latch = holder.getCountDownLatch(name);
-        await latch.trySetCount(1);
-        return () => latch.countDown();
-      },
-      wait: (waiting, name) => waiting.getCountDownLatch(name).await(),
-    },
-  };
-
-  test.each(Object.keys(contenders))('%s', async (kind) => {
-    const { hold, wait } = contenders[kind]!;
+  test.each(contenderNames)('%s', async (kind) => {
+    const { hold, wait } = contenders[kind];
     const connections = [clusterOf().connect(), clusterOf().connect()];
     const [holder, waiting] = connections.map((redis) => new LockClient({ redis, watchdogTimeout: 15_000, queueTimeout: 1500 }));
     const direct = clusterOf().servers.map((server) => server.connect());

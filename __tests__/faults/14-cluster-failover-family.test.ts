@@ -1,0 +1,60 @@
+// Fault 14: on a Cluster, every primitive's slot changes master under a parked waiter: a failover
+// of every shard at once (CLUSTER FAILOVER on each replica: the roles swap, nothing is lost).
+// What the holder holds stays held, renewed on the new masters; each release goes there, and
+// reaches its waiter. (Fault 11 kills a master instead, with the plain lock.)
+import type { Redis } from 'ioredis';
+import { LockClient } from '../../src';
+import { holdAllWithWaiters, releaseEachToItsWaiter } from '../helpers/contenders';
+import { slotPorts, useCluster } from '../helpers/handoff';
+import { sleep, until } from '../helpers/time';
+
+const clusterOf = useCluster({ masters: 3, replicas: 1 });
+
+/** The replication offset a node has reached (a master: written; a replica: received). */
+async function replicated(node: Redis): Promise<number> {
+  return Number(/master_repl_offset:(\d+)/.exec(await node.info('replication'))![1]);
+}
+
+test('a failover of every shard under every primitive at once: each hold lives on, renewed on its new master, and each release reaches its waiter', async () => {
+  const connections = [clusterOf().connect(), clusterOf().connect()];
+  // Leases of 6 s, renewed every 2 s: a hold lasts past the sleep below only if renewed there.
+  const [holder, waiting] = connections.map((redis) => new LockClient({ redis, watchdogTimeout: 6000, queueTimeout: 1500 }));
+  const lost = jest.fn();
+  holder!.on('lockLost', lost);
+  const direct = new Map(clusterOf().servers.map((server) => [server.port, server.connect()]));
+  try {
+    const held = await holdAllWithWaiters(holder!, waiting!, 'failover');
+    // Each on a shard with a replica, which takes over below.
+    const replicaOf = new Map<string, number>();
+    for (const { name } of held) {
+      const [, replicaPort] = await slotPorts(connections[0]!, name);
+      expect(replicaPort).toBeDefined();
+      replicaOf.set(name, replicaPort!);
+    }
+    // Every replica has what its master wrote (the holds, the queue entries), then takes over.
+    const shards = new Map<number, number>(); // replica port -> master port
+    for (const server of clusterOf().servers) {
+      const info = await direct.get(server.port)!.info('replication');
+      const master = /master_port:(\d+)/.exec(info);
+      if (master) shards.set(server.port, Number(master[1]));
+    }
+    expect(shards.size).toBe(3);
+    for (const [replica, master] of shards) {
+      const written = await replicated(direct.get(master)!);
+      await until('the replica caught up', async () => (await replicated(direct.get(replica)!)) >= written);
+      await direct.get(replica)!.cluster('FAILOVER');
+    }
+    for (const [name, replicaPort] of replicaOf) {
+      await until(`the replica took over the slot of ${name}`, async () => (await slotPorts(connections[1]!, name))[0] === replicaPort, 20_000);
+    }
+    await sleep(7_000);
+    expect(lost).not.toHaveBeenCalled();
+    // Well within a lease (6 s), and a latch's await has no bound at all: by the release's
+    // wake-up, or, lost in the move, by the slot refresh (2 s) or the queue's heartbeat.
+    await releaseEachToItsWaiter(held, 3_500, 'cluster failover');
+  } finally {
+    await holder!.close();
+    await waiting!.close();
+    for (const redis of [...connections, ...direct.values()]) redis.disconnect();
+  }
+}, 60_000);
