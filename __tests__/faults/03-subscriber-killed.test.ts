@@ -1,4 +1,5 @@
 // Fault 3: the subscriber connection is killed (CLIENT KILL TYPE pubsub) while waiters wait.
+import { holdAllWithWaiters } from '../helpers/contenders';
 import { commandCounts } from '../helpers/testRedis';
 import { usePrivateRedis, parkedWaiters, subscribers } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
@@ -57,4 +58,38 @@ test('every waiter retries once on the reconnect, then sleeps again', async () =
 
   await lock.unlock();
   await Promise.all(waiters);
+});
+
+test('every primitive: releases published while the subscriber is away (killed) still reach their waiters, long before any lease', async () => {
+  const holder = redis.client(); // default leases of 30 s
+  const waiting = redis.client({ queueTimeout: 60_000 }); // no heartbeat within the test
+  const held = await holdAllWithWaiters(holder, waiting, 'subscriber-killed-family');
+  const channels = async (): Promise<number> => {
+    const list = String(await redis.admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
+    return [...list.matchAll(/ sub=(\d+)/g)].reduce((sum, [, n]) => sum + Number(n), 0);
+  };
+  const subscribed = await channels();
+  expect(subscribed).toBeGreaterThanOrEqual(held.length);
+  // No new connection until the releases are out: the subscriber stays away meanwhile.
+  const connected = Number(/connected_clients:(\d+)/.exec(await redis.admin.info('clients'))![1]);
+  const [, maxclients] = (await redis.admin.config('GET', 'maxclients')) as [string, string];
+  await redis.admin.config('SET', 'maxclients', String(connected - 1));
+  let releasedAt: number;
+  try {
+    expect(await redis.admin.client('KILL', 'TYPE', 'pubsub')).toBeGreaterThanOrEqual(1);
+    // Every release while the subscriber is away: their messages reach nobody.
+    releasedAt = performance.now();
+    await Promise.all(held.map(({ giveBack }) => giveBack()));
+    expect(await channels()).toBe(0);
+    expect(held.map(({ gotAt }) => gotAt())).toEqual(held.map(() => 0));
+  } finally {
+    await redis.admin.config('SET', 'maxclients', maxclients);
+  }
+  // The waiters retry once the subscriber is back.
+  await Promise.all(held.map(({ waiter }) => waiter));
+  for (const { kind, gotAt } of held) {
+    // A latch's await has no bound at all; every other wait would last its 30 s lease.
+    expect(gotAt() - releasedAt).toBeLessThan(3_000);
+    console.log(`subscriber killed, ${kind}: the waiter had it ${Math.round(gotAt() - releasedAt)} ms after the release`);
+  }
 });
