@@ -1,6 +1,7 @@
 // Fault 1: Redis is killed -9 and started again, empty, while a holder holds and waiters wait.
 import { once } from 'node:events';
-import { LockLostError } from '../../src';
+import { type LockClient, LockLostError } from '../../src';
+import { type ContenderName, holdAllWithWaiters } from '../helpers/contenders';
 import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { aborted, sleep, until } from '../helpers/time';
 
@@ -64,4 +65,50 @@ test('a lock() under way while Redis is down completes once it is back', async (
   await redis.server.restart();
   await expect(taking).resolves.toBe(true);
   expect(await redis.admin.hlen('restart:down')).toBe(1);
+});
+
+describe('every primitive, held with a waiter parked, through a restart that loses the data', () => {
+  // What a restart without persistence leaves of each: a lock is free again, so its holder is
+  // told and its waiter takes it; a semaphore's permits are gone with it (unset), so its waiter
+  // waits until someone sets permits again, and the holder of an expirable permit is told (a plain
+  // semaphore's permits have no owner); a latch's count is gone, so its await returns, as for a
+  // latch never set.
+  const reinit: Partial<Record<ContenderName, (client: LockClient, name: string) => Promise<unknown>>> = {
+    semaphore: (client, name) => client.getSemaphore(name).trySetPermits(1),
+    permitSemaphore: (client, name) => client.getPermitExpirableSemaphore(name).trySetPermits(1),
+  };
+
+  test('each owner is told, and each waiter gets it within 3 s of Redis being back (a semaphore once its permits are set again)', async () => {
+    const holder = redis.client({ watchdogTimeout: 900 });
+    const waiting = redis.client({ watchdogTimeout: 900 });
+    const told: string[] = [];
+    holder.on('lockLost', (event) => told.push(event.name));
+    const held = await holdAllWithWaiters(holder, waiting, 'restart-family');
+
+    await redis.server.kill();
+    await sleep(300);
+    await redis.server.restart();
+    const backAt = performance.now();
+
+    const locks = held.filter(({ kind }) => !reinit[kind]);
+    await Promise.all(locks.map(({ waiter }) => waiter));
+    for (const { kind, gotAt } of locks) {
+      // Woken by the reconnect, not by a lease running out (30 s for a lock's waiter; none for a latch's).
+      expect(gotAt() - backAt).toBeLessThan(3_000);
+      console.log(`restart, ${kind}: the waiter had it ${Math.round(gotAt() - backAt)} ms after Redis was back`);
+    }
+    // A plain semaphore's permits have no owner (Redisson's RSemaphore): nobody to tell.
+    const holders = held.filter(({ kind }) => kind !== 'latch' && kind !== 'semaphore').map(({ name }) => name);
+    await until('every holder was told', () => holders.every((name) => told.includes(name)), 5_000);
+
+    // A semaphore's waiters wait on: there are no permits (this long, at least, after the locks'
+    // waiters were all served), until someone sets them again.
+    await sleep(500);
+    const semaphores = held.filter(({ kind }) => reinit[kind]);
+    expect(semaphores.map(({ gotAt }) => gotAt())).toEqual(semaphores.map(() => 0));
+    const setAt = performance.now();
+    await Promise.all(semaphores.map(({ kind, name }) => reinit[kind]!(redis.client(), name)));
+    await Promise.all(semaphores.map(({ waiter }) => waiter));
+    for (const { gotAt } of semaphores) expect(gotAt() - setAt).toBeLessThan(3_000);
+  });
 });
