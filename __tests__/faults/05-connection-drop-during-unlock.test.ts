@@ -1,7 +1,7 @@
 // Fault 5: the command connection drops during unlock(), after Redis ran the release and before
 // its reply arrived. ioredis resends the call on reconnect; the latch must stop a second decrement.
-import { LockLostError, NotLockOwnerError, RedisCommandError } from '../../src';
-import { TcpProxy } from '../helpers/tcpProxy';
+import { type LockClient, LockLostError, NotLockOwnerError, RedisCommandError } from '../../src';
+import { TcpProxy, useReplyCuts } from '../helpers/tcpProxy';
 import { commandCounts } from '../helpers/testRedis';
 import { usePrivateRedis } from '../helpers/privateRedis';
 
@@ -127,4 +127,50 @@ test('an unlock whose outcome stays unknown rejects with RedisCommandError, and 
   } finally {
     await lonely.close(); // also when an expectation failed: its server must not outlive the suite
   }
+});
+
+describe('every reentrant lock: a release resent after a reconnect gives back one hold, and the last one frees it once', () => {
+  // The semaphores' and the latch's resends have their own tests (semaphore, permitExpirableSemaphore, countDownLatch).
+  const cuts = useReplyCuts(redis);
+  // Leased: no watchdog renewal (the reconnect renews every kept lock at once) joins the script calls counted.
+  const leased = { leaseTime: 30_000 };
+  interface Reentrant {
+    withLock(fn: () => Promise<void>, options: typeof leased): Promise<void>;
+    lock(options: typeof leased): Promise<unknown>;
+    unlock(): Promise<void>;
+    getHoldCount(): Promise<number>;
+    isLocked(): Promise<boolean>;
+  }
+  const handles: Record<string, (client: LockClient, name: string) => Reentrant> = {
+    fair: (client, name) => client.getFairLock(name),
+    fenced: (client, name) => {
+      const lock = client.getFencedLock(name);
+      return { withLock: (fn, options) => lock.withLock(fn, options), lock: (options) => lock.lock(options), unlock: () => lock.unlock(), getHoldCount: () => lock.getHoldCount(), isLocked: () => lock.isLocked() };
+    },
+    read: (client, name) => client.getReadWriteLock(name).readLock(),
+    write: (client, name) => client.getReadWriteLock(name).writeLock(),
+  };
+
+  test.each(Object.keys(handles))('%s', async (kind) => {
+    expect.assertions(10); // eight of them in the callback (two per resend): it must run
+    const name = `drop-during-unlock-${kind}`;
+    const client = redis.client({ redis: cuts.url });
+    const other = redis.client();
+    const outer = handles[kind]!(client, name);
+    await outer.withLock(async () => {
+      const inner = handles[kind]!(client, name);
+      await inner.lock(leased); // two holds, one owner
+      expect(await inner.getHoldCount()).toBe(2);
+      await cuts.resent(() => inner.unlock());
+      expect(await inner.getHoldCount()).toBe(1);
+      // The last hold, resent too: released once (a second run would find no hold and report a loss).
+      await cuts.resent(() => inner.unlock());
+      expect(await inner.getHoldCount()).toBe(0);
+      expect(await handles[kind]!(other, name).isLocked()).toBe(false);
+      // Entered again: the withLock's own release below is the only one left.
+      await inner.lock(leased);
+    }, leased);
+    expect(await handles[kind]!(other, name).isLocked()).toBe(false);
+    expect(await redis.admin.exists(name)).toBe(0);
+  });
 });
