@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { LockClient, RedisCommandError } from '../../src';
 import { slotOwnerPort, useCluster } from '../helpers/handoff';
+import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { sleep } from '../helpers/time';
 
 const clusterOf = useCluster({ masters: 3 });
@@ -37,5 +38,28 @@ test('a waiter rides out CLUSTERDOWN and takes the lock once the slot is served 
     await client.close();
     redis.disconnect();
     owner.disconnect();
+  }
+}, 60_000);
+
+test('every primitive: a wait rides out CLUSTERDOWN and takes it once its slot is served again', async () => {
+  const redis = clusterOf().connect();
+  const client = new LockClient({ redis });
+  const owners: { node: Redis; slot: number }[] = [];
+  try {
+    const names = heldKindNames.map((kind) => `cluster-down-${kind}`);
+    for (const [i, kind] of heldKindNames.entries()) await heldKinds[kind].prepare?.(client, names[i]!);
+    for (const name of names) {
+      const node = new Redis((await slotOwnerPort(redis, name))!, '127.0.0.1', { disconnectTimeout: 0 });
+      owners.push({ node, slot: calculateSlot(name) });
+      await node.cluster('DELSLOTS', calculateSlot(name));
+    }
+    const taking = heldKindNames.map((kind, i) => heldKinds[kind].tryTake(client, names[i]!, 20_000).catch((error: unknown) => error));
+    await sleep(2500); // past ioredis's own CLUSTERDOWN retries (16 × 100 ms)
+    for (const { node, slot } of owners) await node.cluster('ADDSLOTS', slot);
+    expect(await Promise.all(taking)).toEqual(heldKindNames.map(() => true));
+  } finally {
+    await client.close();
+    redis.disconnect();
+    for (const { node } of owners) node.disconnect();
   }
 }, 60_000);
