@@ -1,4 +1,5 @@
 // Fault 4: the unlock message never comes; the waiter must still get the lock within the pttl.
+import type { LockClient } from '../../src';
 import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
 
@@ -38,4 +39,51 @@ test('a lease that runs out publishes nothing; the waiter takes the lock at its 
   const elapsed = performance.now() - start;
   expect(elapsed).toBeGreaterThan(lease - 50);
   expect(elapsed).toBeLessThan(lease + 3_000); // the bug would be the 10 s waitTime
+});
+
+describe('every primitive with leases: one that runs out publishes nothing, and the waiter takes it at its end', () => {
+  // A lease that ends sends no message (Redis expires the key, or the script finds the entry
+  // past its time): the waiter must have slept no longer than the pttl its attempt was given.
+  // (A plain semaphore's permits have no lease; a latch has nothing to run out.)
+  const leased: Record<string, { hold(client: LockClient, name: string, leaseTime: number): Promise<unknown>; take(client: LockClient, name: string): Promise<boolean> }> = {
+    fair: {
+      hold: (client, name, leaseTime) => client.getFairLock(name).lock({ leaseTime }),
+      take: (client, name) => client.getFairLock(name).tryLock({ waitTime: 10_000, leaseTime: 5000 }),
+    },
+    fenced: {
+      hold: (client, name, leaseTime) => client.getFencedLock(name).lock({ leaseTime }),
+      take: async (client, name) => (await client.getFencedLock(name).tryLock({ waitTime: 10_000, leaseTime: 5000 })) !== null,
+    },
+    'write behind a read': {
+      hold: (client, name, leaseTime) => client.getReadWriteLock(name).readLock().lock({ leaseTime }),
+      take: (client, name) => client.getReadWriteLock(name).writeLock().tryLock({ waitTime: 10_000, leaseTime: 5000 }),
+    },
+    'read behind a write': {
+      hold: (client, name, leaseTime) => client.getReadWriteLock(name).writeLock().lock({ leaseTime }),
+      take: (client, name) => client.getReadWriteLock(name).readLock().tryLock({ waitTime: 10_000, leaseTime: 5000 }),
+    },
+    permitSemaphore: {
+      hold: async (client, name, leaseTime) => {
+        const semaphore = client.getPermitExpirableSemaphore(name);
+        await semaphore.trySetPermits(1);
+        return semaphore.acquire({ leaseTime });
+      },
+      take: async (client, name) => (await client.getPermitExpirableSemaphore(name).tryAcquire({ waitTime: 10_000, leaseTime: 5000 })) !== null,
+    },
+  };
+
+  test.each(Object.keys(leased))('%s', async (kind) => {
+    const { hold, take } = leased[kind]!;
+    const holder = redis.client();
+    const waiting = redis.client({ queueTimeout: 60_000 }); // no heartbeat within the bounds
+    const name = `lost-message:${kind.replace(/ /g, '-')}`;
+    const lease = 800;
+    const start = performance.now();
+    await hold(holder, name, lease);
+    await expect(take(waiting, name)).resolves.toBe(true);
+    const elapsed = performance.now() - start;
+    expect(elapsed).toBeGreaterThan(lease - 50);
+    expect(elapsed).toBeLessThan(lease + 3_000); // the bug would be the 10 s waitTime
+    console.log(`lease ran out, ${kind}: the waiter had it ${Math.round(elapsed)} ms after a hold of ${lease} ms began`);
+  });
 });
