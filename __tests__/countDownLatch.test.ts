@@ -50,9 +50,11 @@ test('awaiters in 3 processes (5 each) all resolve on the countDown that reaches
   for (const result of results) expect(result.code).toBe(0);
   for (const p of processes) expect(p.lines.filter((line) => line.startsWith('opened'))).toHaveLength(5);
   const after = await commandCounts(redis.admin);
-  // One script call for the countDown, one MGET (count and state) per awaiter re-checking: nothing else.
-  expect((after.mget ?? 0) - (before.mget ?? 0)).toBe(15);
-  expect((after.get ?? 0) - (before.get ?? 0)).toBe(1); // the countDown script's own read of the count
+  // One script call for the countDown, one read (count and state, one script call) per awaiter
+  // re-checking: nothing else.
+  expect((after.evalsha ?? 0) + (after.eval ?? 0) - (before.evalsha ?? 0) - (before.eval ?? 0)).toBe(16);
+  // The countDown script's own read of the count, and the two of each awaiter's read.
+  expect((after.get ?? 0) - (before.get ?? 0)).toBe(1 + 2 * 15);
 }, 30_000);
 
 test('await times out with false, rejects on abort, and close() settles it', async () => {

@@ -1,6 +1,7 @@
 // Fault 7: Redis answers with errors. Each surfaces as a typed RedisCommandError (or is recovered
 // from), never as a hang or an unhandled rejection (the suite fails on one).
 import { RedisCommandError } from '../../src';
+import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { RedisServer } from '../helpers/testRedis';
 import { usePrivateRedis } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
@@ -101,5 +102,32 @@ test('WRONGTYPE: a name already used by another kind of key fails with code WRON
   await expect(lock.lock()).rejects.toMatchObject({ code: 'WRONGTYPE' });
   await expect(lock.getHoldCount()).rejects.toMatchObject({ code: 'WRONGTYPE' });
   expect(await redis.admin.get('errors:wrongtype')).toBe('not a lock');
+  expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
+});
+
+test.each(heldKindNames)('WRONGTYPE, %s: a name already used by another kind of key fails with code WRONGTYPE, writes nothing, and leaves no waiter', async (kind) => {
+  const client = redis.client();
+  const name = `errors:wrongtype-${kind}`;
+  // A list: no primitive keeps one, so every one of them meets the wrong type.
+  await redis.admin.rpush(name, 'not a lock');
+  const { tryTake } = heldKinds[kind];
+  await expect(tryTake(client, name)).rejects.toMatchObject({ name: 'RedisCommandError', code: 'WRONGTYPE' });
+  // Not a refusal to wait out: a wait ends with it at once.
+  await expect(tryTake(client, name, 5_000)).rejects.toMatchObject({ code: 'WRONGTYPE' });
+  expect(await redis.admin.lrange(name, 0, -1)).toEqual(['not a lock']);
+  // No key of its own beside it (a queue, a kind marker, a latch, a lease set): nothing half done.
+  expect(await redis.admin.keys(`*${name}*`)).toEqual([name]);
+  expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
+});
+
+test('WRONGTYPE, latch: await and countDown fail with code WRONGTYPE and write nothing', async () => {
+  const client = redis.client();
+  const name = 'errors:wrongtype-latch';
+  await redis.admin.rpush(name, 'not a latch');
+  const latch = client.getCountDownLatch(name);
+  await expect(latch.await({ waitTime: 5_000 })).rejects.toMatchObject({ name: 'RedisCommandError', code: 'WRONGTYPE' });
+  await expect(latch.countDown()).rejects.toMatchObject({ code: 'WRONGTYPE' });
+  expect(await redis.admin.lrange(name, 0, -1)).toEqual(['not a latch']);
+  expect(await redis.admin.keys(`*${name}*`)).toEqual([name]);
   expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
 });

@@ -11,6 +11,7 @@ interface LatchScripts {
   rlock_latch_trySetCount(key: string, kindKey: string, count: number): Promise<0 | 1>;
   rlock_latch_countDown(key: string, channel: string, opsKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
   rlock_latch_delete(key: string, kindKey: string, channel: string, publish: PublishCommand, deletedTtlMs: number): Promise<0 | 1>;
+  rlock_latch_read(key: string, kindKey: string): Promise<[string | null, string | null]>;
 }
 
 const scripts = (redis: ScriptedRedis): LatchScripts => redis as unknown as LatchScripts;
@@ -111,9 +112,9 @@ export class CountDownLatch extends Primitive {
     return { name: this.name, key: this.key, count, state, waitingClients };
   }
 
-  /** The count and the marker in one MGET (one slot: the marker is named after the key). */
+  /** The count and the marker in one call (one slot: the marker is named after the key); see latch/read-2.lua. */
   private async read(bound?: CommandBound): Promise<{ count: number; state: LatchState }> {
-    const [count, marker] = await this.context.command('getCount', (redis) => redis.mget(this.key, this.kindKey), bound);
+    const [count, marker] = await this.context.command('getCount', (redis) => scripts(redis).rlock_latch_read(this.key, this.kindKey), bound);
     return latchStateOf(count ?? null, marker ?? null);
   }
 }
