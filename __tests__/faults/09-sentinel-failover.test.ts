@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { LockClient } from '../../src';
 import { RedisSentinelGroup } from '../../scripts/redisTopologies';
 import { holdAllWithWaiters, releaseEachToItsWaiter } from '../helpers/contenders';
+import { untilReplicaHasAll } from '../helpers/testRedis';
 import { sleep, until } from '../helpers/time';
 
 
@@ -79,12 +80,12 @@ test('SENTINEL FAILOVER under every primitive at once: each hold lives on, renew
     const held = await holdAllWithWaiters(holder, waiting, 'family-failover');
     // The replica has everything the master wrote (the holds, the queue entries) before the move.
     const oldMaster = await group.masterPort();
-    const master = new Redis(oldMaster, '127.0.0.1', { disconnectTimeout: 0 });
+    const [master, replica] = [group.master.connect(), group.replica.connect()];
     try {
-      const written = Number(/master_repl_offset:(\d+)/.exec(await master.info('replication'))![1]);
-      await until('the replica caught up', async () => Number(/slave0:.*offset=(\d+)/.exec(await master.info('replication'))?.[1] ?? -1) >= written);
+      await untilReplicaHasAll(master, replica);
     } finally {
       master.disconnect();
+      replica.disconnect();
     }
     await group.failover();
     await group.waitForNewMaster(oldMaster);

@@ -2,18 +2,13 @@
 // of every shard at once (CLUSTER FAILOVER on each replica: the roles swap, nothing is lost).
 // What the holder holds stays held, renewed on the new masters; each release goes there, and
 // reaches its waiter. (Fault 11 kills a master instead, with the plain lock.)
-import type { Redis } from 'ioredis';
 import { LockClient } from '../../src';
 import { holdAllWithWaiters, releaseEachToItsWaiter } from '../helpers/contenders';
 import { slotPorts, useCluster } from '../helpers/handoff';
+import { untilReplicaHasAll } from '../helpers/testRedis';
 import { sleep, until } from '../helpers/time';
 
 const clusterOf = useCluster({ masters: 3, replicas: 1 });
-
-/** The replication offset a node has reached (a master: written; a replica: received). */
-async function replicated(node: Redis): Promise<number> {
-  return Number(/master_repl_offset:(\d+)/.exec(await node.info('replication'))![1]);
-}
 
 test('a failover of every shard under every primitive at once: each hold lives on, renewed on its new master, and each release reaches its waiter', async () => {
   const connections = [clusterOf().connect(), clusterOf().connect()];
@@ -40,8 +35,7 @@ test('a failover of every shard under every primitive at once: each hold lives o
     }
     expect(shards.size).toBe(3);
     for (const [replica, master] of shards) {
-      const written = await replicated(direct.get(master)!);
-      await until('the replica caught up', async () => (await replicated(direct.get(replica)!)) >= written);
+      await untilReplicaHasAll(direct.get(master)!, direct.get(replica)!);
       await direct.get(replica)!.cluster('FAILOVER');
     }
     for (const [name, replicaPort] of replicaOf) {

@@ -10,37 +10,27 @@ export interface Contender {
   wait(waiting: LockClient, name: string): Promise<unknown>;
 }
 
+/** Takes `lock` and resolves with its unlock. */
+async function heldUntilGivenBack(lock: { lock(): Promise<unknown>; unlock(): Promise<void> }): Promise<() => Promise<void>> {
+  await lock.lock();
+  return () => lock.unlock();
+}
+
 export const contenders = {
   fair: {
-    hold: async (holder, name) => {
-      const lock = holder.getFairLock(name);
-      await lock.lock();
-      return () => lock.unlock();
-    },
+    hold: (holder, name) => heldUntilGivenBack(holder.getFairLock(name)),
     wait: (waiting, name) => waiting.getFairLock(name).lock(),
   },
   fenced: {
-    hold: async (holder, name) => {
-      const lock = holder.getFencedLock(name);
-      await lock.lock();
-      return () => lock.unlock();
-    },
+    hold: (holder, name) => heldUntilGivenBack(holder.getFencedLock(name)),
     wait: (waiting, name) => waiting.getFencedLock(name).lock(),
   },
   'write behind a read': {
-    hold: async (holder, name) => {
-      const lock = holder.getReadWriteLock(name).readLock();
-      await lock.lock();
-      return () => lock.unlock();
-    },
+    hold: (holder, name) => heldUntilGivenBack(holder.getReadWriteLock(name).readLock()),
     wait: (waiting, name) => waiting.getReadWriteLock(name).writeLock().lock(),
   },
   'read behind a write': {
-    hold: async (holder, name) => {
-      const lock = holder.getReadWriteLock(name).writeLock();
-      await lock.lock();
-      return () => lock.unlock();
-    },
+    hold: (holder, name) => heldUntilGivenBack(holder.getReadWriteLock(name).writeLock()),
     wait: (waiting, name) => waiting.getReadWriteLock(name).readLock().lock(),
   },
   semaphore: {

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { settled } from './time';
+import { settled, until } from './time';
 
 export { RedisServer } from '../../scripts/redisServer';
 
@@ -23,4 +23,15 @@ export async function scriptCallCount(redis: Redis): Promise<number> {
  */
 export function settledCommandCounts(redis: Redis, quietMs = 1_000): Promise<Record<string, number>> {
   return settled('the command counts', async () => ({ ...(await commandCounts(redis)), info: 0 }), quietMs);
+}
+
+/** The replication offset a node has reached (a master: written; a replica: received). */
+async function replicationOffset(node: Redis): Promise<number> {
+  return Number(/master_repl_offset:(\d+)/.exec(await node.info('replication'))![1]);
+}
+
+/** Resolves once `replica` has everything `master` had written when this was called. */
+export async function untilReplicaHasAll(master: Redis, replica: Redis): Promise<void> {
+  const written = await replicationOffset(master);
+  await until('the replica caught up', async () => (await replicationOffset(replica)) >= written);
 }
