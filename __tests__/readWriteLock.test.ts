@@ -6,7 +6,7 @@ import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts, scriptCallCount } from './helpers/testRedis';
 import { settled, sleep, until } from './helpers/time';
-import { LockLostError, LockUsageError } from '../src';
+import { LockLostError, LockUsageError, type ReadLock, type WriteLock } from '../src';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -238,6 +238,33 @@ describe('the watchdog', () => {
     const before = await scriptCalls();
     await sleep(3 * (watchdogTimeout / 3) + 100);
     expect(await scriptCalls()).toBe(before);
+  }, 20_000);
+
+  test('a hold() taken and given back inside a withLock of the same kind leaves the scope\'s hold under the watchdog', async () => {
+    const name = uniqueName();
+    const watchdogTimeout = 1_000;
+    const client = redis.client({ watchdogTimeout });
+    const lost: unknown[] = [];
+    client.on('lockLost', (event) => lost.push(event));
+    const other = redis.client().getReadWriteLock(name).writeLock();
+    for (const mode of ['read', 'write'] as const) {
+      const rw = client.getReadWriteLock(name);
+      const handle = (): ReadLock | WriteLock => (mode === 'read' ? rw.readLock() : rw.writeLock());
+      await handle().withLock(async (signal) => {
+        const held = await handle().hold();
+        expect(await handle().getHoldCount()).toBe(2);
+        await held.release();
+        // Booked as the scope's own hold: giving it back is not the scope's last, so the watchdog keeps renewing.
+        expect(client.stats.renewals).toBe(1);
+        expect(await handle().getHoldCount()).toBe(1);
+        await sleep(2 * watchdogTimeout);
+        expect(await other.tryLock()).toBe(false);
+        expect(signal.aborted).toBe(false);
+      });
+      expect(client.stats.renewals).toBe(0);
+      expect(await redis.admin.exists(name)).toBe(0);
+    }
+    expect(lost).toEqual([]);
   }, 20_000);
 
   test('a lost read hold aborts the withLock signal, emits lockLost and rejects with LockLostError', async () => {

@@ -99,7 +99,7 @@ test('a bound passed to the client\'s command(): a deadline or an aborted signal
   // issue 11); until then this is the contract they get.
   type Command = (name: string, call: () => Promise<unknown>, bound?: { deadline?: number; signals?: AbortSignal[] }) => Promise<unknown>;
   const outage = client({ redis: url(), offlineTimeout: 60_000 });
-  const command = (outage as unknown as { command: Command }).command.bind(outage);
+  const command = (outage as unknown as { context: { command: Command } }).context.command;
   await outage.getLock('bound').isLocked();
   await stopRedisUnder(outage);
   const sent = jest.fn(async () => 1);

@@ -23,3 +23,23 @@ export const diagnostics = {
 } as const;
 
 export type DiagnosticsChannelName = (typeof diagnostics)[keyof typeof diagnostics]['name'];
+
+/** The common part of every message about one owner's lock. */
+export interface LockEvent {
+  name: string;
+  key: string;
+  clientId: string;
+  ownerId: string;
+}
+
+/** The `rlock:wait:start` and `rlock:wait:end` reports of one wait, for the waiting loop. */
+export function waitReports(event: () => LockEvent): { waitStarted(): void; waitEnded(durationMs: number, acquired: boolean): void } {
+  return {
+    waitStarted: () => {
+      if (diagnostics.waitStart.hasSubscribers) diagnostics.waitStart.publish(event());
+    },
+    waitEnded: (durationMs, acquired) => {
+      if (diagnostics.waitEnd.hasSubscribers) diagnostics.waitEnd.publish({ ...event(), durationMs, acquired });
+    },
+  };
+}

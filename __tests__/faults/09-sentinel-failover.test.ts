@@ -15,7 +15,10 @@ import { sleep, until } from '../helpers/time';
 async function survivesFailover(name: string, failover: (group: RedisSentinelGroup, oldMaster: number) => Promise<void>): Promise<void> {
   // A group of its own: a demoted old master takes the Sentinel ~18 s to count as a replica again.
   const group = await RedisSentinelGroup.start();
-  const options = { redis: { sentinels: group.sentinels, name: group.masterName }, watchdogTimeout: 6000 };
+  // A lease long enough to outlive a failover on a loaded machine (the Sentinel's 1 s down-after,
+  // its election, the promotion): with 6 s it ran out in one full-suite run before the new master
+  // was up, and the lock was gone for a reason this test is not about.
+  const options = { redis: { sentinels: group.sentinels, name: group.masterName }, watchdogTimeout: 12_000 };
   const holder = new LockClient(options);
   const waiting = new LockClient(options);
   const admin = new Redis({ sentinels: group.sentinels, name: group.masterName, disconnectTimeout: 0 });
@@ -35,11 +38,18 @@ async function survivesFailover(name: string, failover: (group: RedisSentinelGro
     const oldMaster = await group.masterPort();
     await failover(group, oldMaster);
     const newMaster = await group.waitForNewMaster(oldMaster);
-    // Renewals reach the new master: the lease is pushed back past the failover.
-    await sleep(2500);
+    // Renewals reach the new master: the lease there, which only runs down without them, goes
+    // back up (a renewal comes at the reconnect and then every watchdogTimeout / 3).
     const direct = new Redis(newMaster, '127.0.0.1', { disconnectTimeout: 0 });
     try {
-      expect(await direct.pttl(name)).toBeGreaterThan(3000);
+      let previous = await direct.pttl(name);
+      expect(previous).toBeGreaterThan(0);
+      await until('a renewal reached the new master', async () => {
+        const now = await direct.pttl(name);
+        const renewed = now > previous + 100;
+        previous = now;
+        return renewed;
+      }, 8000);
     } finally {
       direct.disconnect();
     }

@@ -1,11 +1,11 @@
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../errors';
-import { diagnostics } from '../diagnostics';
+import { diagnostics, type LockEvent, waitReports } from '../diagnostics';
 import type { LockInfo } from '../introspection';
 import { latchPrefixOf } from '../names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
-import { settledWithinGrace } from '../services/LockPubSub';
+import { settledWithinGrace } from '../services/bounds';
 import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { HeldLock } from './HeldLock';
@@ -17,14 +17,6 @@ import type { Hold, WaitProtocol } from './waitLoop';
  * release whose reply was lost, which happens on reconnect; a successful reply deletes it.
  */
 export const RELEASE_LATCH_TTL_MS = 60_000;
-
-/** The common part of every diagnostics message. */
-export interface LockEvent {
-  name: string;
-  key: string;
-  clientId: string;
-  ownerId: string;
-}
 
 /**
  * The life cycle every exclusive lock shares (RLock, FairLock): owners and `withLock` scopes,
@@ -98,18 +90,8 @@ export abstract class LockHandle {
    * a lock lost while `fn` ran makes `withLock` reject with `LockLostError` even if `fn` resolved.
    */
   async withLock<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: WithLockOptions): Promise<T> {
-    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
-    this.context.assertOpen();
-    const outer = scopedOwner(this.identity);
-    const scopeOwner = outer ?? new LockOwner();
-    const owner = this.holder(scopeOwner);
-    const maxWait = waitTime ?? Infinity;
-    const sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
-    if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
-
-    const scope = new AbortController();
-    const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
+    const { outer, scopeOwner, owner, scope, stopWatching } = await this.enterScope(options);
     const run = (): T | Promise<T> => fn(scope.signal);
     const outcome = await outcomeOf(() => (outer ? run() : runAsOwner(this.identity, scopeOwner, run)), stopWatching);
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
@@ -133,15 +115,7 @@ export abstract class LockHandle {
    * scope. `held.signal` aborts when the lock is lost or `options.signal` aborts.
    */
   async hold(options?: WithLockOptions): Promise<HeldLock> {
-    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
-    this.context.assertOpen();
-    const outer = scopedOwner(this.identity);
-    const owner = outer ?? new LockOwner();
-    const maxWait = waitTime ?? Infinity;
-    const sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
-    if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
-    const scope = new AbortController();
-    const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
+    const { outer, owner, scope, stopWatching } = await this.enterScope(options);
     return new HeldLock(this.name, scope.signal, async () => {
       stopWatching();
       const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
@@ -153,6 +127,29 @@ export abstract class LockHandle {
       }
       if (lost) throw lost;
     });
+  }
+
+  /**
+   * Takes the lock for a scope (`withLock`, `hold`): as the enclosing `withLock`'s owner on this
+   * lock (`outer`, re-entering), else as a fresh `scopeOwner`; `owner` books the holds (the
+   * owner's facet for this handle's kind, see `holder`). `scope` aborts when the hold is lost or
+   * the caller's signal aborts. Throws `LockTimeoutError` when `waitTime` runs out.
+   */
+  private async enterScope(options: WithLockOptions | undefined): Promise<{ outer: LockOwner | undefined; scopeOwner: LockOwner; owner: LockOwner; scope: AbortController; stopWatching: () => void }> {
+    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
+    this.context.assertOpen();
+    const outer = scopedOwner(this.identity);
+    const scopeOwner = outer ?? new LockOwner();
+    // A read-write lock's kinds count apart: a hold() inside a withLock of the same kind must
+    // book on the scope's facet, or giving it back (its owner's "last" hold) would stop the
+    // watchdog of the scope's own hold.
+    const owner = this.holder(scopeOwner);
+    const maxWait = waitTime ?? Infinity;
+    const sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
+    if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
+    const scope = new AbortController();
+    const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
+    return { outer, scopeOwner, owner, scope, stopWatching };
   }
 
   /**
@@ -230,14 +227,7 @@ export abstract class LockHandle {
 
   /** The wait diagnostics of `owner`, for a `WaitProtocol`. */
   protected waitEvents(owner: LockOwner): Pick<WaitProtocol, 'waitStarted' | 'waitEnded'> {
-    return {
-      waitStarted: () => {
-        if (diagnostics.waitStart.hasSubscribers) diagnostics.waitStart.publish(this.event(owner));
-      },
-      waitEnded: (durationMs, acquired) => {
-        if (diagnostics.waitEnd.hasSubscribers) diagnostics.waitEnd.publish({ ...this.event(owner), durationMs, acquired });
-      },
-    };
+    return waitReports(() => this.event(owner));
   }
 
   /** The handle's own owner, as it books holds. */

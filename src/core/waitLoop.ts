@@ -1,6 +1,7 @@
 import { RedisCommandError } from '../errors';
-import { CallCutShort, type CommandBound, type LockContext } from '../services/LockContext';
-import { type ChannelEntry, settledWithinGrace } from '../services/LockPubSub';
+import { CallCutShort, settledWithinGrace } from '../services/bounds';
+import type { ChannelEntry } from '../services/ChannelEntry';
+import type { CommandBound, LockContext } from '../services/LockContext';
 
 /** How long a waiter pauses after Redis refused an attempt during a failover. */
 const TRANSIENT_RETRY_MS = 200;

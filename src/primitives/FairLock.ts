@@ -4,7 +4,7 @@ import { LockUsageError } from '../errors';
 import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
 import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../names';
 import { type LockContext, queuePublishing } from '../services/LockContext';
-import type { ChannelEntry, EntryKeeper } from '../services/LockPubSub';
+import type { ChannelEntry, EntryKeeper } from '../services/ChannelEntry';
 import type { LockOwner } from '../services/LockOwner';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
 import type { ScriptedRedis } from '../services/scripts';

@@ -1,20 +1,12 @@
 import { nanoid } from 'nanoid';
 import type { Hold, WaitProtocol } from '../core/waitLoop';
 import { waitFor } from '../core/waitLoop';
-import { diagnostics } from '../diagnostics';
+import { type LockEvent, waitReports } from '../diagnostics';
 import { latchPrefixOf } from '../names';
 import { checkName } from '../options';
 import type { CommandBound, LockContext } from '../services/LockContext';
-import type { ChannelEntry } from '../services/LockPubSub';
+import type { ChannelEntry } from '../services/ChannelEntry';
 import type { PublishCommand } from '../services/scripts';
-
-/** The common part of a semaphore's or latch's diagnostics messages; `ownerId` names the call (or permit). */
-export interface PrimitiveEvent {
-  name: string;
-  key: string;
-  clientId: string;
-  ownerId: string;
-}
 
 /** One attempt of a waiting call: taken now (with its send time), or not (sleep at most `ttl` ms; negative: no bound). */
 export type Attempt = { held: true; sentAt: number } | { held: false; ttl: number };
@@ -37,7 +29,8 @@ export abstract class Primitive {
     this.key = context.keyPrefix + this.name;
   }
 
-  protected event(ownerId: string): PrimitiveEvent {
+  /** The common part of its diagnostics messages; `ownerId` names the call (or permit). */
+  protected event(ownerId: string): LockEvent {
     return { name: this.name, key: this.key, clientId: this.context.clientId, ownerId };
   }
 
@@ -84,12 +77,7 @@ export abstract class Primitive {
         return undefined;
       },
       giveUp: extra.giveUp,
-      waitStarted: () => {
-        if (diagnostics.waitStart.hasSubscribers) diagnostics.waitStart.publish(this.event(ownerId));
-      },
-      waitEnded: (durationMs, acquired) => {
-        if (diagnostics.waitEnd.hasSubscribers) diagnostics.waitEnd.publish({ ...this.event(ownerId), durationMs, acquired });
-      },
+      ...waitReports(() => this.event(ownerId)),
     };
     const hold: Hold | undefined = await waitFor(this.context, protocol, waitTime, signal);
     return hold?.sentAt;

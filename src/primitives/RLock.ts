@@ -4,7 +4,7 @@ import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
 import { PARK_AGAIN, sleepAsCandidate } from '../services/LocalHandoff';
 import { type CommandBound, type LockContext, queuePublishing } from '../services/LockContext';
-import type { ChannelEntry } from '../services/LockPubSub';
+import type { ChannelEntry } from '../services/ChannelEntry';
 import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';

@@ -1,6 +1,6 @@
 import type { Hold } from '../core/waitLoop';
-import { CallCutShort, IN_FLIGHT_GRACE_MS } from './LockContext';
-import { boundedWait, type ChannelEntry } from './LockPubSub';
+import { boundedWait, CallCutShort, IN_FLIGHT_GRACE_MS } from './bounds';
+import type { ChannelEntry } from './ChannelEntry';
 
 /** What a release tells a waiter it claimed but could not hand the lock to: its client's turn is later, sleep on. */
 export const PARK_AGAIN = Symbol('park again');

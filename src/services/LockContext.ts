@@ -21,20 +21,6 @@ export interface CommandBound {
   cutShort?: () => void;
 }
 
-/**
- * The least time an unanswered call is given before its deadline or an abort may end it: a reply
- * that a loaded machine delays past a short `waitTime` is still taken, not cut off and given back.
- */
-export const IN_FLIGHT_GRACE_MS = 1000;
-
-/** A call ended at its deadline while Redis had not answered it (see `CommandBound.lateReply`). */
-export class CallCutShort extends Error {
-  constructor(name: string) {
-    super(`${name}: Redis did not answer before the deadline`);
-    this.name = 'CallCutShort';
-  }
-}
-
 /** What a lock handle needs from its client. */
 export interface LockContext {
   readonly clientId: string;

@@ -1,4 +1,4 @@
-import type { ChannelEntry, EntryKeeper } from './LockPubSub';
+import type { ChannelEntry, EntryKeeper } from './ChannelEntry';
 import type { QueuedEntry, QueueHeartbeat } from './QueueHeartbeat';
 
 /** What a WaitingClient needs of its lock: the Redis names of its queue entry and the leave script. */

@@ -1,0 +1,219 @@
+import type { LocalHandoff } from './LocalHandoff';
+import { boundedWait } from './bounds';
+import { WakeQueue } from './WakeQueue';
+
+/**
+ * A counted message, published by the semaphore and latch scripts: `wake:<count>` or `wake:all`,
+ * optionally followed by `:<releaser>` (the releasing client's id, possibly empty) and then by
+ * `:<field>` (a grant for the waiter that expects that field).
+ */
+const COUNTED_MESSAGE = /^wake:(\d+|all)(?::([\w-]*))?(?::(.+))?$/s;
+
+/** A grant a message (or a release's reply) brought: `redisMicros`, when given, is Redis's time of the grant (a fair lock's). */
+export interface Grant {
+  readonly redisMicros: number | undefined;
+}
+
+/**
+ * The owner field a grant names and its Redis time: `message` is the field, or (a fair lock's)
+ * "<field>@<µs>". A stamp that is not a whole number of µs (forged, garbled) counts as none.
+ */
+function parseGrant(message: string): { field: string; grant: Grant } {
+  const at = message.lastIndexOf('@');
+  if (at < 0) return { field: message, grant: { redisMicros: undefined } };
+  const stamp = Number(message.slice(at + 1));
+  return { field: message.slice(0, at), grant: { redisMicros: Number.isSafeInteger(stamp) ? stamp : undefined } };
+}
+
+/**
+ * Keeps a channel entry past its last waiter, for a primitive whose state outlives its waiters
+ * (RLock's WaitingClient: the lock is with this client, its waiters come back soon).
+ */
+export interface EntryKeeper {
+  /** The last waiter left: true keeps the entry subscribed; the keeper calls `drop` itself later. */
+  lingers(drop: () => void): boolean;
+  /** A waiter joined the entry again. */
+  joined(): void;
+  /** A message came (before it wakes anyone). */
+  heard(): void;
+  /** A message came while no waiter is there. */
+  unheard(): void;
+  /** The entry is gone (unsubscribed); `closing`: the client is closing. */
+  dropped(closing: boolean): void;
+}
+
+/**
+ * The waiters of one channel. Each release message is one wake-up (`wakeups`), so it wakes one
+ * parked waiter. A message that comes while no waiter is parked leaves one wake-up (never more)
+ * for the next to park, which then retries at once instead of sleeping through a free lock;
+ * more stored wake-ups would send every waiter back to Redis in a burst that only one of them
+ * can win.
+ */
+export class ChannelEntry {
+  refCount = 0;
+  /** On a Cluster: the node(s) serving the channel's slot when last looked, to notice it moving. */
+  slotOwner: string | undefined;
+  readonly wakeups = new WakeQueue();
+  /** Settles true once SUBSCRIBE is confirmed, false when it failed (waiters then fall back to pttl sleeps). */
+  subscribed: Promise<boolean> = Promise.resolve(false);
+  /** True once SUBSCRIBE is confirmed: from then on every release of the lock reaches this entry. */
+  confirmed = false;
+  /** SUBSCRIBE failed; retried on the next reconnect or slot refresh. */
+  failed = false;
+  /** When the last SUBSCRIBE was sent (performance.now()). */
+  subscribeSentAt = 0;
+  /** Told when a SUBSCRIBE of this entry is answered (confirmed or failed). */
+  readonly onSubscribeSettled = new Set<() => void>();
+  /**
+   * Targeted wake-ups (a fair lock's grants): the message names the owner field it is for.
+   * Waiters register before they ask to be queued, because a grant can beat the reply to that
+   * request; a grant for a registered waiter that is not parked yet is kept until it parks.
+   */
+  private readonly expected = new Map<string, ((grant: Grant | undefined) => void) | undefined>();
+  private readonly grantedEarly = new Map<string, Grant>();
+  /** When each expected waiter's wait first asked to be queued (performance.now() at the send). */
+  private readonly queuingSince = new Map<string, number>();
+  /** RLock's handoffs between waiters of this client, made by the first RLock waiter to need it. */
+  local: LocalHandoff | undefined;
+  /** Set by a primitive whose entry may outlive its waiters. */
+  keeper: EntryKeeper | undefined;
+
+  /**
+   * A message arrived on the channel. A counted message (`COUNTED_MESSAGE`) wakes that many
+   * waiters (a semaphore's release of k permits) and may also grant one named waiter; a message
+   * naming an expected field is that waiter's grant; any other wakes one waiter.
+   */
+  deliver(message: string): void {
+    this.keeper?.heard();
+    if (this.refCount === 0 && this.keeper) {
+      this.keeper.unheard();
+      return;
+    }
+    const counted = COUNTED_MESSAGE.exec(message);
+    if (counted) {
+      if (counted[3] !== undefined) this.grant(counted[3]);
+      // A release of this client while it yields its turn wakes none of its waiters; another
+      // client's release ends the yield (LocalHandoff.heard).
+      if (counted[2] && this.local && !this.local.heard(counted[2])) return;
+      if (counted[1] === 'all') this.wakeAll();
+      else this.wake(Number(counted[1]));
+      return;
+    }
+    if (this.local && !this.local.heard(message)) return;
+    if (!this.grant(message)) this.wakeOne();
+  }
+
+  /**
+   * Hands a grant to its waiter (kept until it parks); false when no such waiter is expected
+   * here. `message` is the owner field, or (a fair lock's) "<field>@<µs>" with the grant's Redis time.
+   */
+  private grant(message: string): boolean {
+    if (this.expected.size === 0) return false;
+    const { field, grant } = parseGrant(message);
+    if (!this.expected.has(field)) return false;
+    const parked = this.expected.get(field);
+    if (parked) parked(grant);
+    else this.grantedEarly.set(field, grant);
+    return true;
+  }
+
+  /**
+   * Wakes up to `count` parked waiters: as many as could now succeed, not one and not all.
+   * Wake-ups for waiters not parked yet are kept, but never more than there are waiters.
+   */
+  wake(count: number): void {
+    const missing = Math.min(count, this.refCount) - this.wakeups.value;
+    if (missing > 0) this.wakeups.release(missing);
+  }
+
+  /** Wakes one parked waiter, or stores one permit when none is parked and none is stored. */
+  wakeOne(): void {
+    if (this.wakeups.value < 1) this.wakeups.release();
+  }
+
+  /** Every waiter tries again (a reconnect or a moved slot may have lost messages). */
+  wakeAll(): void {
+    const missing = this.refCount - this.wakeups.value;
+    if (missing > 0) this.wakeups.release(missing);
+    for (const parked of this.expected.values()) parked?.(undefined);
+  }
+
+  /** From now on a message naming `field` is a grant for this waiter. */
+  expectGrant(field: string): void {
+    this.expected.set(field, undefined);
+  }
+
+  forgetGrant(field: string): void {
+    this.expected.delete(field);
+    this.grantedEarly.delete(field);
+    this.queuingSince.delete(field);
+  }
+
+  /** The waiter expecting `field` sends a request that may queue it (the first one of its wait counts). */
+  queuing(field: string, sentAt: number): void {
+    if (!this.queuingSince.has(field)) this.queuingSince.set(field, sentAt);
+  }
+
+  /**
+   * A release of this client, sent at `sentAt`, granted `field` and said so in its reply instead
+   * of a message. Told like a message, unless that waiter's wait asked to be queued only after
+   * the release was sent: then the reply is one replayed from the release's latch (ioredis
+   * resent the release after a reconnect) for an earlier wait of the same owner, which took the
+   * lock by asking meanwhile. Both go over one connection, in order, so a grant for this wait
+   * comes from a release sent after its queuing request.
+   */
+  grantFromReply(grant: string, sentAt: number): void {
+    const since = this.queuingSince.get(parseGrant(grant).field);
+    if (since !== undefined && since < sentAt) this.grant(grant);
+  }
+
+  /** Resolves with the grant for `field`, undefined after `ms` or on `wakeAll`; rejects like `untilSubscribed` on abort. */
+  async untilGranted(field: string, ms: number, stops: AbortSignal[]): Promise<Grant | undefined> {
+    let granted: Grant | undefined;
+    await boundedWait(ms, stops, (done) => {
+      const early = this.grantedEarly.get(field);
+      if (early) {
+        this.grantedEarly.delete(field);
+        granted = early;
+        done();
+        return undefined;
+      }
+      this.expected.set(field, (value) => {
+        granted = value;
+        done();
+      });
+      return () => {
+        if (this.expected.has(field)) this.expected.set(field, undefined);
+      };
+    });
+    return granted;
+  }
+
+  /** Resolves once subscribed or after `ms`, whichever is first; rejects with the reason of the first of `stops` to abort. */
+  untilSubscribed(ms: number, stops: AbortSignal[]): Promise<void> {
+    return boundedWait(ms, stops, (done) => {
+      // The latest SUBSCRIBE's outcome: one may be sent again while waiters wait (see followSlots).
+      const settled = (): void => done();
+      this.onSubscribeSettled.add(settled);
+      void this.subscribed.then(settled);
+      return () => this.onSubscribeSettled.delete(settled);
+    });
+  }
+
+  /**
+   * Resolves on a release message (consuming its permit) or after `ms`; rejects like
+   * `untilSubscribed` on abort. `parked`, when given, is told how to end the wait early (a
+   * local handoff claims the waiter) and, through the function it returns, when the wait ended.
+   */
+  untilReleased(ms: number, stops: AbortSignal[], parked?: (interrupt: () => void) => () => void): Promise<void> {
+    return boundedWait(ms, stops, (done) => {
+      // A wait that ends otherwise leaves the queue, so a later wake-up goes to a waiter still there.
+      const leave = this.wakeups.park(() => done());
+      const ended = parked?.(() => done());
+      return () => {
+        leave();
+        ended?.();
+      };
+    });
+  }
+}

@@ -1,0 +1,61 @@
+/** The bounds every wait and every unanswered call share. */
+
+/**
+ * The least time an unanswered call is given before its deadline or an abort may end it: a reply
+ * that a loaded machine delays past a short `waitTime` is still taken, not cut off and given back.
+ */
+export const IN_FLIGHT_GRACE_MS = 1000;
+
+/** A call ended at its deadline while Redis had not answered it (see `CommandBound.lateReply`). */
+export class CallCutShort extends Error {
+  constructor(name: string) {
+    super(`${name}: Redis did not answer before the deadline`);
+    this.name = 'CallCutShort';
+  }
+}
+
+/**
+ * Waits for `start`'s callback, at most `ms` (Infinity: no bound), or until one of `stops` aborts.
+ * `start` may return a function that is told the wait is over.
+ */
+export function boundedWait(
+  ms: number,
+  stops: AbortSignal[],
+  start: (done: () => void) => (() => void) | undefined,
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const stopped = stops.find((stop) => stop.aborted);
+    if (stopped) {
+      reject(stopped.reason);
+      return;
+    }
+    let finished = false;
+    // Declared up front: `start` may call done() before it returns (a grant that came early).
+    const cleanup: { end?: () => void } = {};
+    const finish = (error?: unknown): void => {
+      if (finished) return;
+      finished = true;
+      if (timer !== undefined) clearTimeout(timer);
+      for (const stop of stops) stop.removeEventListener('abort', onAbort);
+      cleanup.end?.();
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const onAbort = (event: Event): void => finish((event.target as AbortSignal).reason ?? new Error('aborted'));
+    const timer = Number.isFinite(ms) ? setTimeout(() => finish(), Math.max(0, ms)) : undefined;
+    for (const stop of stops) stop.addEventListener('abort', onAbort, { once: true });
+    cleanup.end = start(() => finish());
+    if (finished) cleanup.end?.();
+  });
+}
+
+/**
+ * Waits for `work` to settle, at most IN_FLIGHT_GRACE_MS: a give-back or a leave that a wait
+ * ending must not outlast by more (Redis frozen). The work goes on; Redis runs it when it answers.
+ */
+export function settledWithinGrace(work: Promise<unknown>): Promise<void> {
+  return boundedWait(IN_FLIGHT_GRACE_MS, [], (done) => {
+    work.then(done, done);
+    return undefined;
+  });
+}

@@ -1,0 +1,134 @@
+import { Cluster, Redis } from 'ioredis';
+import { InvalidArgumentError } from '../errors';
+import type { LockClientOptions } from '../options';
+
+/** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
+const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
+
+/**
+ * ioredis's ready check sends INFO on every connect, which a least-privilege ACL refuses
+ * (`@dangerous`), and then prints a warning. It only waits out a server still loading its data;
+ * without it a command sent meanwhile fails with LOADING, which rlock treats as transient (a
+ * waiter retries it, the watchdog retries at its next tick within the lease), so nothing is lost.
+ */
+const NO_READY_CHECK = { enableReadyCheck: false } as const;
+
+/** The client's command connection, and whether the client made it (and so closes it). */
+export interface CommandConnection {
+  readonly redis: Redis | Cluster;
+  readonly owned: boolean;
+}
+
+function isConnection(value: unknown): value is Redis | Cluster {
+  return value instanceof Redis || value instanceof Cluster ||
+    (typeof value === 'object' && value !== null &&
+      typeof (value as Redis).defineCommand === 'function' && typeof (value as Redis).duplicate === 'function');
+}
+
+/**
+ * The connection the option `redis` names: the one passed in, or one made from a URL, from
+ * ioredis options (a Sentinel's too) or from Cluster nodes, named `connName`.
+ */
+export function openConnection(given: LockClientOptions['redis'], connName: string): CommandConnection {
+  if (isConnection(given)) {
+    const own = (given as Redis).options;
+    if (!given.isCluster && own?.sentinels?.length && !own.failoverDetector) {
+      process.emitWarning('a Sentinel connection without failoverDetector: true keeps writing to the old master for seconds after SENTINEL FAILOVER (see docs/topologies.md)', {
+        type: 'RLockWarning',
+        code: 'RLOCK_NO_FAILOVER_DETECTOR',
+      });
+    }
+    return refuseIoredisPrefix({ redis: given, owned: false });
+  }
+  if (typeof given === 'object' && 'keyPrefix' in given && given.keyPrefix) {
+    throw new InvalidArgumentError('options.redis.keyPrefix', 'is not supported; use the LockClient option keyPrefix');
+  }
+  // ioredis sets the connection name again on every reconnect; inspect() reads it.
+  // NO_READY_CHECK: see its comment; options given explicitly win.
+  // disconnectTimeout 0: on disconnect() ioredis otherwise arms a ref'ed 2 s timer that waits
+  // for a socket 'close' which never comes when the socket was already gone (Redis down), and
+  // that timer would hold the process open after close().
+  if (typeof given === 'string') return refuseIoredisPrefix({ redis: new Redis(given, { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK }), owned: true });
+  if ('clusterNodes' in given) {
+    const { clusterNodes, clusterOptions = {} } = given;
+    const redis = new Cluster(clusterNodes, {
+      ...clusterOptions,
+      redisOptions: { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK, ...clusterOptions.redisOptions },
+    });
+    return refuseIoredisPrefix({ redis, owned: true });
+  }
+  // failoverDetector (Sentinel only): on SENTINEL FAILOVER the old master lives on and
+  // keeps taking writes for seconds until the Sentinel demotes it; ioredis drops the
+  // connection as soon as a Sentinel announces +switch-master, so renewals and releases
+  // move to the new master at once instead of renewing a lock nobody else can see.
+  // A Sentinel connection keeps the ready check: ioredis checks the node's role in its INFO.
+  const readyCheck = given.sentinels?.length ? {} : NO_READY_CHECK;
+  return refuseIoredisPrefix({ redis: new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given }), owned: true });
+}
+
+/** ioredis would prefix the keys but not the channels the waiters subscribe to. */
+function refuseIoredisPrefix(connection: CommandConnection): CommandConnection {
+  const { redis, owned } = connection;
+  const prefix = redis.isCluster ? (redis as Cluster).options.keyPrefix : (redis as Redis).options?.keyPrefix;
+  if (!prefix) return connection;
+  if (owned) redis.disconnect();
+  throw new InvalidArgumentError('options.redis', 'must not have an ioredis keyPrefix; use the LockClient option keyPrefix');
+}
+
+/** A maker of the pub/sub subscriber connection, a duplicate of `redis` (sharded or not on a Cluster). */
+export function subscriberOf(redis: Redis | Cluster, connName: string): (sharded: boolean) => Redis | Cluster {
+  return (sharded) =>
+    redis.isCluster
+      ? // Refreshing the slots now and then is how the subscriber notices a slot that moved.
+        (redis as Cluster).duplicate([], { shardedSubscribers: sharded, slotsRefreshInterval: SUBSCRIBER_SLOTS_REFRESH_MS })
+      : (redis as Redis).duplicate({ disconnectTimeout: 0, connectionName: connName });
+}
+
+/**
+ * A connection passed in without a name of its own gets ours, so that inspect() can say who
+ * holds a lock: ioredis re-applies `connectionName` on every (re)connect, and a Cluster gives its
+ * `redisOptions` to each node connection it makes; those already open are named now. Returns the undo.
+ */
+export function nameConnection(redis: Redis | Cluster, name: string): () => void {
+  const nameNode = (node: Redis): void => {
+    if (node.options.connectionName) return;
+    node.options.connectionName = name; // re-applied by ioredis on each reconnect
+    if (node.status === 'ready') node.client('SETNAME', name).catch(() => undefined);
+    else node.once('ready', () => void node.client('SETNAME', name).catch(() => undefined));
+  };
+  if (!redis.isCluster) {
+    nameNode(redis as Redis);
+    return () => undefined;
+  }
+  const cluster = redis as Cluster;
+  if (cluster.options.redisOptions?.connectionName) return () => undefined;
+  for (const node of cluster.nodes()) nameNode(node);
+  cluster.on('+node', nameNode);
+  return () => cluster.off('+node', nameNode);
+}
+
+/** QUIT, and the socket cut after `ms` at the latest. */
+export async function quitWithin(redis: Redis | Cluster, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  try {
+    await Promise.race([redis.quit().catch(() => undefined), timeout]);
+  } finally {
+    clearTimeout(timer);
+    redis.disconnect();
+  }
+}
+
+/** Where the connection points, for error messages: `host:port`, a Sentinel's master, or the Cluster's startup nodes. */
+export function addressOf(redis: Redis | Cluster): string {
+  if (redis.isCluster) {
+    const nodes = (redis as unknown as { startupNodes?: unknown[] }).startupNodes ?? [];
+    const names = nodes.map((node: unknown) => (typeof node === 'object' && node ? `${(node as { host?: string }).host ?? '127.0.0.1'}:${(node as { port?: number }).port ?? 6379}` : String(node)));
+    return `Cluster ${names.join(',')}`;
+  }
+  const { host, port, path, sentinels, name } = (redis as Redis).options;
+  if (sentinels?.length) return `Sentinel master "${name}" (${sentinels.map((s) => `${s.host ?? '127.0.0.1'}:${s.port ?? 26379}`).join(',')})`;
+  return path ?? `${host}:${port}`;
+}
