@@ -33,6 +33,22 @@ async function queueLength(name: string): Promise<number> {
 
 const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
 
+/** Samples the queue's deadlines for `ms`: the furthest any was ahead of Redis's clock, and how many were seen. */
+async function queueDeadlinesAhead(name: string, ms: number): Promise<{ latest: number; samples: number }> {
+  let latest = -Infinity;
+  let samples = 0;
+  const stop = performance.now() + ms;
+  while (performance.now() < stop) {
+    const deadlines = await redis.admin.zrange(`rlock__queue_expiry:{${name}}`, 0, -1, 'WITHSCORES');
+    const [seconds, micros] = await redis.admin.time();
+    const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    for (let i = 1; i < deadlines.length; i += 2) latest = Math.max(latest, Number(deadlines[i]) - redisNow);
+    samples += deadlines.length / 2;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return { latest, samples };
+}
+
 const acquiredAt = (child: FixtureProcess, id: string): Promise<number> =>
   child.line((line) => line.startsWith(`acquired ${id} `)).then((line) => Number(line.split(' ')[2]));
 
@@ -145,21 +161,12 @@ describe('dead and stopped waiters', () => {
     const holder = redis.client({ queueTimeout }).getFairLock(name);
     await holder.lock({ leaseTime: 20_000 });
     const clients = [0, 1, 2].map(() => redis.client({ queueTimeout }));
-    let latest = -Infinity;
-    let samples = 0;
     const stop = performance.now() + 3_000;
     // Three clients loop tryLock(wait 150 ms, lease 30 s), as in the reports, while the lock stays taken.
     const loops = clients.map(async (client) => {
       while (performance.now() < stop) expect(await client.getFairLock(name).tryLock({ waitTime: 150, leaseTime: 30_000 })).toBe(false);
     });
-    while (performance.now() < stop) {
-      const deadlines = await redis.admin.zrange(`rlock__queue_expiry:{${name}}`, 0, -1, 'WITHSCORES');
-      const [seconds, micros] = await redis.admin.time();
-      const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-      for (let i = 1; i < deadlines.length; i += 2) latest = Math.max(latest, Number(deadlines[i]) - redisNow);
-      samples += deadlines.length / 2;
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    const { latest, samples } = await queueDeadlinesAhead(name, 3_000);
     await Promise.all(loops);
     expect(samples).toBeGreaterThan(10);
     expect(latest).toBeLessThanOrEqual(queueTimeout);
@@ -167,6 +174,26 @@ describe('dead and stopped waiters', () => {
     await holder.unlock();
     expect(await redis.client({ queueTimeout }).getFairLock(name).tryLock({ waitTime: 1_000 })).toBe(true);
   }, 20_000);
+
+  test('3 processes looping tryLock(500 ms, lease 30 s): every queue deadline stays within one queue timeout; one process stopped, the other two hold within 2.5 queue timeouts of the release (Redisson #2278)', async () => {
+    const name = uniqueName();
+    const queueTimeout = 2_000;
+    const holder = redis.client({ queueTimeout }).getFairLock(name);
+    await holder.lock();
+    const loopers = [0, 1, 2].map(() => waiterProcess(name, queueTimeout, 0));
+    await Promise.all(loopers.map((p) => p.line((line) => line.startsWith('ready'))));
+    for (const [i, looper] of loopers.entries()) looper.send(`try t${i + 1} 500 30000`);
+    await until('the three loops are queued', async () => (await queueLength(name)) === 3);
+    const { latest, samples } = await queueDeadlinesAhead(name, 3_000);
+    expect(samples).toBeGreaterThan(10);
+    expect(latest).toBeLessThanOrEqual(queueTimeout);
+    loopers[0]!.child.kill('SIGSTOP');
+    const released = Number(process.hrtime.bigint()) / 1e6;
+    await holder.unlock();
+    const taken = await Promise.all([acquiredAt(loopers[1]!, 't2'), acquiredAt(loopers[2]!, 't3')]);
+    // The stopped loop's entry (or a grant to it) lives one queue timeout at most, not hours.
+    for (const at of taken) expect(at - released).toBeLessThan(queueTimeout * 2.5);
+  }, 30_000);
 
   test('waiters of a killed process are skipped by the release itself, all of them at once', async () => {
     const name = uniqueName();
@@ -189,6 +216,31 @@ describe('dead and stopped waiters', () => {
     await live.line((line) => line.startsWith('acquired l1'));
     // Well below the 30 s queue timeout: the dead entries cost nothing.
     expect(performance.now() - released).toBeLessThan(3_000);
+  }, 30_000);
+
+  test('W1..W5 queued from five processes in order, W1..W3 killed: the release skips all three, W4 holds at once, then W5 (Redisson #1353, #4595)', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    const waiters = [0, 1, 2, 3, 4].map(() => waiterProcess(name, 30_000, 0));
+    const clientIds = await Promise.all(waiters.map((p) => p.line((line) => line.startsWith('ready')).then((line) => line.split(' ')[1]!)));
+    for (const [i, waiter] of waiters.entries()) {
+      waiter.send(`wait w${i + 1}`);
+      await until(`w${i + 1} is queued`, async () => (await queueLength(name)) === i + 1);
+    }
+    for (const waiter of waiters.slice(0, 3)) waiter.child.kill('SIGKILL');
+    await until('the killed processes have no subscription left', async () => {
+      const counts = await Promise.all(clientIds.slice(0, 3).map((id) => redis.admin.pubsub('NUMSUB', `rlock__grant:{${name}}:${id}`) as Promise<[string, number]>));
+      return counts.every(([, count]) => Number(count) === 0);
+    });
+    const released = Number(process.hrtime.bigint()) / 1e6;
+    await holder.unlock();
+    const w4 = await acquiredAt(waiters[3]!, 'w4');
+    const w5 = await acquiredAt(waiters[4]!, 'w5');
+    // Far below one 30 s queue timeout, let alone three in turn: the dead entries cost nothing.
+    expect(w4 - released).toBeLessThan(3_000);
+    expect(w5).toBeGreaterThan(w4);
+    expect(await queueLength(name)).toBe(0);
   }, 30_000);
 
   test('a stopped process is skipped once its entries run out: k stopped waiters cost one queue timeout together', async () => {
