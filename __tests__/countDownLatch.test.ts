@@ -33,28 +33,32 @@ test('trySetCount only when no count is set; countDown never goes below 0 and de
   expect(await latch.getCount()).toBe(2);
 });
 
-test('awaiters in 3 processes (5 each) all resolve on the countDown that reaches 0', async () => {
+test('awaiters in 5 processes (20 each) all resolve within a second of the countDown that reaches 0, each woken by its one message (Redisson #5349: one woken)', async () => {
   const name = uniqueName();
   const latch = redis.client().getCountDownLatch(name);
   await latch.trySetCount(2);
-  const processes = [0, 1, 2].map(() => startFixture('latchAwaiter.ts', [redis.server.url, name, '5']));
+  const processes = [0, 1, 2, 3, 4].map(() => startFixture('latchAwaiter.ts', [redis.server.url, name, '20']));
   children.push(...processes);
-  await until('every process is subscribed', async () => (await subscribersOf(name)) === 3, 20_000);
+  await until('every process is subscribed', async () => (await subscribersOf(name)) === 5, 20_000);
   await latch.countDown();
   await sleep(100);
   expect(processes.flatMap((p) => p.lines).filter((line) => line.startsWith('opened'))).toEqual([]);
   // An awaiter's re-check after it subscribed may still be on its way from a slow process.
   const before = await settledCommandCounts(redis.admin);
+  const openedAt = Number(process.hrtime.bigint()) / 1e6;
   await latch.countDown();
   const results = await Promise.all(processes.map((p) => p.exited()));
   for (const result of results) expect(result.code).toBe(0);
-  for (const p of processes) expect(p.lines.filter((line) => line.startsWith('opened'))).toHaveLength(5);
+  const opened = processes.flatMap((p) => p.lines.filter((line) => line.startsWith('opened')));
+  expect(opened).toHaveLength(100);
+  // Their waitTime is 20 s: only the countDown's message wakes them this soon.
+  for (const line of opened) expect(Number(line.split(' ')[2]) - openedAt).toBeLessThan(1_000);
   const after = await commandCounts(redis.admin);
   // One script call for the countDown, one read (count and state, one script call) per awaiter
   // re-checking: nothing else.
-  expect((after.evalsha ?? 0) + (after.eval ?? 0) - (before.evalsha ?? 0) - (before.eval ?? 0)).toBe(16);
+  expect((after.evalsha ?? 0) + (after.eval ?? 0) - (before.evalsha ?? 0) - (before.eval ?? 0)).toBe(101);
   // The countDown script's own read of the count, and the two of each awaiter's read.
-  expect((after.get ?? 0) - (before.get ?? 0)).toBe(1 + 2 * 15);
+  expect((after.get ?? 0) - (before.get ?? 0)).toBe(1 + 2 * 100);
 }, 30_000);
 
 test('await times out with false, rejects on abort, and close() settles it', async () => {
