@@ -2,6 +2,7 @@
 // nothing, overlapping MultiLocks in two processes finish, a member lost is the whole lost.
 import { startFixture } from './helpers/child';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
+import { useReplyCuts } from './helpers/tcpProxy';
 import { scriptCallCount } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
 import { LockLostError, MultiLock } from '../src';
@@ -90,6 +91,20 @@ test('leaseTime applies to each member; the whole is lost when the first lease e
     ),
   ).rejects.toThrow(LockLostError);
   expect(reason).toBeInstanceOf(LockLostError);
+});
+
+describe('a member whose acquire reply was cut', () => {
+  const cuts = useReplyCuts(servers[2]!);
+  test('ioredis resends it, Redis counts that member twice, and unlock() frees it on that server too (redlock distlock doc)', async () => {
+    const name = uniqueName();
+    const members = [servers[0]!.client().getLock(name), servers[1]!.client().getLock(name), servers[2]!.client({ redis: cuts.url }).getLock(name)];
+    expect(await members[2]!.isLocked()).toBe(false); // connected: the reply cut below is the acquire's
+    const multi = new MultiLock(members);
+    await cuts.resent(() => multi.lock({ leaseTime: 30_000 }));
+    expect(await servers[2]!.admin.hvals(name)).toEqual(['2']);
+    await multi.unlock();
+    expect(await serversHolding(name)).toBe(0);
+  });
 });
 
 test('an abort while waiting leaves nothing behind', async () => {

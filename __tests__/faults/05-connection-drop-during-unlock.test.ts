@@ -174,3 +174,34 @@ describe('every reentrant lock: a release resent after a reconnect gives back on
     expect(await redis.admin.exists(name)).toBe(0);
   });
 });
+
+describe('an acquire resent after a reconnect: Redis may count the hold twice, and unlock() gives back both', () => {
+  const cuts = useReplyCuts(redis);
+  const leased = { leaseTime: 30_000 }; // no watchdog renewal joins the script calls counted
+  const kinds: Record<string, (client: LockClient, name: string) => { lock(options: typeof leased): Promise<unknown>; unlock(): Promise<void>; getHoldCount(): Promise<number> }> = {
+    plain: (client, name) => client.getLock(name),
+    fair: (client, name) => client.getFairLock(name),
+    fenced: (client, name) => client.getFencedLock(name),
+    read: (client, name) => client.getReadWriteLock(name).readLock(),
+    write: (client, name) => client.getReadWriteLock(name).writeLock(),
+  };
+
+  test.each(Object.keys(kinds))('%s', async (kind) => {
+    const name = `drop-during-acquire-${kind}`;
+    const client = redis.client({ redis: cuts.url });
+    const lost = jest.fn();
+    client.on('lockLost', lost);
+    const lock = kinds[kind]!(client, name);
+    expect(await lock.getHoldCount()).toBe(0); // connected: the reply cut below is the acquire's
+    // Redis ran the acquire, its reply was cut, ioredis sent it again: the second run re-enters.
+    await cuts.resent(() => lock.lock(leased));
+    // The fair lock's acquire is idempotent: a field of the owner's own that its first run wrote
+    // is taken as is, as a grant made while it waited would be (fairLock/acquire-3.lua).
+    expect(await lock.getHoldCount()).toBe(kind === 'fair' ? 1 : 2);
+    // A handle's own owner holds once: the hold Redis counted on top goes back with it, instead
+    // of keeping the lock for its whole lease after the owner let go.
+    await lock.unlock();
+    expect(await redis.admin.exists(name)).toBe(0);
+    expect(lost).not.toHaveBeenCalled();
+  });
+});
