@@ -109,19 +109,19 @@ test('a failed round is given back on every server, also on those that answered 
   await until('no server holds the lock', async () => (await serversHolding(name)) === 0, 3_000);
 }, 20_000);
 
-test('an event loop blocked past the lease: withLock\'s signal aborts and it rejects LockLostError soon after, nothing unhandled (node-redlock #283)', async () => {
+test.each(['watchdog', 'leaseTime'] as const)('an event loop blocked past the lease (%s): withLock\'s signal aborts and it rejects LockLostError soon after, nothing unhandled, nothing left (node-redlock #283)', async (kind) => {
   const name = uniqueName();
   const clients = servers.map((s) => s.client({ watchdogTimeout: 300 }));
   const red = redLock(name, clients);
   let unblockedAt = 0;
   const rejected = red.withLock(async (signal) => {
-    const busyUntil = performance.now() + 700; // no renewal can run: the members' 300 ms leases end
+    const busyUntil = performance.now() + 700; // no renewal or timer can run: the members' 300 ms leases end
     while (performance.now() < busyUntil) {
       /* busy: a long synchronous step, a GC pause */
     }
     unblockedAt = performance.now();
     await aborted(signal);
-  });
+  }, kind === 'leaseTime' ? { leaseTime: 300 } : {});
   await expect(rejected).rejects.toBeInstanceOf(LockLostError);
   expect(performance.now() - unblockedAt).toBeLessThan(500);
   expect(await serversHolding(name)).toBe(0);
