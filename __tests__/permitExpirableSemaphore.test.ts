@@ -200,6 +200,26 @@ test('a process whose clock runs 10 s ahead does not take back a permit whose le
   expect(await sem.availablePermits()).toBe(1);
 }, 90_000);
 
+test('a process whose clock runs 10 s ahead that does get a permit gets its lease on Redis time, not 10 s more', async () => {
+  const name = uniqueName();
+  const sem = redis.client().getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(2);
+  const other = await sem.acquire({ leaseTime: 10_000 });
+  const prober = startFixture('tryPermit.ts', [redis.server.url, name, '1000', '700'], ['--require', join(__dirname, 'fixtures', 'skewedClock.cjs')]);
+  children.push(prober);
+  await prober.line((line) => line === 'ready', 60_000);
+  prober.child.stdin!.end();
+  const id = (await prober.line((line) => line.startsWith('granted '), 20_000)).split(' ')[1]!;
+  const [seconds, micros] = await redis.admin.time();
+  const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  const expiresIn = Number(await redis.admin.zscore(`rlock__permits:{${sem.key}}`, id)) - redisNow;
+  // Its 1 s lease, counted on Redis's clock (a lease on the caller's would end ~11 s from now).
+  expect(expiresIn).toBeGreaterThan(0);
+  expect(expiresIn).toBeLessThanOrEqual(1_000);
+  expect(await prober.exited(20_000)).toMatchObject({ code: 0 });
+  await sem.release(other); // the other holder's 10 s permit was left alone
+}, 90_000);
+
 test('withPermit: a permit lost under the watchdog aborts the signal, emits lockLost, and withPermit rejects', async () => {
   const client = redis.client({ watchdogTimeout: 300 });
   const sem = client.getPermitExpirableSemaphore(uniqueName());
