@@ -151,7 +151,7 @@ test('with syncReplicas: the token comes through the WAIT pipeline; an acquire t
     const name = uniqueName();
     const first = client.getFencedLock(name);
     const token = await first.lock();
-    expect(await replicaConnection.get(`rlock__fence:{${name}}`)).toBe(String(token));
+    expect(await replicaConnection.get(`rlock__fence:{${name}}`)).toMatch(new RegExp(`^${token}:`)); // <token>:<owner field>
     await first.unlock();
     replica.pause();
     expect(await client.getFencedLock(name).tryLock()).toBeNull();
@@ -165,6 +165,30 @@ test('with syncReplicas: the token comes through the WAIT pipeline; an acquire t
     await replica.stop();
   }
 }, 20_000);
+
+test('a fenced re-entry inside a plain handle\'s scope mints a token of its own (never that of the hold a force-unlock took away), renewed with the lock', async () => {
+  const name = uniqueName();
+  const data = `${name}:data`;
+  const x = redis.client().getFencedLock(name);
+  const stale = await x.lock({ leaseTime: 60_000 });
+  const other = redis.client({ watchdogTimeout: 1_000 });
+  await other.getLock(name).forceUnlock(); // an admin removes X's hold; X does not know yet
+  await other.getLock(name).withLock(async () => {
+    // Nobody holds a token now: the plain holder's lock has none.
+    expect(await other.getFencedLock(name).getToken()).toBeNull();
+    await other.getFencedLock(name).withLock(async (_signal, token) => {
+      expect(token).toBeGreaterThan(stale);
+      expect(await other.getFencedLock(name).getToken()).toBe(token);
+      expect(await other.getFencedLock(name).fencedSet(data, 'Y', token)).toBe(true);
+      // The plain hold's watchdog renews the token key with the lock from the fenced re-entry on.
+      await sleep(2_500);
+      expect(await other.getFencedLock(name).getToken()).toBe(token);
+    });
+  });
+  // X's write with the token it was given before the force is refused.
+  expect(await x.fencedSet(data, 'X', stale)).toBe(false);
+  expect(await redis.admin.get(data)).toBe('Y');
+});
 
 describe('holds', () => {
   test('a reentrant hold keeps its token: nested withLock, and lock() of another handle inside withLock', async () => {

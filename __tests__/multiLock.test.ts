@@ -107,6 +107,23 @@ describe('a member whose acquire reply was cut', () => {
   });
 });
 
+test('read-write lock members: a MultiLock holds write and read members together; other readers share the read member, nobody else writes (Redisson #467)', async () => {
+  const name = uniqueName();
+  const client = servers[0]!.client();
+  const other = servers[0]!.client();
+  const multi = new MultiLock([client.getReadWriteLock(`${name}:a`).writeLock(), client.getReadWriteLock(`${name}:b`).readLock(), servers[1]!.client().getReadWriteLock(name).writeLock()]);
+  await multi.withLock(async () => {
+    expect(await other.getReadWriteLock(`${name}:a`).readLock().tryLock()).toBe(false);
+    expect(await other.getReadWriteLock(`${name}:b`).writeLock().tryLock()).toBe(false);
+    const reader = other.getReadWriteLock(`${name}:b`).readLock();
+    expect(await reader.tryLock()).toBe(true);
+    await reader.unlock();
+    expect(await servers[1]!.client().getReadWriteLock(name).readLock().tryLock()).toBe(false);
+  });
+  expect(await servers[0]!.admin.exists(`${name}:a`, `${name}:b`)).toBe(0);
+  expect(await serversHolding(name)).toBe(0);
+});
+
 test('an abort while waiting leaves nothing behind', async () => {
   const name = uniqueName();
   const clients = servers.map((s) => s.client());

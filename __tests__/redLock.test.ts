@@ -58,6 +58,17 @@ test('holds with 2 of 5 servers killed; refuses with 3 killed and leaves nothing
   await expect(timedOut).rejects.toBeInstanceOf(LockTimeoutError);
 }, 20_000);
 
+test('read-write write locks as members: held on every server, exclusive, all released', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const red = new RedLock(clients.map((client) => client.getReadWriteLock(name).writeLock()), { attemptTimeout: 300, retryDelay: 20 });
+  await red.withLock(async () => {
+    expect(await serversHolding(name)).toBe(5);
+    expect(await servers[0]!.client().getReadWriteLock(name).readLock().tryLock()).toBe(false);
+  }, { waitTime: 2_000 });
+  expect(await serversHolding(name)).toBe(0);
+});
+
 test('busy is not down: a RedLock held by another owner answers false / LockTimeoutError, not QuorumUnavailableError', async () => {
   const name = uniqueName();
   const clients = servers.map((s) => s.client());

@@ -296,6 +296,26 @@ describe('reentrancy', () => {
     await expect(scope).rejects.toThrow(/was lost/);
   });
 
+  test.each(['plain', 'fair', 'fenced'] as const)("%s: a re-entry with a shorter leaseTime never shortens the lock's lease: nobody else gets in while the watchdog's scope runs", async (kind) => {
+    expect.assertions(4);
+    const client = newClient({ watchdogTimeout: 6_000 });
+    const other = newClient();
+    const name = uniqueName();
+    const handle = (c: LockClient): { lock(options?: { leaseTime?: number }): Promise<unknown>; unlock(): Promise<void>; tryLock(options: { waitTime: number }): Promise<unknown>; withLock(fn: (signal: AbortSignal) => Promise<void>): Promise<unknown> } =>
+      kind === 'plain' ? c.getLock(name) : kind === 'fair' ? c.getFairLock(name) : c.getFencedLock(name);
+    await handle(client).withLock(async (signal) => {
+      const inner = handle(client);
+      await inner.lock({ leaseTime: 200 }); // enters again as the scope's owner
+      await inner.unlock();
+      expect(await redis.pttl(name)).toBeGreaterThan(5_000);
+      // Past the inner 200 ms lease: the scope's hold is still the lock's.
+      const taken = await handle(other).tryLock({ waitTime: 600 });
+      expect(taken === false || taken === null).toBe(true);
+      expect(signal.aborted).toBe(false);
+    });
+    expect(await redis.exists(name)).toBe(0);
+  });
+
   test('nested withLock counts holds up and down; the outermost exit releases', async () => {
     const client = newClient();
     const name = uniqueName();

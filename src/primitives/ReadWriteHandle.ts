@@ -15,6 +15,8 @@ export interface ReadWriteFamily {
   /** Who both handles act as outside `withLock`, so that `write; read; unlock write` downgrades. */
   readonly owner: LockOwner;
   handle(mode: ReadWriteMode): ReadWriteHandle;
+  /** The handle of `mode` of a new read-write lock of the same name, with an owner of its own. */
+  fork(mode: ReadWriteMode): ReadWriteHandle;
 }
 
 /**
@@ -66,6 +68,14 @@ export abstract class ReadWriteHandle extends LockHandle {
   override async isLocked(): Promise<boolean> {
     this.context.assertOpen();
     return (await this.peek(''))[0] === this.mode;
+  }
+
+  /**
+   * @internal As `LockHandle.fork`, for a composite lock's member: the same kind of handle of
+   * its own read-write lock, as the constructor alone would make one without its pair.
+   */
+  override fork(): this {
+    return this.family.fork(this.mode) as this;
   }
 
   protected override unscopedOwner(): LockOwner {

@@ -25,6 +25,7 @@ export class ReadWriteLock {
         return (owner ??= new LockOwner());
       },
       handle: (mode: ReadWriteMode): ReadWriteHandle => (mode === 'read' ? this.read : this.write),
+      fork: (mode: ReadWriteMode): ReadWriteHandle => (mode === 'read' ? new ReadWriteLock(context, this.name).readLock() : new ReadWriteLock(context, this.name).writeLock()),
     };
     this.read = new ReadLock(context, name, family);
     this.write = new WriteLock(context, name, family);

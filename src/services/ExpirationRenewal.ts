@@ -29,8 +29,8 @@ class RenewalEntry implements RenewalTarget {
   readonly key: string;
   readonly field: string;
   readonly owner: LockOwner;
-  readonly renewCommand: string | undefined;
-  readonly renewKeys: readonly string[] | undefined;
+  renewCommand: string | undefined;
+  renewKeys: readonly string[] | undefined;
   /** Aborted with a `LockLostError` on loss; made only when someone asks (withLock does). */
   lost: AbortController | undefined = undefined;
 
@@ -89,13 +89,22 @@ export class ExpirationRenewal {
 
   /**
    * Starts renewing a lock whose acquire call was sent at `sentAt` (performance.now()); a second
-   * call for the same lock and owner is a no-op. `expiresAt`, when given, is when Redis may
+   * call for the same lock and owner changes nothing, but for a hold whose renewal covers more
+   * keys (a fenced re-entry into a plain handle's hold: its token key from then on). `expiresAt`, when given, is when Redis may
    * expire the hold at the earliest if that is sooner than a full lease (a fair-lock grant lives
    * at most the queue timeout until its owner extends it): it is renewed halfway there.
    */
   add(target: RenewalTarget, sentAt: number, expiresAt = sentAt + this.leaseMs): void {
     const id = entryId(target.key, target.field);
-    if (this.closed || this.entries.has(id)) return;
+    const existing = this.entries.get(id);
+    if (existing) {
+      if (target.renewCommand !== undefined && existing.renewCommand === undefined) {
+        existing.renewCommand = target.renewCommand;
+        existing.renewKeys = target.renewKeys;
+      }
+      return;
+    }
+    if (this.closed) return;
     const lease = Math.min(expiresAt, sentAt + this.leaseMs) - sentAt;
     const entry = new RenewalEntry(target, lostAt(sentAt, lease));
     this.entries.set(id, entry);

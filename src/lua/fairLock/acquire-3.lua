@@ -22,6 +22,7 @@
     reaches it afterwards is stale (see grantNext).
 ]]
 --@include fairQueue.lua
+--@include lease.lua
 local member = ARGV[1]
 local lease, field = string.match(member, '^(%d+):(.*)$')
 local queueTimeout = tonumber(ARGV[4])
@@ -30,7 +31,8 @@ if redis.call('hexists', KEYS[1], field) == 1 then
   if ARGV[3] == '1' then
     redis.call('hincrby', KEYS[1], field, 1)
   end
-  redis.call('pexpire', KEYS[1], lease)
+  -- A grant's first lease (at most the queue timeout) becomes the full lease; a re-entry's only lengthens it.
+  lengthenLease(KEYS[1], lease)
   removeEntry(member)
   return nil
 end

@@ -1,15 +1,17 @@
 --[[
   Takes the lock for an owner (as lock/acquire-3.lua) and, on a first acquire, mints its fencing
-  token; a reentrant acquire keeps the token the hold already has.
+  token; a reentrant acquire keeps the token the hold already has, or, when the owner's hold
+  came from a plain handle of the same name (no token of its own), mints one.
 
   Input:
     KEYS[1] lock hash key
     KEYS[2] waiting clients (zset, arrival order), as lock/acquire-3.lua
     KEYS[3] their deadlines (zset, Redis ms)
-    KEYS[4] token key, "rlock__fence:{<lock key>}": the last token minted for this lock (a
-            string with the lock's TTL: every acquire and renewal (fencedLock/renew.lua) sets
-            both, so it lives as long as the lock and no longer, Redisson #6510)
-    ARGV[1] lease in ms (the key's new TTL)
+    KEYS[4] token key, "rlock__fence:{<lock key>}": "<token>:<owner field>", the last token
+            minted for this lock and the hold it was minted for (see fence.lua), with the lock's
+            TTL: every acquire and renewal (fencedLock/renew.lua) sets both, so it lives as long
+            as the lock and no longer, Redisson #6510
+    ARGV[1] lease in ms (the key's new TTL; a re-entry only lengthens it)
     ARGV[2] owner field, "<clientId>:<ownerId>"
     ARGV[3] "1" when the caller waits: its client queues when the lock is someone else's
     ARGV[4] queue timeout in ms
@@ -27,6 +29,8 @@
   which would answer "1.7e+15".
 ]]
 --@include clientQueue.lua
+--@include lease.lua
+--@include fence.lua
 local locked = redis.call('exists', KEYS[1]) == 1
 if locked and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   if ARGV[3] == '1' then
@@ -35,17 +39,23 @@ if locked and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return redis.call('pttl', KEYS[1])
 end
 redis.call('hincrby', KEYS[1], ARGV[2], 1)
-redis.call('pexpire', KEYS[1], ARGV[1])
+if locked then
+  lengthenLease(KEYS[1], ARGV[1])
+else
+  redis.call('pexpire', KEYS[1], ARGV[1])
+end
 if ARGV[3] == '1' then
   removeEntry(clientOf(ARGV[2]))
 end
-local last = redis.call('get', KEYS[4])
-if locked and last then
-  redis.call('pexpire', KEYS[4], ARGV[1])
+-- The token key lives as long as the lock.
+local ttl = redis.call('pttl', KEYS[1])
+local last, minter = readFence(KEYS[4])
+if locked and minter == ARGV[2] then
+  redis.call('pexpire', KEYS[4], ttl)
   return last
 end
 local now = redis.call('time')
 local token = math.max(tonumber(last or '0') + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
 token = string.format('%.0f', token)
-redis.call('set', KEYS[4], token, 'px', ARGV[1])
+redis.call('set', KEYS[4], token .. ':' .. ARGV[2], 'px', ttl)
 return token

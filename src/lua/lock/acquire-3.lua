@@ -7,7 +7,7 @@
     KEYS[1] lock hash key
     KEYS[2] waiting clients (zset, arrival order), "rlock__clients:{<lock key>}"
     KEYS[3] their deadlines (zset, Redis ms), "rlock__clients_timeout:{<lock key>}"
-    ARGV[1] lease in ms (the key's new TTL)
+    ARGV[1] lease in ms (the key's new TTL; a re-entry only lengthens it)
     ARGV[2] owner field, "<clientId>:<ownerId>"
     ARGV[3] "1" when the caller waits (its client is subscribed to its wake channel), else "0"
     ARGV[4] queue timeout in ms: an entry not refreshed for this long is dead
@@ -17,9 +17,15 @@
     otherwise the lock's remaining TTL in ms (PTTL), so the caller knows how long to wait.
 ]]
 --@include clientQueue.lua
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+--@include lease.lua
+local free = redis.call('exists', KEYS[1]) == 0
+if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
+  if free then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+  else
+    lengthenLease(KEYS[1], ARGV[1])
+  end
   if ARGV[3] == '1' then
     -- The client's other waiters, if any, need no entry while it holds the lock: its release
     -- hands the lock to them or queues the client again (release-4.lua).

@@ -40,7 +40,7 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     }
     const seen = new Set<string>();
     locks.forEach((lock: unknown, i) => {
-      if (!(lock instanceof LockHandle)) throw new InvalidArgumentError(`${argument}[${i}]`, 'must be a lock handle from client.getLock() or client.getFairLock()');
+      if (!(lock instanceof LockHandle)) throw new InvalidArgumentError(`${argument}[${i}]`, 'must be a lock handle: client.getLock(), getFairLock(), or readLock() or writeLock() of a read-write lock');
       // The same lock of the same client twice would be one hold counted as two.
       if (seen.has(lock.identity)) throw new InvalidArgumentError(`${argument}[${i}]`, `is lock "${lock.name}" of a client already in the list`);
       seen.add(lock.identity);
