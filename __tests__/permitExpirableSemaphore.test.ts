@@ -220,6 +220,28 @@ test('a process whose clock runs 10 s ahead that does get a permit gets its leas
   await sem.release(other); // the other holder's 10 s permit was left alone
 }, 90_000);
 
+test('a caller that joins its client\'s parked waiter without asking is served when a lease runs out: no message needed', async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(2);
+  // Another process's permits, never released: they come back when their leases run out.
+  const other = redis.client().getPermitExpirableSemaphore(name);
+  await other.acquire({ leaseTime: 500 });
+  await other.acquire({ leaseTime: 1_500 });
+  const started = performance.now();
+  const settledAt: number[] = [];
+  const take = (): Promise<string | null> => client.getPermitExpirableSemaphore(name).tryAcquire({ waitTime: 10_000 }).then((id) => (settledAt.push(performance.now() - started), id));
+  const x = take();
+  await until('X is parked', () => client.stats.waiters === 1);
+  const y = take(); // joins X without an attempt
+  await until('Y is parked', () => client.stats.waiters === 2);
+  const ids = await Promise.all([x, y]);
+  expect(ids.every((id) => id !== null)).toBe(true);
+  // At the leases' ends (0.5 and 1.5 s); before, Y slept on with a permit free until its 10 s waitTime.
+  expect(Math.max(...settledAt)).toBeLessThan(4_000);
+});
+
 test('withPermit: a permit lost under the watchdog aborts the signal, emits lockLost, and withPermit rejects', async () => {
   const client = redis.client({ watchdogTimeout: 300 });
   const sem = client.getPermitExpirableSemaphore(uniqueName());

@@ -345,6 +345,57 @@ describe('in-process handoff', () => {
     expect(await big).toBe(true);
   });
 
+  test('a caller that joins its client\'s parked waiter without asking sleeps no longer than the bound their attempt was given: a dead process\'s reservation running out serves both', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(2);
+    // What a 3-permit waiter of a process that died leaves: its reservation, holding back the permits until it runs out.
+    const reservation = `rlock__semaphore_reservation:{${name}}`;
+    await redis.admin.hset(reservation, 'field', 'AAAAAAAAAAAAAAAAAAAAA:BBBBBBBBBBBBBBBBBBBBB', 'permits', '3');
+    await redis.admin.pexpire(reservation, 1_500);
+    const started = performance.now();
+    const settledAt: number[] = [];
+    const take = (): Promise<boolean> => client.getSemaphore(name).tryAcquire({ waitTime: 10_000 }).then((ok) => (settledAt.push(performance.now() - started), ok));
+    const x = take();
+    await until('X is parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 1);
+    const y = take(); // joins X without an attempt
+    await until('Y is parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 2);
+    expect(await Promise.all([x, y])).toEqual([true, true]);
+    // Both at the reservation's end (1.5 s), no message needed; Y slept on for its whole 10 s before.
+    expect(Math.max(...settledAt)).toBeLessThan(4_000);
+  });
+
+  test('when a yield ends, the client\'s parked waiters try again for every permit its release gave back, not for one', async () => {
+    const name = uniqueName();
+    const a = redis.client();
+    const sem = a.getSemaphore(name);
+    await sem.trySetPermits(4);
+    await sem.acquire({ permits: 3 });
+    await sem.acquire();
+    const settledAt: Record<string, number> = {};
+    let released = 0;
+    const take = (label: string, client = a): Promise<boolean> => client.getSemaphore(name).tryAcquire({ waitTime: 10_000 }).then((ok) => ((settledAt[label] = performance.now() - released), ok));
+    const channel = `rlock__semaphore:{${name}}`;
+    const w1 = take('w1');
+    await until('w1 is parked', () => parkedOnChannel(a, channel) === 1);
+    const w2 = take('w2');
+    const w3 = take('w3');
+    await until('w2 and w3 are parked', () => parkedOnChannel(a, channel) === 3);
+    const b = redis.client();
+    const wb = take('wb', b);
+    await until('the other client\'s waiter is parked', () => parkedOnChannel(b, channel) === 1);
+    await sem.release(); // handed to w1 in-process: a run starts
+    await w1;
+    await sleep(30); // past the run's 20 ms
+    released = performance.now();
+    await sem.release({ permits: 3 }); // back to Redis; this client yields its turn
+    expect(await Promise.all([w2, w3, wb])).toEqual([true, true, true]);
+    // After the yield's 50 ms both of this client's waiters try; before, one did and w3 slept on
+    // with a permit free until its 10 s waitTime.
+    expect(Math.max(settledAt.w2!, settledAt.w3!, settledAt.wb!)).toBeLessThan(2_000);
+  });
+
   test('a handoff gives a waiter no more than the released permits: a 2-permit waiter is passed over for a 1-permit release', async () => {
     const { name, client, sem } = await takenSemaphore();
     const order: string[] = [];

@@ -1,4 +1,4 @@
-// npm run bench [-- --quick] [--semaphore: that scenario alone]: every scenario, every library, one private redis-server, one run.
+// npm run bench [-- --quick] [--semaphore: that scenario alone] [--semaphore-starvation: Redisson #3728's shape]: every scenario, every library, one private redis-server, one run.
 // Prints a table and the targets, writes bench/results/<date>.json and .svg, and (scenario 7, the
 // scaling scenario, left out by --quick) bench/results/<date>-scaling.json, .md and .svg.
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -9,7 +9,7 @@ import { chart } from './chart';
 import { hashFloor, lockLibraries, raw, redisSemaphore, rlock, rlockFair } from './contestants';
 import * as scenario from './scenarios';
 import { defaultScalingOptions, runScaling, scalingTables, scalingTargets, writeScaling } from './scalingScenario';
-import { semaphoreReport } from './semaphoreScenario';
+import { semaphoreReport, semaphoreStarvationReport } from './semaphoreScenario';
 import { quantile, round } from './stats';
 import { runMain } from './runMain';
 
@@ -30,6 +30,19 @@ async function main(): Promise<void> {
   if (!(globalThis as { gc?: unknown }).gc) throw new Error('run with node --expose-gc (npm run bench does)');
   const redis = await redisFromEnv();
   const started = Date.now();
+  if (process.argv.includes('--semaphore-starvation')) {
+    // Redisson #3728's shape: `npm run bench -- --semaphore-starvation [--quick]` (60 s, or 10 s, per library).
+    try {
+      const { text, figures } = await semaphoreStarvationReport(redis.url, quick ? 10_000 : 60_000, log);
+      console.log(text);
+      const date = new Date().toISOString().slice(0, 10);
+      mkdirSync(join(__dirname, 'results'), { recursive: true });
+      writeFileSync(join(__dirname, 'results', `${date}-semaphore-starvation${quick ? '-quick' : ''}.json`), `${JSON.stringify({ date, quick, figures }, null, 2)}\n`);
+    } finally {
+      await redis.stop();
+    }
+    return;
+  }
   if (process.argv.includes('--semaphore')) {
     // The semaphore scenario alone (issue 13): `npm run bench -- --semaphore [--quick] [--repeat=3]`.
     try {

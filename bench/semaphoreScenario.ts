@@ -4,19 +4,35 @@
 // every 10 ms, its default). Acquisitions per second, wait p99, Redis commands per acquisition.
 import { Redis } from 'ioredis';
 import { runWorker } from './scenarios';
-import { jain, quantile, round } from './stats';
+import { jain, longestFreeWhileWaiting, quantile, round } from './stats';
 
 export const SEMAPHORE_CONTESTANTS = ['rlock Semaphore', 'rlock PermitExpirableSemaphore', 'redis-semaphore Semaphore'] as const;
 export type SemaphoreContestant = (typeof SEMAPHORE_CONTESTANTS)[number];
 
 export const PERMITS = 4;
-const PROCESSES = 4;
-const TASKS = 8;
+
+/** Who contends and how: processes × tasks, each hold's sleep, and whether to record the timeline. */
+interface Shape {
+  processes: number;
+  tasks: number;
+  holdMs: number;
+  timeline: boolean;
+}
+
+const SCENARIO_SHAPE: Shape = { processes: 4, tasks: 8, holdMs: 0, timeline: false };
+/** Redisson #3728's report: 16 processes × 4 tasks on 4 permits, 5 ms holds. */
+const STARVATION_SHAPE: Shape = { processes: 16, tasks: 4, holdMs: 5, timeline: true };
 
 export interface SemaphoreFigures {
   acquisitionsPerSec: number;
+  waitP50: number;
   waitP99: number;
+  waitP999: number;
   waitMax: number;
+  waitsOver1s: number;
+  waits: number;
+  /** With a timeline: the longest stretch (ms) in which a permit sat free while a task waited. */
+  longestFreeWhileWaitingMs: number | undefined;
   fairness: number;
   /** From INFO stats (script-internal calls included), less the holders counter's INCR + DECR. */
   commandsPerAcquisition: number;
@@ -39,19 +55,25 @@ async function commandStats(admin: Redis): Promise<Record<string, number>> {
 
 let seq = 0;
 
-export async function semaphoreContended(contestant: SemaphoreContestant, url: string, ms: number): Promise<SemaphoreFigures> {
+export async function semaphoreContended(contestant: SemaphoreContestant, url: string, ms: number, shape = SCENARIO_SHAPE): Promise<SemaphoreFigures> {
+  const { processes, tasks } = shape;
   const admin = new Redis(url);
   const key = `bench:sem:${process.pid}:${++seq}`;
   try {
     let failed: unknown;
     const running = Promise.all(
-      Array.from({ length: PROCESSES }, () => runWorker<{ counts: number[]; waits: number[]; maxHolders: number; cpuMs: number }>([contestant, url, key, String(TASKS), String(PERMITS)], 'semaphoreWorker.ts')),
+      Array.from({ length: processes }, () =>
+        runWorker<{ counts: number[]; waits: number[]; maxHolders: number; cpuMs: number; timeline?: [number, number, number][] }>(
+          [contestant, url, key, String(tasks), String(PERMITS), String(shape.holdMs), shape.timeline ? '1' : '0'],
+          'semaphoreWorker.ts',
+        ),
+      ),
     );
     running.catch((error: unknown) => (failed = error));
     // Every process connected (a loaded machine is slow to start them): all begin at once and run
     // for `ms`, and what they did to get ready is not counted.
     const readySince = Date.now();
-    while (Number(await admin.get(`${key}:ready`)) < PROCESSES) {
+    while (Number(await admin.get(`${key}:ready`)) < processes) {
       if (failed) throw failed;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -59,7 +81,7 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
     const statsBefore = await commandStats(admin);
     const commandsBefore = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]);
     const start = Date.now() + 50;
-    await admin.rpush(`${key}:go`, ...Array.from({ length: PROCESSES }, () => `${start}:${start + ms}`));
+    await admin.rpush(`${key}:go`, ...Array.from({ length: processes }, () => `${start}:${start + ms}`));
     const workers = await running;
     const elapsed = ms / 1000;
     const commands = Number(/total_commands_processed:(\d+)/.exec(await admin.info('stats'))![1]) - commandsBefore;
@@ -69,11 +91,16 @@ export async function semaphoreContended(contestant: SemaphoreContestant, url: s
     const acquisitions = counts.reduce((a, b) => a + b, 0);
     return {
       acquisitionsPerSec: round(acquisitions / elapsed, 0),
+      waitP50: round(quantile(waits, 0.5), 1),
       waitP99: round(quantile(waits, 0.99), 1),
+      waitP999: round(quantile(waits, 0.999), 1),
       waitMax: round(Math.max(...waits), 1),
+      waitsOver1s: waits.filter((wait) => wait > 1000).length,
+      waits: waits.length,
+      longestFreeWhileWaitingMs: shape.timeline ? round(longestFreeWhileWaiting(workers.flatMap((w) => w.timeline ?? []), PERMITS), 1) : undefined,
       fairness: round(jain(counts), 3),
       // Less the INCR + DECR in each hold, the first INFO stats, the RPUSH and the BLPOPs of the start.
-      commandsPerAcquisition: round((commands - 2 * acquisitions - 2 - PROCESSES) / acquisitions),
+      commandsPerAcquisition: round((commands - 2 * acquisitions - 2 - processes) / acquisitions),
       maxHolders: Math.max(...workers.map((w) => w.maxHolders)),
       readyAfterMs,
       cpuMsPerAcquisition: round(workers.reduce((sum, w) => sum + w.cpuMs, 0) / acquisitions, 3),
@@ -120,7 +147,7 @@ export async function semaphoreReport(url: string, ms: number, log: (line: strin
     }
   }
   const text = [
-    `permits = ${PERMITS}, ${PROCESSES} processes × ${TASKS} tasks, ${ms / 1000} s each, ${repetitions} repetition(s) in rotated order`,
+    `permits = ${PERMITS}, ${SCENARIO_SHAPE.processes} processes × ${SCENARIO_SHAPE.tasks} tasks, ${ms / 1000} s each, ${repetitions} repetition(s) in rotated order`,
     '| rep | library | acq/s (× redis-semaphore, same repetition) | wait p99 / max ms | fairness | cmds/acq | max holders | worker CPU ms/acq | start-up ms |',
     '|---|---|---|---|---|---|---|---|---|',
     ...rows,
@@ -128,4 +155,29 @@ export async function semaphoreReport(url: string, ms: number, log: (line: strin
     ...verdicts,
   ].join('\n');
   return { text, figures: runs };
+}
+
+/**
+ * `npm run bench -- --semaphore-starvation`: Redisson #3728's shape (16 processes × 4 tasks, 4
+ * permits, 5 ms holds) for each library in turn; the anchor asks that no wait last over 1 s while
+ * a permit is free, so besides the waits it reports the longest stretch in which a permit sat free
+ * while somebody waited.
+ */
+export async function semaphoreStarvationReport(url: string, ms: number, log: (line: string) => void): Promise<{ text: string; figures: Record<string, SemaphoreFigures> }> {
+  const figures: Record<string, SemaphoreFigures> = {};
+  for (const contestant of SEMAPHORE_CONTESTANTS) {
+    log(`semaphore starvation: ${contestant}`);
+    figures[contestant] = await semaphoreContended(contestant, url, ms, STARVATION_SHAPE);
+  }
+  const rows = SEMAPHORE_CONTESTANTS.map((name) => {
+    const f = figures[name]!;
+    return `| ${name} | ${f.acquisitionsPerSec} | ${f.waitP50} / ${f.waitP99} / ${f.waitP999} / ${f.waitMax} | ${f.waitsOver1s} of ${f.waits} | ${f.longestFreeWhileWaitingMs} | ${f.fairness} | ${f.maxHolders} |`;
+  });
+  const text = [
+    `permits = ${PERMITS}, ${STARVATION_SHAPE.processes} processes × ${STARVATION_SHAPE.tasks} tasks, ${STARVATION_SHAPE.holdMs} ms holds, ${ms / 1000} s each`,
+    '| library | acq/s | wait p50 / p99 / p99.9 / max ms | waits > 1 s | longest free-while-waiting ms | fairness | most holders |',
+    '|---|---|---|---|---|---|---|',
+    ...rows,
+  ].join('\n');
+  return { text, figures };
 }

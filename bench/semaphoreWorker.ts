@@ -1,7 +1,9 @@
 // The semaphore scenario's worker process: once connected, it says so (INCR <key>:ready) and
 // waits for the common start and deadline (BLPOP <key>:go), then `tasks` tasks take a permit
 // until the deadline and hold it for an INCR + DECR of a holders counter (and, with holdMs, a
-// sleep of that long between them). Prints one JSON line with its figures.
+// sleep of that long between them). Prints one JSON line with its figures; with `timeline`
+// ('1'), also each acquisition's [asked, acquired, releasing] on the machine's monotonic clock
+// (process.hrtime, one clock for every process), for the free-while-waiting figure.
 import { Redis } from 'ioredis';
 import { Semaphore as RedisSemaphore } from 'redis-semaphore';
 import { LockClient } from './shippedLibrary';
@@ -47,7 +49,9 @@ async function open(contestant: SemaphoreContestant, url: string, key: string, p
 }
 
 async function main(): Promise<void> {
-  const [contestant, url, key, tasksArg, permitsArg, holdArg = '0'] = process.argv.slice(2);
+  const [contestant, url, key, tasksArg, permitsArg, holdArg = '0', timelineArg = '0'] = process.argv.slice(2);
+  const monotonic = (): number => Number(process.hrtime.bigint()) / 1e6;
+  const timeline: [number, number, number][] | undefined = timelineArg === '1' ? [] : undefined;
   const holdMs = Number(holdArg);
   const { take, close } = await open(contestant as SemaphoreContestant, url!, key!, Number(permitsArg));
   const data = new Redis(url!);
@@ -65,19 +69,21 @@ async function main(): Promise<void> {
     Array.from({ length: Number(tasksArg) }, async (_, task) => {
       counts[task] = 0;
       while (Date.now() < deadline) {
-        const start = performance.now();
+        const asked = monotonic();
         const release = await take();
-        waits.push(performance.now() - start);
+        const acquired = monotonic();
+        waits.push(acquired - asked);
         maxHolders = Math.max(maxHolders, await data.incr(`${key}:holders`));
         if (holdMs > 0) await new Promise((resolve) => setTimeout(resolve, holdMs));
         await data.decr(`${key}:holders`);
+        timeline?.push([asked, acquired, monotonic()]);
         await release();
         counts[task]!++;
       }
     }),
   );
   const cpu = process.cpuUsage(cpuBefore);
-  console.log(JSON.stringify({ counts, waits, maxHolders, cpuMs: (cpu.user + cpu.system) / 1000 }));
+  console.log(JSON.stringify({ counts, waits, maxHolders, cpuMs: (cpu.user + cpu.system) / 1000, timeline }));
   await data.quit();
   await close();
 }

@@ -311,10 +311,14 @@ export class PermitExpirableSemaphore extends Primitive {
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = attempts++ === 0;
-      // A client that just passed a permit on lets the other clients' waiters have it (see release).
-      if (listening && waitTime > 0 && listening.local?.yielding) return { held: false, ttl: -1 };
-      // Behind this client's parked waiters, a first attempt would be refused (see joinsLocalQueue).
-      if (first && listening && waitTime > 0 && joinsLocalQueue(listening, 1)) return { held: false, ttl: -1 };
+      // A client that just passed a permit on lets the other clients' waiters have it (see
+      // release); behind this client's parked waiters, a first attempt would be refused (see
+      // joinsLocalQueue). Either sleeps no longer than the bound this client's last refused
+      // attempt was given (a lease's end, which publishes nothing), and asks once that ran out.
+      if (listening && waitTime > 0 && (listening.local?.yielding || (first && joinsLocalQueue(listening, 1)))) {
+        const ttl = listening.joinBound();
+        if (ttl !== undefined) return { held: false, ttl };
+      }
       const sentAt = performance.now();
       const claims = listening && clock.starving() ? 1 : 0;
       const args = [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;
@@ -327,7 +331,9 @@ export class PermitExpirableSemaphore extends Primitive {
       const ttl = sync
         ? await this.acquireSynced(sync, id, args, lateBound)
         : await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(...args), lateBound);
-      return ttl === null ? { held: true, sentAt } : { held: false, ttl };
+      if (ttl === null) return { held: true, sentAt };
+      listening?.refused(ttl);
+      return { held: false, ttl };
     };
     // Parked, the waiter may be handed a permit by a release of this client (see handOver).
     if (leaseTime === undefined) keptByWatchdog.add(id);

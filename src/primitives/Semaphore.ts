@@ -256,8 +256,12 @@ export class Semaphore extends Primitive {
       // the reservation's holder: the permits freed for it are no one else's, and its grant
       // comes once (skipped, it slept on for good; trying, it sleeps at most the third of
       // queueTimeout its attempt answers, below).
-      if (listening && waitTime > 0 && listening.local?.yielding && !reserving) return { held: false, ttl: -1 };
-      if (first && listening && waitTime > 0 && joinsLocalQueue(listening, permits)) return { held: false, ttl: -1 };
+      // Either sleeps no longer than the bound this client's last refused attempt was given
+      // (a reservation's end, which publishes nothing), and asks Redis once that ran out.
+      if (listening && waitTime > 0 && !reserving && (listening.local?.yielding || (first && joinsLocalQueue(listening, permits)))) {
+        const ttl = listening.joinBound();
+        if (ttl !== undefined) return { held: false, ttl };
+      }
       const mayReserve = mayReserveNow();
       if (listening && mayReserve && !entry) {
         // Registered before the request that may reserve: the grant can beat its reply.
@@ -284,6 +288,7 @@ export class Semaphore extends Primitive {
       reserving = status === 2;
       reserved ||= reserving;
       if (status === 1) return { held: true, sentAt };
+      if (!reserving) listening?.refused(ttl);
       // The holder renews its reservation by attempting again well before it runs out.
       return { held: false, ttl: reserving ? Math.floor(context.queueTimeout / 3) : ttl };
     };

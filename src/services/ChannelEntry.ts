@@ -75,6 +75,11 @@ export class ChannelEntry {
   private readonly queuingSince = new Map<string, number>();
   /** RLock's handoffs between waiters of this client, made by the first RLock waiter to need it. */
   local: LocalHandoff | undefined;
+  /**
+   * When the bound that the latest refused attempt through this entry answered runs out
+   * (performance.now(); Infinity: it answered none, a message must come); undefined: none yet.
+   */
+  private refusedUntil: number | undefined;
   /** Set by a primitive whose entry may outlive its waiters. */
   keeper: EntryKeeper | undefined;
 
@@ -94,7 +99,7 @@ export class ChannelEntry {
       if (counted[3] !== undefined) this.grant(counted[3]);
       // A release of this client while it yields its turn wakes none of its waiters; another
       // client's release ends the yield (LocalHandoff.heard).
-      if (counted[2] && this.local && !this.local.heard(counted[2])) return;
+      if (counted[2] && this.local && !this.local.heard(counted[2], counted[1] === 'all' ? Infinity : Number(counted[1]))) return;
       if (counted[1] === 'all') this.wakeAll();
       else this.wake(Number(counted[1]));
       return;
@@ -136,6 +141,23 @@ export class ChannelEntry {
     const missing = this.refCount - this.wakeups.value;
     if (missing > 0) this.wakeups.release(missing);
     for (const parked of this.expected.values()) parked?.(undefined);
+  }
+
+  /** An attempt through this entry was refused with `ttl` (ms; negative: no bound). */
+  refused(ttl: number): void {
+    this.refusedUntil = ttl < 0 ? Infinity : performance.now() + ttl;
+  }
+
+  /**
+   * The sleep bound of a waiter that joins this client's parked waiters without asking Redis (a
+   * semaphore's): what is left of the latest refusal's (-1: none). Undefined when no refusal is
+   * known or its bound ran out: the waiter must ask. Without it such a waiter slept with no bound
+   * while a permit that came back by a lease's or a reservation's end (no message) sat free.
+   */
+  joinBound(): number | undefined {
+    if (this.refusedUntil === Infinity) return -1;
+    const left = this.refusedUntil === undefined ? 0 : this.refusedUntil - performance.now();
+    return left > 0 ? left : undefined;
   }
 
   /** From now on a message naming `field` is a grant for this waiter. */

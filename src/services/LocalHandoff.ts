@@ -66,11 +66,14 @@ export class LocalHandoff {
   /** When the first handoff of the current streak was made (performance.now()). */
   private streakStartedAt = 0;
   private yieldTimer: NodeJS.Timeout | undefined;
+  /** Wake-ups of this client's own release messages held back while it yields. */
+  private heldBack = 0;
 
   constructor(
     /** The release message of this client: its own clientId. */
     private readonly clientId: string,
-    private readonly wakeOne: () => void,
+    /** Wakes up to `count` of the entry's parked waiters. */
+    private readonly wake: (count: number) => void,
   ) {}
 
   get yielding(): boolean {
@@ -136,12 +139,22 @@ export class LocalHandoff {
     this.streak = 0;
   }
 
-  /** A release message arrived; false when it must not wake anyone (our own, while yielding). */
-  heard(message: string): boolean {
-    if (message === this.clientId) return !this.yielding;
-    // The lock went through another client (or an admin's force-unlock): our turn may come.
+  /**
+   * A release message arrived (`count`: the waiters it may serve); false when it must not wake
+   * anyone: our own while yielding, whose wake-ups are held back until the yield ends.
+   */
+  heard(message: string, count = 1): boolean {
+    if (message === this.clientId) {
+      if (!this.yielding) return true;
+      this.heldBack += count;
+      return false;
+    }
+    // The lock went through another client (or an admin's force-unlock): our turn may come, and
+    // what our own releases gave back meanwhile may still be free.
+    const heldBack = this.heldBack;
     this.endRun();
     this.stopYielding();
+    if (heldBack > 0) this.wake(heldBack);
     return true;
   }
 
@@ -151,13 +164,18 @@ export class LocalHandoff {
     this.stopYielding();
     this.yieldTimer = setTimeout(() => {
       this.yieldTimer = undefined;
-      this.wakeOne(); // nobody else took it: our waiters try again
+      // Nobody else took it: our waiters try again, as many as our releases meanwhile may serve
+      // (one woke when 3 permits had come back, and the others slept on with permits free).
+      const heldBack = this.heldBack;
+      this.heldBack = 0;
+      this.wake(Math.max(1, heldBack));
     }, YIELD_MS).unref();
   }
 
   stopYielding(): void {
     if (this.yieldTimer !== undefined) clearTimeout(this.yieldTimer);
     this.yieldTimer = undefined;
+    this.heldBack = 0;
   }
 }
 
@@ -175,7 +193,7 @@ export async function sleepAsCandidate(
   stops: AbortSignal[],
   deadline = Infinity,
 ): Promise<Hold | undefined> {
-  const local = (entry.local ??= new LocalHandoff(clientId, () => entry.wakeOne()));
+  const local = (entry.local ??= new LocalHandoff(clientId, (count) => entry.wake(count)));
   const until = performance.now() + ms;
   for (let first = false; ; first = true) {
     const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, first, deadline);
