@@ -4,12 +4,12 @@
 import { join } from 'node:path';
 import { runFixture, startFixture, type FixtureProcess } from './helpers/child';
 import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
-import { useReplyCuts } from './helpers/tcpProxy';
+import { TcpProxy, useReplyCuts } from './helpers/tcpProxy';
 import { scriptCallCount } from './helpers/testRedis';
 import { takeTurns } from './helpers/takeTurns';
 import { aborted, sleep, until } from './helpers/time';
 import type { Redis } from 'ioredis';
-import { LockLostError, PermitNotHeldError } from '../src';
+import { LockLostError, PermitNotHeldError, RedisUnreachableError } from '../src';
 import { defineScripts } from '../src/services/scripts';
 
 const redis = usePrivateRedis();
@@ -241,6 +241,36 @@ test('a caller that joins its client\'s parked waiter without asking is served w
   // At the leases' ends (0.5 and 1.5 s); before, Y slept on with a permit free until its 10 s waitTime.
   expect(Math.max(...settledAt)).toBeLessThan(4_000);
 });
+
+test('an updateLeaseTime that never reached Redis leaves the permit with the watchdog, renewed, not run out unreported', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const watchdogTimeout = 1_500;
+    const client = redis.client({ redis: proxy.url, offlineTimeout: 300, watchdogTimeout });
+    const lost = jest.fn();
+    client.on('lockLost', lost);
+    const sem = client.getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    const id = await sem.acquire(); // kept by the watchdog
+    // The connection drops and cannot come back for now.
+    proxy.stopAccepting();
+    proxy.cutOnNextReply();
+    void sem.availablePermits().catch(() => undefined); // its reply is the one cut
+    await until('the client saw the connection drop', () => (client as unknown as { redis: { status: string } }).redis.status !== 'ready');
+    await expect(sem.updateLeaseTime(id, 60_000)).rejects.toBeInstanceOf(RedisUnreachableError);
+    expect(client.stats.renewals).toBe(1);
+    await proxy.resumeAccepting();
+    // Past two of its leases: renewed all along, not reported lost.
+    await sleep(2 * watchdogTimeout);
+    const [seconds, micros] = await redis.admin.time();
+    const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    expect(Number(await redis.admin.zscore(`rlock__permits:{${sem.key}}`, id))).toBeGreaterThan(redisNow);
+    expect(lost).not.toHaveBeenCalled();
+    await sem.release(id);
+  } finally {
+    await proxy.close();
+  }
+}, 20_000);
 
 test('withPermit: a permit lost under the watchdog aborts the signal, emits lockLost, and withPermit rejects', async () => {
   const client = redis.client({ watchdogTimeout: 300 });

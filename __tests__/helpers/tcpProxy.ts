@@ -12,6 +12,8 @@ export class TcpProxy {
   /** Replies swallowed by cuts so far. */
   cuts = 0;
 
+  private listenPort = 0;
+
   private constructor(private readonly server: Server) {}
 
   static async start(targetPort: number): Promise<TcpProxy> {
@@ -19,13 +21,12 @@ export class TcpProxy {
     const proxy = new TcpProxy(server);
     server.on('connection', (downstream) => proxy.pipe(downstream, targetPort));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    proxy.listenPort = (server.address() as { port: number }).port;
     return proxy;
   }
 
   get port(): number {
-    const address = this.server.address();
-    if (typeof address !== 'object' || !address) throw new Error('proxy not listening');
-    return address.port;
+    return this.listenPort;
   }
 
   get url(): string {
@@ -40,6 +41,11 @@ export class TcpProxy {
   /** Refuses new connections from now on; the open ones carry on (and a cut stays cut). */
   stopAccepting(): void {
     this.server.close();
+  }
+
+  /** Accepts connections again, on the same port. */
+  async resumeAccepting(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(this.listenPort, '127.0.0.1', resolve));
   }
 
   async close(): Promise<void> {

@@ -214,15 +214,23 @@ export class PermitExpirableSemaphore extends Primitive {
 
   /**
    * Sets permit `id`'s lease to `leaseTime` ms from now (Redis time); the watchdog stops keeping
-   * it. False when the permit is not held.
+   * it. False when the permit is not held. When the call fails, the watchdog keeps the permit
+   * as before (the new lease may or may not have reached Redis).
    */
   async updateLeaseTime(id: string, leaseTime: number): Promise<boolean> {
     checkPermitId(id);
     const lease = checkTime('leaseTime', leaseTime, 1);
     if (lease === undefined) throw new InvalidArgumentError('leaseTime', 'is required');
     this.context.assertOpen();
-    this.context.renewal.remove(this.permitsKey, id);
-    return (await this.context.command('updateLeaseTime', (redis) => scripts(redis).rlock_permitSemaphore_updateLease(this.permitsKey, id, lease))) === 1;
+    // Stopped first: a renewal racing the call would put the watchdog's lease back over the new one.
+    const removed = this.context.renewal.remove(this.permitsKey, id);
+    try {
+      return (await this.context.command('updateLeaseTime', (redis) => scripts(redis).rlock_permitSemaphore_updateLease(this.permitsKey, id, lease))) === 1;
+    } catch (error) {
+      // Else a permit whose new lease never reached Redis ran out at its old one, unrenewed and unreported.
+      if (removed) this.context.renewal.restore(removed);
+      throw error;
+    }
   }
 
   /** Free permits now, counting those whose lease ran out as free (read-only; Redis time). */

@@ -154,6 +154,18 @@ export class ExpirationRenewal {
   }
 
   /**
+   * Puts back what `remove` returned when the change it was removed for failed (a permit's new
+   * lease that never reached Redis): renewed again at once, its lost signal the same.
+   */
+  restore(removed: RenewalTarget & { readonly lostAt: number }): void {
+    const id = entryId(removed.key, removed.field);
+    if (this.closed || this.entries.has(id) || !(removed instanceof RenewalEntry)) return;
+    this.entries.set(id, removed);
+    this.timer ??= setInterval(() => void this.renewAll(), Math.floor(this.leaseMs / 3)).unref();
+    this.armEarly(performance.now());
+  }
+
+  /**
    * Reports a hold the watchdog keeps as lost now (a caller learnt Redis no longer has it), as a
    * failed renewal would: its signal aborts and `lockLost` is emitted. `removed`: what `remove`
    * returned for a hold the caller stopped renewing before it learnt it (a release that found
