@@ -113,6 +113,9 @@ const cases: Case[] = [
   ...badNames.map(([label, name]): Case => ['getFencedLock', label, 'name', () => client.getFencedLock(name as string)]),
   ...([undefined, null, 'fn', 42] as unknown[]).map((fn): Case => ['FencedLock.withLock', `fn ${String(fn)}`, 'fn', () => client.getFencedLock('f').withLock(fn as never)]),
   ...badTimes.map(([label, value]): Case => ['FencedLock.tryLock', `waitTime ${label}`, 'options.waitTime', () => client.getFencedLock('f').tryLock({ waitTime: value as number })]),
+  // An empty holder would mean "whoever holds it": the check must be refused, not dropped.
+  ...(['', undefined, null, 42, 'a b', 'x:y:z', {}] as unknown[]).map((holder): Case => ['forceUnlockIfHolder', `holder ${JSON.stringify(holder)}`, 'holder', () => lock.forceUnlockIfHolder(holder as string)]),
+  ...badNames.map(([label, name]): Case => ['client.inspect', label, 'name', () => client.inspect(name as string)]),
   ['FencedLock.fencedSet', 'dataKey empty', 'dataKey', () => client.getFencedLock('f').fencedSet('', 'v', 1n)],
   ['FencedLock.fencedSet', 'value a number', 'value', () => client.getFencedLock('f').fencedSet('k', 5 as never, 1n)],
   ...([5, '5', 0n, -1n, undefined] as unknown[]).map((token): Case => ['FencedLock.fencedSet', `token ${String(token)}`, 'token', () => client.getFencedLock('f').fencedSet('k', 'v', token as bigint)]),
@@ -148,6 +151,8 @@ const cases: Case[] = [
   ['LockClient', 'no redis', 'options.redis', () => new LockClient({} as never)],
   ['LockClient', 'redis a number', 'options.redis', () => new LockClient({ redis: 6379 as never })],
   ['LockClient', 'redis an http URL', 'options.redis', () => new LockClient({ redis: 'http://127.0.0.1' })],
+  // ioredis's own TypeError for these carries the whole URL, password and all.
+  ['LockClient', 'redis a URL with a bad port', 'options.redis', () => new LockClient({ redis: 'redis://:s3cret@127.0.0.1:63a79' })],
   ['LockClient', 'redis an ioredis keyPrefix', 'options.redis.keyPrefix', () => new LockClient({ redis: { keyPrefix: 'x:' } })],
   ...badTimes.map(([label, value]): Case => ['LockClient', `watchdogTimeout ${label}`, 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: value as number })]),
   ...badTimes.map(([label, value]): Case => ['LockClient', `offlineTimeout ${label}`, 'options.offlineTimeout', () => new LockClient({ redis: server.url, offlineTimeout: value as number })]),
@@ -223,7 +228,14 @@ test.each(cases)('%s with %s: InvalidArgumentError naming %s, nothing sent', asy
   expect(error).toBeInstanceOf(LockError);
   expect((error as InvalidArgumentError).argument).toBe(argument);
   expect((error as Error).message.startsWith(`${argument}: `)).toBe(true);
+  expect(`${(error as Error).message} ${JSON.stringify(error)}`).not.toContain('s3cret');
   expect(commands).toEqual({});
+});
+
+test('client.inspect() rejects with a bad name or after close(), as every call does, rather than throwing', async () => {
+  const inspected = client.inspect(42 as never);
+  expect(inspected).toBeInstanceOf(Promise);
+  await expect(inspected).rejects.toBeInstanceOf(InvalidArgumentError);
 });
 
 test('a key (prefix + name) over 1 KiB is refused by getLock', async () => {

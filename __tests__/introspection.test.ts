@@ -11,7 +11,8 @@ const redis = usePrivateRedis();
 
 test('inspect() shows holders with their client names, the TTL and the waiting clients', async () => {
   expect.assertions(5); // three of them in the callback: it must run
-  const holder = redis.client({ name: 'billing-worker 7' });
+  // Redis takes printable ASCII but the space in a connection name: the rest becomes "_", or Redis refused the name and inspect() showed none.
+  const holder = redis.client({ name: 'billing-worker 7 café' });
   const waiting = redis.client({ name: 'api' });
   const lock = holder.getLock('orders:1');
   const waiterLock = waiting.getLock('orders:1');
@@ -24,7 +25,7 @@ test('inspect() shows holders with their client names, the TTL and the waiting c
     const info = await waiting.inspect('orders:1');
     expect(info).toMatchObject({ name: 'orders:1', key: 'orders:1', locked: true, waitingClients: 1 });
     expect(info.ttl).toBeGreaterThan(25_000);
-    expect(info.holders).toEqual([{ clientId: holder.id, ownerId: expect.any(String), holdCount: 2, clientName: 'billing-worker_7' }]);
+    expect(info.holders).toEqual([{ clientId: holder.id, ownerId: expect.any(String), holdCount: 2, clientName: 'billing-worker_7_caf_' }]);
     await holder.getLock('orders:1').unlock();
   });
   expect(await parked).toBe(true); // woken by the release

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
-import { diagnostics, InvalidArgumentError, LockClient, RedisCommandError } from '../src';
+import { diagnostics, InvalidArgumentError, LockClient, RedisCommandError, RedisUnreachableError } from '../src';
 import { displayUrl, redactUrls } from '../src/redact';
 import { runCli } from './helpers/cliInProcess';
 import { usePrivateRedis } from './helpers/privateRedis';
@@ -55,7 +55,8 @@ test('a wrong password, in the URL or in options, shows in no error (nor its cau
 });
 
 test('a mistyped URL holding a password is not echoed by the option check', () => {
-  for (const bad of [`http://svc:${PASSWORD}@host`, `redis:/svc:${PASSWORD}@host`, `redis//svc:${PASSWORD}@host`]) {
+  // The last two pass a scheme check; ioredis's own TypeError for them holds the whole URL.
+  for (const bad of [`http://svc:${PASSWORD}@host`, `redis:/svc:${PASSWORD}@host`, `redis//svc:${PASSWORD}@host`, `redis://svc:${PASSWORD}@host:63a79`, `redis://svc:${PASSWORD}@[::1`]) {
     const error = (() => {
       try {
         new LockClient({ redis: bad });
@@ -66,6 +67,14 @@ test('a mistyped URL holding a password is not echoed by the option check', () =
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect(shown(error)).not.toMatch(SECRET);
   }
+});
+
+test('a Cluster whose startup nodes are URLs with a password: RedisUnreachableError names them without it', async () => {
+  const client = track(new LockClient({ redis: { clusterNodes: [`redis://svc:${PASSWORD}@127.0.0.1:1`] }, offlineTimeout: 200 }));
+  const error = await client.getLock('x').tryLock().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(RedisUnreachableError);
+  expect((error as Error).message).toContain('127.0.0.1:1');
+  expect(shown(error)).not.toMatch(SECRET);
 });
 
 test('events, diagnostics messages and inspect() of a client with a password hold none of it', async () => {

@@ -234,7 +234,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 
   /** Who holds lock `name`, for how long, and how many clients wait on it (see `RLock.inspect`). */
-  inspect(name: string): Promise<LockInfo> {
+  async inspect(name: string): Promise<LockInfo> {
+    // async: a bad name or a closed client rejects, as every other call does, rather than throwing.
     return this.getLock(name).inspect();
   }
 

@@ -225,8 +225,9 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
   }
   return {
     syncReplicas,
-    // Redis connection names cannot hold spaces or newlines.
-    name: name.replace(/\s/g, '_'),
+    // Redis connection names take printable ASCII but the space only; anything else made Redis
+    // refuse the name, silently (inspect() then showed no holder name).
+    name: name.replace(/[^\x21-\x7e]/g, '_'),
     redis: redis as LockClientOptions['redis'],
     watchdogTimeout: checkTime('options.watchdogTimeout', raw.watchdogTimeout, MIN_WATCHDOG_TIMEOUT_MS) ?? 30_000,
     offlineTimeout: checkTime('options.offlineTimeout', raw.offlineTimeout, 0) ?? DEFAULT_OFFLINE_TIMEOUT_MS,

@@ -1,4 +1,5 @@
 import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { InvalidArgumentError } from '../errors';
 import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
@@ -9,6 +10,9 @@ import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';
 import { WaitingClient } from '../services/WaitingClient';
+
+/** What `forceUnlockIfHolder` takes: a clientId, or `<clientId>:<ownerId>` (ids have no `:` or whitespace). */
+const HOLDER = /^[^\s:]+(:[^\s:]+)?$/;
 
 /**
  * A reentrant distributed lock, Redisson's RLock: a Redis hash `<clientId>:<ownerId> → holds`.
@@ -45,6 +49,10 @@ export class RLock extends LockHandle {
    * owner fields the lock had (the ones removed, or the ones holding it instead).
    */
   async forceUnlockIfHolder(holder: string): Promise<{ removed: boolean; holders: string[] }> {
+    // Checked first: an empty holder is what forceUnlock() sends to mean "whoever holds it".
+    if (typeof holder !== 'string' || !HOLDER.test(holder)) {
+      throw new InvalidArgumentError('holder', `must be a clientId or an owner field "<clientId>:<ownerId>" (as inspect() shows them), got ${typeof holder === 'string' ? JSON.stringify(holder.slice(0, 80)) : String(holder)}`);
+    }
     this.context.assertOpen();
     const result = await this.forceUnlockCall(holder);
     if (result.removed) this.forced(result.holders);

@@ -1,6 +1,7 @@
 import { Cluster, Redis } from 'ioredis';
 import { InvalidArgumentError } from '../errors';
 import type { LockClientOptions } from '../options';
+import { displayUrl } from '../redact';
 
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
 const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
@@ -48,7 +49,7 @@ export function openConnection(given: LockClientOptions['redis'], connName: stri
   // disconnectTimeout 0: on disconnect() ioredis otherwise arms a ref'ed 2 s timer that waits
   // for a socket 'close' which never comes when the socket was already gone (Redis down), and
   // that timer would hold the process open after close().
-  if (typeof given === 'string') return refuseIoredisPrefix({ redis: new Redis(given, { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK }), owned: true });
+  if (typeof given === 'string') return refuseIoredisPrefix({ redis: fromUrl(given, connName), owned: true });
   if ('clusterNodes' in given) {
     const { clusterNodes, clusterOptions = {} } = given;
     const redis = new Cluster(clusterNodes, {
@@ -64,6 +65,15 @@ export function openConnection(given: LockClientOptions['redis'], connName: stri
   // A Sentinel connection keeps the ready check: ioredis checks the node's role in its INFO.
   const readyCheck = given.sentinels?.length ? {} : NO_READY_CHECK;
   return refuseIoredisPrefix({ redis: new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given }), owned: true });
+}
+
+/** A connection to `url`; a URL ioredis cannot read is refused without being echoed (its TypeError holds the whole URL, password and all). */
+function fromUrl(url: string, connName: string): Redis {
+  try {
+    return new Redis(url, { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK });
+  } catch {
+    throw new InvalidArgumentError('options.redis', 'must be a redis:// or rediss:// URL that ioredis can read, got one it cannot (not shown: it may hold a password)');
+  }
 }
 
 /** ioredis would prefix the keys but not the channels the waiters subscribe to. */
@@ -125,7 +135,8 @@ export async function quitWithin(redis: Redis | Cluster, ms: number): Promise<vo
 export function addressOf(redis: Redis | Cluster): string {
   if (redis.isCluster) {
     const nodes = (redis as unknown as { startupNodes?: unknown[] }).startupNodes ?? [];
-    const names = nodes.map((node: unknown) => (typeof node === 'object' && node ? `${(node as { host?: string }).host ?? '127.0.0.1'}:${(node as { port?: number }).port ?? 6379}` : String(node)));
+    // A startup node given as a URL may hold a password.
+    const names = nodes.map((node: unknown) => (typeof node === 'object' && node ? `${(node as { host?: string }).host ?? '127.0.0.1'}:${(node as { port?: number }).port ?? 6379}` : displayUrl(String(node))));
     return `Cluster ${names.join(',')}`;
   }
   const { host, port, path, sentinels, name } = (redis as Redis).options;
