@@ -411,6 +411,27 @@ describe('giving up leaves nothing behind', () => {
 });
 
 describe('the RLock interface', () => {
+  test('a waiter with a leaseTime handed the lock long after it queued holds it for that lease: no early loss, withLock resolves', async () => {
+    expect.assertions(4);
+    const name = uniqueName();
+    const queueTimeout = 3_000; // the heartbeat, which dates the waiter's place, every 1 s
+    const holder = redis.client({ queueTimeout }).getFairLock(name);
+    await holder.lock();
+    const waiting = redis.client({ queueTimeout }).getFairLock(name);
+    const outcome = waiting.withLock(async (signal) => {
+      expect(signal.aborted).toBe(false);
+      expect(await waiting.remainTimeToLive()).toBeGreaterThan(600);
+      return 'done';
+    }, { leaseTime: 800, waitTime: 10_000 });
+    await until('the waiter is queued', async () => (await queueLength(name)) === 1);
+    // Held past the waiter's last heartbeat by more than its lease: before, the grant's lease
+    // counted from that heartbeat, so the scope's 800 ms had run out when fn began.
+    await new Promise((resolve) => setTimeout(resolve, 1_900));
+    await holder.unlock();
+    expect(await outcome).toBe('done');
+    expect(await redis.admin.exists(name)).toBe(0);
+  });
+
   test('reentrant inside withLock, holds counted; forceUnlock hands the lock to the head of the queue', async () => {
     expect.assertions(4);
     const name = uniqueName();

@@ -176,9 +176,12 @@ export class FairLock extends LockHandle {
             // grant that is still there (as is), and queues the owner again otherwise.
             if (grant.redisMicros === undefined || grant.redisMicros <= notGrantedAt) return undefined;
             const expiresAt = queuedAt + grantTtl;
-            // A grant that may already be half gone (the message came late), or shorter than an
-            // explicit lease, is confirmed by one more attempt, which takes it with the full lease.
-            if (leaseTime !== undefined ? leaseTime > queueTimeout : expiresAt - performance.now() < grantTtl / 2) return undefined;
+            // A grant that may already be half gone (the message came late, or the last call that
+            // dated this waiter's place was long before it), or shorter than an explicit lease, is
+            // confirmed by one more attempt, which takes it with the full lease. Also with a
+            // leaseTime: its scope's lease counts from `queuedAt`, and a late grant taken as is
+            // started the scope with its lease already run out (LockLostError for a live hold).
+            if ((leaseTime !== undefined && leaseTime > queueTimeout) || expiresAt - performance.now() < grantTtl / 2) return undefined;
             return { sentAt: queuedAt, expiresAt };
           },
           giveUp: async () => {
