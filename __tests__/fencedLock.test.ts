@@ -166,6 +166,41 @@ test('with syncReplicas: the token comes through the WAIT pipeline; an acquire t
   }
 }, 20_000);
 
+test('with syncReplicas after SCRIPT FLUSH (as on a freshly promoted master): an acquire the replica cannot acknowledge is still refused, for every synced primitive', async () => {
+  await redis.admin.config('SET', 'repl-diskless-sync-delay', '0');
+  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(redis.server.port)]);
+  try {
+    await until('the replica is in sync', async () => /slave0:.*state=online/.test(await redis.admin.info('replication')));
+    const client = redis.client({ syncReplicas: { replicas: 1, timeout: 300 } });
+    const name = uniqueName();
+    const kinds = [
+      { take: (waitTime = 0) => client.getLock(`${name}:plain`).tryLock({ waitTime }), keys: [`${name}:plain`] },
+      { take: async (waitTime = 0) => (await client.getFencedLock(`${name}:fenced`).tryLock({ waitTime })) !== null, keys: [`${name}:fenced`] },
+      { take: async (waitTime = 0) => (await client.getPermitExpirableSemaphore(`${name}:pes`).tryAcquire({ waitTime })) !== null, keys: [`rlock__permits:{${name}:pes}`] },
+    ];
+    await client.getPermitExpirableSemaphore(`${name}:pes`).trySetPermits(1);
+    for (const { take } of kinds) expect(await take(5_000)).toBe(true); // the scripts are loaded and cached now
+    await redis.admin.flushall();
+    await client.getPermitExpirableSemaphore(`${name}:pes`).trySetPermits(1);
+    // The master knows the replica has every write so far: a WAIT for them answers 1 at once.
+    await until('the replica acknowledged everything', async () => {
+      const info = await redis.admin.info('replication');
+      return /slave0:.*offset=(\d+)/.exec(info)?.[1] === /master_repl_offset:(\d+)/.exec(info)?.[1];
+    });
+    replica.pause();
+    await redis.admin.script('FLUSH');
+    // Before, ioredis ran the script again as EVAL after the pipeline's WAIT had vouched for nothing.
+    for (const { take, keys } of kinds) {
+      expect(await take()).toBe(false);
+      if (keys[0]!.startsWith('rlock__permits')) expect(await redis.admin.zcard(keys[0]!)).toBe(0);
+      else expect(await redis.admin.exists(...keys)).toBe(0);
+    }
+  } finally {
+    replica.resume();
+    await replica.stop();
+  }
+}, 20_000);
+
 test('a fenced re-entry inside a plain handle\'s scope mints a token of its own (never that of the hold a force-unlock took away), renewed with the lock', async () => {
   const name = uniqueName();
   const data = `${name}:data`;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
@@ -132,3 +133,20 @@ export function defineScripts(redis: Redis | Cluster): ScriptedRedis {
   }
   return redis as ScriptedRedis;
 }
+
+/**
+ * A script's source, SHA1 and key count, by command name: for a caller that must send it as a
+ * raw EVALSHA (no transparent fallback: `syncedAcquire`, whose WAIT must follow the script's run).
+ */
+export function scriptOf(command: string): { lua: string; sha: string; numberOfKeys: number | undefined } {
+  let script = scriptsByName.get(command);
+  if (!script) {
+    const found = loadSources().find((source) => source.name === command);
+    if (!found) throw new Error(`no script ${command}`);
+    script = { lua: found.lua, sha: createHash('sha1').update(found.lua).digest('hex'), numberOfKeys: found.numberOfKeys };
+    scriptsByName.set(command, script);
+  }
+  return script;
+}
+
+const scriptsByName = new Map<string, { lua: string; sha: string; numberOfKeys: number | undefined }>();

@@ -1,8 +1,12 @@
 import type { CommandBound, LockContext } from './LockContext';
+import { scriptOf } from './scripts';
 
-/** A pipeline after an acquire script was queued on it (ioredis adds script commands to pipelines too). */
-interface ScriptedPipeline {
-  wait(replicas: number, timeout: number): { exec(): Promise<[Error | null, unknown][] | null> };
+/** The two commands of a synced acquire's pipeline. */
+interface SyncPipeline {
+  evalsha(...args: (string | number)[]): SyncPipeline;
+  eval(...args: (string | number)[]): SyncPipeline;
+  wait(replicas: number, timeout: number): SyncPipeline;
+  exec(): Promise<[Error | null, unknown][] | null>;
 }
 
 /**
@@ -22,6 +26,8 @@ export async function syncedAcquire(
   args: readonly (string | number)[],
   bound?: CommandBound,
 ): Promise<{ reply: unknown; confirmed: boolean }> {
+  const script = scriptOf(command);
+  const scriptArgs = script.numberOfKeys === undefined ? args : [script.numberOfKeys, ...args];
   const epoch = context.connectionEpoch();
   // A late answer is told as the acquire script's own reply, as without syncReplicas: what it
   // took goes back whatever WAIT said.
@@ -30,8 +36,15 @@ export async function syncedAcquire(
   const [reply, acked] = await context.command(
     'acquire',
     async (redis) => {
-      const pipeline = redis.pipeline() as unknown as Record<string, (...args: (string | number)[]) => ScriptedPipeline>;
-      const replies = await pipeline[command]!(...args).wait(sync.replicas, sync.timeout).exec();
+      // A raw EVALSHA, not the script command: on NOSCRIPT (a master just promoted, SCRIPT
+      // FLUSH) ioredis would run the script again as EVAL *after* the pipeline, past the WAIT,
+      // which then vouched for nothing of it. Refused here, it did not run: both go again, as EVAL.
+      const send = (how: 'evalsha' | 'eval'): Promise<[Error | null, unknown][] | null> =>
+        (redis.pipeline() as unknown as SyncPipeline)[how](how === 'evalsha' ? script.sha : script.lua, ...scriptArgs)
+          .wait(sync.replicas, sync.timeout)
+          .exec();
+      let replies = await send('evalsha');
+      if (replies?.[0]?.[0] && /NOSCRIPT/.test(replies[0][0].message)) replies = await send('eval');
       const [acquire, wait] = replies ?? [];
       if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
       // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
