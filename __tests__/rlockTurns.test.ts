@@ -143,3 +143,30 @@ test('the only waiter of the woken client stops as its wake-up arrives: the turn
   // Before: nobody passed the turn on, and C waited for its own heartbeat (20 s here).
   expect(await heldWithin(cHolds, () => releasedAt, 10_000)).toBeLessThan(3_000);
 });
+
+describe('a release whose client stops waiting while it is out', () => {
+  /** The client's queue heartbeat: its entries and whether its timer runs. */
+  const heartbeatOf = (client: LockClient): { entries: Set<unknown>; timer: unknown } => (client as unknown as { heartbeat: { entries: Set<unknown>; timer: unknown } }).heartbeat;
+
+  test.each(['its last waiter aborts', 'the client closes'])('%s: the reply restarts no heartbeat (it leaked, and ran on after close())', async (how) => {
+    const name = uniqueName();
+    const c = redis.client({ queueTimeout: 3_000 });
+    const d = redis.client({ queueTimeout: 3_000 });
+    const holder = c.getLock(name);
+    await holder.lock();
+    const otherLock = d.getLock(name);
+    const other = otherLock.lock(); // another client in line: the release wakes it
+    await until('the other client waits', () => d.stats.waiters === 1);
+    // A waiter of c that is no handoff candidate (a fenced lock's): the release only keeps c in line for it.
+    const controller = new AbortController();
+    const waiter = c.getFencedLock(name).tryLock({ waitTime: 10_000, signal: controller.signal }).catch(() => 'ended');
+    await until('c\'s waiter is parked', () => c.stats.waiters === 1);
+    const released = holder.unlock().catch(() => undefined);
+    if (how === 'the client closes') await c.close();
+    else controller.abort(new Error('stop'));
+    await Promise.all([released, waiter, other]);
+    await otherLock.unlock();
+    expect(heartbeatOf(c).entries.size).toBe(0);
+    expect(heartbeatOf(c).timer).toBeUndefined();
+  });
+});

@@ -129,7 +129,6 @@ export class RLock extends LockHandle {
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null> {
     const entry = last ? this.context.pubsub.peek(this.channel) : undefined;
-    const waiting = entry?.keeper instanceof WaitingClient ? entry.keeper : undefined;
     const local = entry?.local;
     const next = this.handsOverLocally ? local?.claimFirst() : undefined;
     // Waiters of this client that joined the lock's channel, parked or about to park.
@@ -146,6 +145,10 @@ export class RLock extends LockHandle {
       // client while this one stays in line: the waiter sleeps on. Otherwise it asks again.
       next?.deliver(result === 2 ? { sentAt } : result === 1 && stayInLine ? PARK_AGAIN : undefined);
     }
+    // Looked up afresh: the entry seen before the reply may have been dropped meanwhile (its last
+    // waiter left, the client closed), and a heartbeat restarted on its WaitingClient ran for good.
+    const keeper = last ? this.context.pubsub.peek(this.channel)?.keeper : undefined;
+    const waiting = keeper instanceof WaitingClient ? keeper : undefined;
     if (result === 2) {
       local!.handedOver();
       waiting?.took(next!.candidate.lease, false);

@@ -38,6 +38,8 @@ export class QueueHeartbeat {
   private timer: NodeJS.Timeout | undefined;
   private beating = false;
   private beatStartedAt = 0;
+  /** After close(), nothing starts the timer again (a release's reply that close() waited for). */
+  private closed = false;
 
   constructor(
     private readonly redis: ScriptedRedis,
@@ -46,6 +48,7 @@ export class QueueHeartbeat {
   ) {}
 
   add(entry: QueuedEntry): void {
+    if (this.closed) return;
     this.entries.add(entry);
     this.timer ??= setInterval(() => void this.beat(), Math.floor(this.queueTimeout / 3)).unref();
   }
@@ -59,6 +62,7 @@ export class QueueHeartbeat {
   }
 
   close(): void {
+    this.closed = true;
     this.entries.clear();
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
