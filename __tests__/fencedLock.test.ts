@@ -5,6 +5,7 @@ import { runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { RedisServer } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
+import { RedisCommandError } from '../src';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -163,6 +164,25 @@ test('with syncReplicas: the token comes through the WAIT pipeline; an acquire t
   } finally {
     replicaConnection.disconnect();
     await replica.stop();
+  }
+}, 20_000);
+
+test('with syncReplicas and WAIT refused (an ACL without +wait): lock() rejects with RedisCommandError NOPERM, what it took is given back (it spun for good)', async () => {
+  const user = `nowait${counter}`;
+  await redis.admin.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-wait');
+  try {
+    const client = redis.client({ redis: { port: redis.server.port, username: user, password: 'pw' }, syncReplicas: { replicas: 1, timeout: 300 } });
+    const name = uniqueName();
+    await client.getPermitExpirableSemaphore(`${name}:pes`).trySetPermits(1);
+    for (const take of [() => client.getLock(name).lock(), () => client.getFencedLock(name).lock(), () => client.getPermitExpirableSemaphore(`${name}:pes`).acquire()]) {
+      const error = await take().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RedisCommandError);
+      expect((error as RedisCommandError).code).toBe('NOPERM');
+      expect(await redis.admin.exists(name)).toBe(0);
+    }
+    expect(await redis.admin.zcard(`rlock__permits:{${name}:pes}`)).toBe(0);
+  } finally {
+    await redis.admin.call('ACL', 'DELUSER', user);
   }
 }, 20_000);
 

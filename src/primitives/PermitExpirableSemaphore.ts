@@ -296,9 +296,10 @@ export class PermitExpirableSemaphore extends Primitive {
    * refused for the sync timeout. Answers as the acquire script: null when taken, else a TTL.
    */
   private async acquireSynced(sync: { replicas: number; timeout: number }, id: string, args: readonly (string | number)[], bound: CommandBound): Promise<number | null> {
-    const { reply, confirmed } = await syncedAcquire(this.context, sync, 'rlock_permitSemaphore_acquire', args, bound);
+    const { reply, confirmed, waitRefused } = await syncedAcquire(this.context, sync, 'rlock_permitSemaphore_acquire', args, bound);
     if (reply !== null || confirmed) return reply as number | null;
     await this.releasePermit(id).catch(() => undefined);
+    if (waitRefused) throw waitRefused;
     return sync.timeout;
   }
 

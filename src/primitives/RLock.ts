@@ -257,9 +257,10 @@ export class RLock extends LockHandle {
    * (no `rlock:acquired` announced it), and reported as a refused attempt.
    */
   private async syncedAttempt(owner: LockOwner, command: string, args: (string | number)[], sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
-    const { reply, confirmed } = await syncedAcquire(this.context, sync, command, args, bound);
+    const { reply, confirmed, waitRefused } = await syncedAcquire(this.context, sync, command, args, bound);
     if (typeof reply === 'number' || confirmed) return reply;
     await this.giveBackUnbooked(owner).catch(() => undefined);
+    if (waitRefused) throw waitRefused;
     return sync.timeout;
   }
 }

@@ -1,3 +1,4 @@
+import { RedisCommandError } from '../errors';
 import type { CommandBound, LockContext } from './LockContext';
 import { scriptOf } from './scripts';
 
@@ -25,7 +26,7 @@ export async function syncedAcquire(
   command: string,
   args: readonly (string | number)[],
   bound?: CommandBound,
-): Promise<{ reply: unknown; confirmed: boolean }> {
+): Promise<{ reply: unknown; confirmed: boolean; waitRefused?: RedisCommandError }> {
   const script = scriptOf(command);
   const scriptArgs = script.numberOfKeys === undefined ? args : [script.numberOfKeys, ...args];
   const epoch = context.connectionEpoch();
@@ -33,7 +34,7 @@ export async function syncedAcquire(
   // took goes back whatever WAIT said.
   const lateReply = bound?.lateReply;
   const callBound = lateReply ? { ...bound, lateReply: (late: unknown) => lateReply((late as readonly unknown[])[0]) } : bound;
-  const [reply, acked] = await context.command(
+  const [reply, acked, waitError] = await context.command(
     'acquire',
     async (redis) => {
       // A raw EVALSHA, not the script command: on NOSCRIPT (a master just promoted, SCRIPT
@@ -47,10 +48,13 @@ export async function syncedAcquire(
       if (replies?.[0]?.[0] && /NOSCRIPT/.test(replies[0][0].message)) replies = await send('eval');
       const [acquire, wait] = replies ?? [];
       if (!acquire || acquire[0]) throw acquire?.[0] ?? new Error('the pipeline was discarded');
-      // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call.
-      return [acquire[1], wait && !wait[0] ? (wait[1] as number) : -1] as const;
+      // A failed WAIT after a successful acquire is an unconfirmed hold, not a failed call; but
+      // one Redis refuses (an ACL without +wait) will be refused again: the caller gives the hold
+      // back and reports it, instead of retrying (its give-back's message woke it at once: a spin).
+      return [acquire[1], wait && !wait[0] ? (wait[1] as number) : -1, wait?.[0] ?? undefined] as const;
     },
     callBound,
   );
-  return { reply, confirmed: acked >= sync.replicas && epoch === context.connectionEpoch() };
+  const waitRefused = waitError instanceof Error && /^[A-Z]+ /.test(waitError.message) ? new RedisCommandError('WAIT', waitError) : undefined;
+  return { reply, confirmed: acked >= sync.replicas && epoch === context.connectionEpoch(), waitRefused };
 }
