@@ -2,7 +2,7 @@
 // pub/sub, per-slot renewal batches), the same Cluster without sharded pub/sub, and a Sentinel
 // group, from one parametrised suite.
 import { Cluster, Redis } from 'ioredis';
-import { LockClient, type LockClientOptions, MultiLock } from '../src';
+import { InvalidArgumentError, LockClient, type LockClientOptions, MultiLock } from '../src';
 import { RedisCluster, RedisSentinelGroup } from '../scripts/redisTopologies';
 import { RedisServer } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
@@ -114,6 +114,18 @@ describe.each(topologies)('%s', (_label, start) => {
     const second = await client().getFencedLock(name).withLock((_signal, token) => token);
     expect(second).toBeGreaterThan(first);
     expect(await topology.admin.exists(name)).toBe(0);
+  });
+
+  test('fencedSet under a keyPrefix with a hash tag: a data key with that tag is written; on a Cluster one without it is refused before Redis (it failed with CROSSSLOT)', async () => {
+    const prefix = `{tenant${seq}}:`;
+    const c = client({ keyPrefix: prefix });
+    const lock = c.getFencedLock(uniqueName());
+    const token = await lock.lock();
+    expect(await lock.fencedSet(`${prefix}orders`, 'v', token)).toBe(true);
+    const elsewhere = lock.fencedSet(`orders:${seq}`, 'v', token);
+    if (topology.admin instanceof Cluster) await expect(elsewhere).rejects.toBeInstanceOf(InvalidArgumentError);
+    else expect(await elsewhere).toBe(true); // one node: every key is in reach
+    await lock.unlock();
   });
 
   test('a MultiLock over locks in different slots of one client: all or nothing', async () => {

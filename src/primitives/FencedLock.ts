@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import { InvalidArgumentError } from '../errors';
 import { MAX_NAME_BYTES } from '../options';
 import type { LockInfo } from '../introspection';
@@ -122,9 +123,16 @@ export class FencedLock {
     }
     if (typeof value !== 'string') throw new InvalidArgumentError('value', `must be a string, got ${typeof value}`);
     if (typeof token !== 'bigint' || token < 1n) throw new InvalidArgumentError('token', 'must be a token (a positive bigint) from lock(), tryLock() or withLock()');
+    const fenceKey = fencedByKeyOf(this.context.keyPrefix, dataKey);
+    // The script names both keys: on a Cluster they must share a slot. A keyPrefix with a hash
+    // tag puts the fence in the prefix's slot; a data key without that tag is elsewhere, and every
+    // write failed with CROSSSLOT. Told here, with what to do.
+    if (this.context.isCluster && calculateSlot(fenceKey) !== calculateSlot(dataKey)) {
+      throw new InvalidArgumentError('dataKey', `must hash to the Cluster slot of its fence, which the keyPrefix's hash tag decides: give it the same tag (e.g. "${this.context.keyPrefix}${dataKey.slice(0, 40)}")`);
+    }
     this.context.assertOpen();
     const written = await this.context.command('fencedSet', (redis) =>
-      (redis as unknown as FencedScripts).rlock_fencedLock_fencedSet(dataKey, fencedByKeyOf(this.context.keyPrefix, dataKey), token.toString(), value),
+      (redis as unknown as FencedScripts).rlock_fencedLock_fencedSet(dataKey, fenceKey, token.toString(), value),
     );
     return written === 1;
   }
