@@ -1,5 +1,6 @@
 // Redis not there: every call settles soon with RedisUnreachableError naming host:port and the
 // cause, and nothing is queued to run later.
+import { Redis } from 'ioredis';
 import { LockClient, RedisUnreachableError } from '../src';
 import { freePort } from '../scripts/redisServer';
 import { usePrivateRedis } from './helpers/privateRedis';
@@ -42,6 +43,20 @@ test('nothing listening: tryLock with a waitTime, lock and withLock fail at once
   expect((await failure(() => lock.lock())).error.code).toBe('ECONNREFUSED');
   expect((await failure(() => lock.withLock(() => 1))).error.code).toBe('ECONNREFUSED');
   expect((await failure(() => lock.isLocked())).error.code).toBe('ECONNREFUSED');
+});
+
+test('a lazyConnect connection passed in: its first call connects and works; with nothing listening it ends at offlineTimeout with RedisUnreachableError (it went to ioredis\'s offline queue for ~10 s)', async () => {
+  const healthy = new Redis(redis.server.port, { lazyConnect: true });
+  const dead = new Redis(await freePort(), { lazyConnect: true, retryStrategy: () => 50 });
+  dead.on('error', () => undefined);
+  try {
+    expect(await client({ redis: healthy }).getLock('lazy').tryLock()).toBe(true);
+    const { ms } = await failure(() => client({ redis: dead, offlineTimeout: 300 }).getLock('lazy').isLocked());
+    expect(ms).toBeLessThan(2_000);
+  } finally {
+    healthy.disconnect();
+    dead.disconnect();
+  }
 });
 
 test('a wrong password: WRONGPASS, with the address', async () => {

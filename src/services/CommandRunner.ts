@@ -158,8 +158,11 @@ export class CommandRunner {
         );
       };
       const status = this.redis.status;
-      // 'wait': a lazyConnect connection connects on its first command.
-      if (status === 'ready' || status === 'wait') return send();
+      if (status === 'ready') return send();
+      // A lazyConnect connection (passed in) connects on its first command, which would go to
+      // ioredis's offline queue meanwhile: connected here, and the call waits as for any other
+      // connection being made (offlineTimeout), never sent to be run whenever it comes up.
+      if (status === 'wait') this.redis.connect().catch(() => undefined);
       // A give-back sent while close() drains: no connection to wait for.
       if (this.closed) return settle(new ClientClosedError());
       if (this.owned && !this.everReady && this.lastError && isDefinitive(this.lastError)) return settle(this.unreachable(name, this.lastError));
