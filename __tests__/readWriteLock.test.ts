@@ -199,6 +199,19 @@ describe('leases: one per holder', () => {
   }, 20_000);
 });
 
+test('a reader behind a write hold that runs out by its lease gets in then, though the writer\'s own read (a downgrade) goes on under the watchdog', async () => {
+  const name = uniqueName();
+  const a = redis.client({ watchdogTimeout: 10_000 });
+  const rw = a.getReadWriteLock(name);
+  await rw.writeLock().lock({ leaseTime: 1_000 }); // ends by itself, nothing published
+  await rw.readLock().lock(); // the same owner's read, kept by the watchdog
+  const started = performance.now();
+  expect(await redis.client().getReadWriteLock(name).readLock().tryLock({ waitTime: 15_000 })).toBe(true);
+  // At the write lease's end (~1 s); before, at the read's 10 s lease: the key's PTTL.
+  expect(performance.now() - started).toBeLessThan(4_000);
+  await rw.readLock().unlock();
+});
+
 describe('the watchdog', () => {
   test('keeps read and write holds alive past several leases, and a downgraded read after its write is released', async () => {
     const name = uniqueName();

@@ -12,8 +12,8 @@
     ARGV[2] reader field "<clientId>:<ownerId>"
 
   Output:
-    nil when the owner holds one more read; otherwise how long to sleep at most, in ms: the
-    lock's PTTL behind a writer, the waiting writers' PTTL behind their entries (a write release
+    nil when the owner holds one more read; otherwise how long to sleep at most, in ms: what is
+    left of the writer's lease behind a writer, the waiting writers' PTTL behind their entries (a write release
     wakes the readers sooner).
 ]]
 --@include readWriteLock.lua
@@ -26,6 +26,15 @@ if redis.call('hexists', KEYS[1], field) == 1 or (mode == 'write' and redis.call
   return nil
 end
 if mode == 'write' then
+  -- Until the writer's own lease ends, not the key's PTTL: the key lives as long as the longest
+  -- lease, which may be a read the writer took (a downgrade) and the watchdog keeps after the
+  -- write hold ran out; nothing is published when it does, and readers slept that whole read lease.
+  local holders = redis.call('zrange', KEYS[2], 0, -1, 'withscores')
+  for i = 1, #holders, 2 do
+    if isWriteField(holders[i]) then
+      return math.max(0, tonumber(holders[i + 1]) - now)
+    end
+  end
   return redis.call('pttl', KEYS[1])
 end
 if writersWaiting(KEYS[3], now) then
