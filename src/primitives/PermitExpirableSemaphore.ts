@@ -14,7 +14,7 @@ import { syncedAcquire } from '../services/syncedAcquire';
 import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
 import { type Attempt, Primitive } from './Primitive';
-import { joinsLocalQueue, starvingClock } from './Semaphore';
+import { standBackBound, starvingClock } from './Semaphore';
 
 /** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
 interface PermitScripts {
@@ -320,14 +320,9 @@ export class PermitExpirableSemaphore extends Primitive {
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = attempts++ === 0;
-      // A client that just passed a permit on lets the other clients' waiters have it (see
-      // release); behind this client's parked waiters, a first attempt would be refused (see
-      // joinsLocalQueue). Either sleeps no longer than the bound this client's last refused
-      // attempt was given (a lease's end, which publishes nothing), and asks once that ran out.
-      if (listening && waitTime > 0 && (listening.local?.yielding || (first && joinsLocalQueue(listening, 1)))) {
-        const ttl = listening.joinBound();
-        if (ttl !== undefined) return { held: false, ttl };
-      }
+      // Stands back while its client yields, or joins its client's parked waiters (see standBackBound).
+      const standBack = listening && waitTime > 0 ? standBackBound(listening, 1, first) : undefined;
+      if (standBack !== undefined) return { held: false, ttl: standBack };
       const sentAt = performance.now();
       const claims = listening && clock.starving() ? 1 : 0;
       const args = [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;

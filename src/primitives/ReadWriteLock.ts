@@ -25,7 +25,10 @@ export class ReadWriteLock {
         return (owner ??= new LockOwner());
       },
       handle: (mode: ReadWriteMode): ReadWriteHandle => (mode === 'read' ? this.read : this.write),
-      fork: (mode: ReadWriteMode): ReadWriteHandle => (mode === 'read' ? new ReadWriteLock(context, this.name).readLock() : new ReadWriteLock(context, this.name).writeLock()),
+      fork: (mode: ReadWriteMode): ReadWriteHandle => {
+        const pair = new ReadWriteLock(context, this.name);
+        return mode === 'read' ? pair.read : pair.write;
+      },
     };
     this.read = new ReadLock(context, name, family);
     this.write = new WriteLock(context, name, family);

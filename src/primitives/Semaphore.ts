@@ -12,15 +12,20 @@ import { checkCount, checkPermitOptions, type PermitOptions, type TryPermitOptio
 import { type Attempt, Primitive } from './Primitive';
 
 /**
- * Whether a new caller for `permits` that may wait should park behind its client's waiters
- * already parked on the semaphore instead of trying first: they wait because no permits were
- * free, so its attempt would nearly always be refused (one script call per acquisition under
- * contention, measured in the bench); parked, it is served in order by this client's releases
- * handing over or by a release message. Single-permit callers only: a multi-permit one must try,
- * to claim the reservation that keeps smaller requests from starving it.
+ * How long a caller that may wait sleeps without asking Redis, or undefined when it must ask.
+ * It stands back while its client yields its turn (the other clients' waiters get the permits
+ * it passed on), and a new caller (`first`) for one permit parks behind its client's waiters
+ * already parked: they wait because no permits were free, so its attempt would nearly always be
+ * refused (one script call per acquisition under contention, measured in the bench); parked, it
+ * is served in order by this client's releases handing over or by a release message. A
+ * multi-permit caller must try, to claim the reservation that keeps smaller requests from
+ * starving it. Either sleeps no longer than the bound this client's latest refused attempt was
+ * given (a lease's or a reservation's end, which publishes nothing), and asks once that ran out.
  */
-export function joinsLocalQueue(entry: ChannelEntry, permits: number): boolean {
-  return permits === 1 && entry.local?.hasCandidates === true;
+export function standBackBound(entry: ChannelEntry, permits: number, first: boolean): number | undefined {
+  const local = entry.local;
+  const standsBack = local?.yielding === true || (first && permits === 1 && local?.hasCandidates === true);
+  return standsBack ? entry.joinBound() : undefined;
 }
 
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
@@ -251,17 +256,12 @@ export class Semaphore extends Primitive {
       const number = ++attempts;
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = number === 1;
-      // A client that just passed permits on lets the other clients' waiters have them: a new
-      // caller that may wait joins its own client's parked waiters instead of barging in. Not
-      // the reservation's holder: the permits freed for it are no one else's, and its grant
-      // comes once (skipped, it slept on for good; trying, it sleeps at most the third of
+      // Stands back, or joins its client's parked waiters (see standBackBound). Not the
+      // reservation's holder: the permits freed for it are no one else's, and its grant comes
+      // once (skipped, it slept on for good; trying, it sleeps at most the third of
       // queueTimeout its attempt answers, below).
-      // Either sleeps no longer than the bound this client's last refused attempt was given
-      // (a reservation's end, which publishes nothing), and asks Redis once that ran out.
-      if (listening && waitTime > 0 && !reserving && (listening.local?.yielding || (first && joinsLocalQueue(listening, permits)))) {
-        const ttl = listening.joinBound();
-        if (ttl !== undefined) return { held: false, ttl };
-      }
+      const standBack = listening && waitTime > 0 && !reserving ? standBackBound(listening, permits, first) : undefined;
+      if (standBack !== undefined) return { held: false, ttl: standBack };
       const mayReserve = mayReserveNow();
       if (listening && mayReserve && !entry) {
         // Registered before the request that may reserve: the grant can beat its reply.

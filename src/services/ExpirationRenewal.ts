@@ -108,9 +108,7 @@ export class ExpirationRenewal {
     const lease = Math.min(expiresAt, sentAt + this.leaseMs) - sentAt;
     const entry = new RenewalEntry(target, lostAt(sentAt, lease));
     this.entries.set(id, entry);
-    // Timers outlive the last entry until their next run: a lock taken and released over and
-    // over then costs no timer churn.
-    this.timer ??= setInterval(() => void this.renewAll(), Math.floor(this.leaseMs / 3)).unref();
+    this.startTimer();
     this.armDeadline(entry.lostAt);
     // A short first lease (shorter than the time to the next tick) is renewed halfway there.
     const now = performance.now();
@@ -161,7 +159,7 @@ export class ExpirationRenewal {
     const id = entryId(removed.key, removed.field);
     if (this.closed || this.entries.has(id) || !(removed instanceof RenewalEntry)) return;
     this.entries.set(id, removed);
-    this.timer ??= setInterval(() => void this.renewAll(), Math.floor(this.leaseMs / 3)).unref();
+    this.startTimer();
     this.armEarly(performance.now());
   }
 
@@ -180,6 +178,14 @@ export class ExpirationRenewal {
     this.closed = true;
     this.entries.clear();
     this.stopTimer();
+  }
+
+  /**
+   * The tick, every third of the lease. Timers outlive the last entry until their next run: a
+   * lock taken and released over and over then costs no timer churn.
+   */
+  private startTimer(): void {
+    this.timer ??= setInterval(() => void this.renewAll(), Math.floor(this.leaseMs / 3)).unref();
   }
 
   private stopTimer(): void {

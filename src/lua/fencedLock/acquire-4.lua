@@ -47,8 +47,8 @@ end
 if ARGV[3] == '1' then
   removeEntry(clientOf(ARGV[2]))
 end
--- The token key lives as long as the lock.
-local ttl = redis.call('pttl', KEYS[1])
+-- The token key lives as long as the lock: a fresh lock's TTL is the lease just set.
+local ttl = locked and redis.call('pttl', KEYS[1]) or tonumber(ARGV[1])
 local last, minter = readFence(KEYS[4])
 if locked and minter == ARGV[2] then
   redis.call('pexpire', KEYS[4], ttl)

@@ -13,8 +13,8 @@
 
   Output:
     nil when the owner holds one more read; otherwise how long to sleep at most, in ms: what is
-    left of the writer's lease behind a writer, the waiting writers' PTTL behind their entries (a write release
-    wakes the readers sooner).
+    left of the writer's lease behind a writer, the waiting writers' PTTL behind their entries
+    (a write release wakes the readers sooner).
 ]]
 --@include readWriteLock.lua
 local lease, field = tonumber(ARGV[1]), ARGV[2]
