@@ -193,6 +193,34 @@ test.each([
   expect(result).toEqual({ code, stdout: '', stderr });
 });
 
+test('force-unlock of a read-write lock removes its holds, leases and waiting writers and wakes its waiters; a semaphore or latch is refused', async () => {
+  const reader = redis.client({ name: 'reader' });
+  const writer = redis.client();
+  const url = ['--url', redis.server.url];
+  await reader.getReadWriteLock('report').readLock().lock(); // under the watchdog: a 30 s lease
+  const [readerField] = Object.keys(await redis.admin.hgetall('report')).filter((field) => field !== 'mode');
+  const waiting = writer.getReadWriteLock('report').writeLock().tryLock({ waitTime: 25_000 });
+  await until('the writer waits', async () => (await redis.admin.zcard('rlock__rw_writers:{report}')) === 1);
+  expect(await run([...url, 'force-unlock', 'report'])).toMatchObject({ code: 2, stdout: '' }); // no --yes off a terminal
+  expect(await run([...url, 'force-unlock', 'report', '--yes', '--if-holder', reader.id])).toMatchObject({ code: 2, stdout: '' });
+  const forced = await run([...url, 'force-unlock', 'report', '--yes']);
+  const forcedAt = Date.now();
+  expect(forced.code).toBe(0);
+  expect(forced.stdout).toMatch(/^removed report \(key report\): locked.*\n {2}held by \S+ × 1 \(read\), client "reader"\n$/);
+  // Woken by the force's message, not by the reader's 30 s lease running out.
+  await expect(waiting).resolves.toBe(true);
+  expect(Date.now() - forcedAt).toBeLessThan(5_000);
+  expect(await redis.admin.zscore('rlock__rw_leases:{report}', readerField!)).toBeNull();
+  expect(await run([...url, 'force-unlock', '--kind', 'rw', 'nothing', '--yes'])).toEqual({ code: 1, stdout: '', stderr: 'rlock: no lock nothing (key nothing): nothing removed\n' });
+
+  await reader.getSemaphore('pool').trySetPermits(2);
+  await reader.getCountDownLatch('gate').trySetCount(1);
+  expect(await run([...url, 'force-unlock', 'pool', '--yes'])).toEqual({ code: 2, stdout: '', stderr: 'rlock: pool is a semaphore: force-unlock removes locks only, nothing removed\n' });
+  expect(await run([...url, 'force-unlock', 'gate', '--yes'])).toEqual({ code: 2, stdout: '', stderr: 'rlock: gate is a count-down latch: force-unlock removes locks only, nothing removed\n' });
+  expect(await redis.admin.get('pool')).toBe('2');
+  expect(await redis.admin.get('gate')).toBe('1');
+});
+
 describe('force-unlock --if-holder', () => {
   test('removes the lock only while the holder it names still holds it', async () => {
     const stuck = redis.client({ name: 'stuck', keyPrefix: 'app:' });

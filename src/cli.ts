@@ -185,6 +185,8 @@ const LATCH_STATES: Partial<Record<LatchInfo['state'], string>> = { open: 'open'
 
 const KINDS: readonly PrimitiveKind[] = ['lock', 'rw', 'semaphore', 'permits', 'latch'];
 
+const KIND_NAMES: Record<PrimitiveKind, string> = { lock: 'lock', rw: 'read-write lock', semaphore: 'semaphore', permits: 'permit-expirable semaphore', latch: 'count-down latch' };
+
 function formatOther(info: SemaphoreInfo | PermitSemaphoreInfo | LatchInfo): string {
   const waiting = `${info.waitingClients} client(s) waiting`;
   if ('count' in info) return `${info.name} (key ${info.key}): latch ${LATCH_STATES[info.state] ?? `count ${info.count}`}, ${waiting}`;
@@ -218,6 +220,23 @@ async function withClient<T>(program: Command, run: (client: LockClient, options
   } finally {
     await close();
   }
+}
+
+/** Deletes a read-write lock with its leases and waiting writers, waking every waiter (ReadWriteHandle.forceUnlock). */
+async function forceUnlockReadWrite(client: LockClient, name: string, yes: boolean, json: boolean): Promise<void> {
+  const handle = client.getReadWriteLock(name).writeLock();
+  const info = await handle.inspect();
+  if (!info.locked) throw new CliError(`no lock ${name} (key ${info.key}): nothing removed`, EXIT_NOTHING);
+  await confirmForce(info, yes);
+  if (!(await handle.forceUnlock())) throw new CliError(`no lock ${name}: it was released meanwhile, nothing removed`, EXIT_NOTHING);
+  console.log(json ? JSON.stringify({ removed: true, lock: info }) : `removed ${formatInfo(info)}`);
+}
+
+/** Asks before a force-unlock unless --yes; off a terminal nobody can answer, so it refuses. */
+async function confirmForce(info: LockInfo, yes: boolean): Promise<void> {
+  if (yes) return;
+  if (!process.stdin.isTTY) throw new CliError('refusing to force-unlock without --yes when stdin is not a terminal', EXIT_USAGE);
+  if (!(await confirm(`${formatInfo(info)}\nForce-unlock ${info.name}? [y/N] `))) throw new CliError('not confirmed: nothing removed', EXIT_NOTHING);
 }
 
 async function confirm(question: string): Promise<boolean> {
@@ -291,22 +310,28 @@ function buildProgram(): Command {
 
   program
     .command('force-unlock <name>')
-    .description('delete a lock whoever holds it and wake its waiters (exit 1 when there was none)')
+    .description('delete a lock whoever holds it and wake its waiters (exit 1 when there was none); a read-write lock is recognised (or say --kind)')
     .option('-y, --yes', 'do not ask for confirmation', false)
-    .option('--if-holder <id>', 'remove it only if this clientId (or clientId:ownerId) still holds it, checked atomically in Redis')
-    .action(async (name: string, opts: { yes: boolean; ifHolder?: string }) => {
+    .option('--if-holder <id>', 'remove it only if this clientId (or clientId:ownerId) still holds it, checked atomically in Redis (plain locks)')
+    .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys)').choices([...KINDS]))
+    .action(async (name: string, opts: { yes: boolean; ifHolder?: string; kind?: PrimitiveKind }) => {
       const { ifHolder } = opts;
       if (ifHolder !== undefined && !HOLDER_ID.test(ifHolder)) throw new CliError(`--if-holder: a clientId or clientId:ownerId as inspect shows it, got ${JSON.stringify(ifHolder)}`, EXIT_USAGE);
-      await withClient(program, async (client, options) => {
+      await withClient(program, async (client, options, redis) => {
+        const kind = opts.kind ?? (await kindOf(redis, options.prefix, client.getLock(name).key)) ?? 'lock';
+        if (kind === 'rw') {
+          if (ifHolder !== undefined) throw new CliError('--if-holder: not for a read-write lock (its readers hold it together); force-unlock it without', EXIT_USAGE);
+          await forceUnlockReadWrite(client, name, opts.yes, options.json);
+          return;
+        }
+        // A semaphore's permits and a latch's count have no holder to take them from.
+        if (kind !== 'lock') throw new CliError(`${name} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
         const info = await client.inspect(name);
         if (!info.locked) throw new CliError(`no lock ${name} (key ${info.key}): nothing removed`, EXIT_NOTHING);
         if (ifHolder !== undefined && !info.holders.some((h) => isHolder(`${h.clientId}:${h.ownerId}`, ifHolder))) {
           throw new CliError(`${name} is held by ${describeHolders(info.holders.map((h) => `${h.clientId}:${h.ownerId}`))}, not ${ifHolder}: nothing removed`, EXIT_NOTHING);
         }
-        if (!opts.yes) {
-          if (!process.stdin.isTTY) throw new CliError('refusing to force-unlock without --yes when stdin is not a terminal', EXIT_USAGE);
-          if (!(await confirm(`${formatInfo(info)}\nForce-unlock ${name}? [y/N] `))) throw new CliError('not confirmed: nothing removed', EXIT_NOTHING);
-        }
+        await confirmForce(info, opts.yes);
         if (ifHolder !== undefined) {
           const { removed, holders } = await client.getLock(name).forceUnlockIfHolder(ifHolder);
           if (!removed) {
