@@ -251,6 +251,20 @@ test('a member whose client was closed: lock() rejects with ClientClosedError, n
   expect(await serversHolding(name)).toBe(0);
 });
 
+test('a member failing with anything but a Redis fault (a bug, a usage error): rejects with it at once, no quorum of the others taken, nothing left', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const members = clients.map((client) => client.getLock(name));
+  // Stands for a defect in a member (as a read-write member's fork once was): not a server's fault.
+  const broken = members[4]!;
+  const fork = broken.fork.bind(broken);
+  broken.fork = () => Object.assign(fork(), { acquireHold: () => Promise.reject(new TypeError('a defect in a member')) });
+  const red = new RedLock(members, { attemptTimeout: 300, retryDelay: 20 });
+  await expect(red.tryLock({ waitTime: 20_000 })).rejects.toThrow('a defect in a member');
+  await expect(red.lock()).rejects.toBeInstanceOf(TypeError);
+  expect(await serversHolding(name)).toBe(0);
+});
+
 test('mutual exclusion: 3 processes × 2 tasks, GET + SET counter on a sixth server, no lost update', async () => {
   const name = uniqueName();
   const urls = servers.map((s) => s.server.url).join(',');

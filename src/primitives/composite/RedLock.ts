@@ -1,5 +1,5 @@
 import type { LockHandle } from '../../core/LockHandle';
-import { ClientClosedError, InvalidArgumentError, QuorumUnavailableError } from '../../errors';
+import { InvalidArgumentError, QuorumUnavailableError, RedisCommandError } from '../../errors';
 import { CompositeHold, pause, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
 
@@ -89,15 +89,16 @@ export class RedLock extends CompositeLock {
         return 'sentAt' in outcome ? [{ handle, sentAt: outcome.sentAt }] : [];
       });
       const failures = outcomes.flatMap((outcome) => ('failed' in outcome ? [outcome.failed] : []));
-      const closed = failures.filter((failure) => failure instanceof ClientClosedError);
+      // Only Redis's failures (a server down, slow or refusing) are faults a quorum rides out. Any
+      // other (a member's client closed, a usage error, a bug) fails every round the same way.
+      const fatal = failures.find((failure) => failure !== undefined && !(failure instanceof RedisCommandError));
       const validUntil = start + lease - drift;
-      if (!signal?.aborted && closed.length === 0 && taken.length >= this.quorum && performance.now() < validUntil) {
+      if (!signal?.aborted && fatal === undefined && taken.length >= this.quorum && performance.now() < validUntil) {
         return new CompositeHold(this.name, taken, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost);
       }
       await this.giveBack(taken.map((member) => member.handle));
       signal?.throwIfAborted();
-      // A member's client was closed: that is the caller's doing, not a fault to ride out.
-      if (closed.length > 0) throw closed[0];
+      if (fatal !== undefined) throw fatal;
       const left = deadline - performance.now();
       if (left <= 0) {
         const answered = outcomes.length - failures.length;
