@@ -180,9 +180,31 @@ test('watch refreshes until interrupted', async () => {
   expect(frames[0]).toMatchObject({ name: 'w', locked: false });
 });
 
+test('watch shows what inspect recognises: a write-held read-write lock as locked in write mode, not free', async () => {
+  const client = redis.client();
+  await client.getReadWriteLock('ww').writeLock().lock();
+  const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--json', 'watch', 'ww', '--interval', '100'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  await until('watch printed a frame', () => stdout.includes('\n'), 20_000);
+  child.kill('SIGINT');
+  expect(await new Promise((resolve) => child.on('close', resolve))).toBe(0);
+  expect(JSON.parse(stdout.split('\n')[0]!)).toMatchObject({ name: 'ww', locked: true, mode: 'write', holders: [{ clientId: client.id, mode: 'write' }] });
+});
+
+test('a name with a control character prints quoted: a newline cannot fake a second entry', async () => {
+  const name = 'evil\nfake-lock (semaphore)';
+  await redis.client().getLock(name).lock();
+  const listed = await run(['--url', redis.server.url, 'list', '--match', 'evil*']);
+  expect(listed).toEqual({ code: 0, stdout: `${JSON.stringify(name)}\n`, stderr: '' });
+  expect((await run(['--url', redis.server.url, 'inspect', name])).stdout).toMatch(/^"evil\\nfake-lock \(semaphore\)" \(key "evil\\nfake-lock \(semaphore\)"\): locked/);
+});
+
 test.each([
   [['--url', 'http://example.com', 'inspect', 'x'], 2, 'rlock: not a Redis URL (redis:// or rediss://): http://example.com\n'],
   [['--url', 'not a url', 'inspect', 'x'], 2, 'rlock: not a Redis URL: not a url\n'],
+  // ioredis reads a password from the query too: a mistyped URL is shown without it.
+  [['--url', 'rediss//127.0.0.1:1?password=s3cret', 'inspect', 'x'], 2, 'rlock: not a Redis URL: rediss//127.0.0.1:1\n'],
   [['--url', 'redis://127.0.0.1:1', 'inspect', 'x'], 3, 'rlock: cannot reach Redis at 127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1\n'],
   [['inspect', ''], 2, 'rlock: name: must not be empty\n'],
   [['inspect', 'x'.repeat(1025)], 2, 'rlock: name: must be at most 1024 bytes long, got 1025\n'],

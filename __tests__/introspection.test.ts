@@ -41,6 +41,25 @@ test('a holder whose process is gone shows no client name', async () => {
   await redis.admin.del('orphan');
 });
 
+test('client.inspect(name) answers for what listLocks() finds: a read-write lock with its mode, a fair lock with its queue', async () => {
+  const holder = redis.client({ name: 'writer' });
+  const other = redis.client({ name: 'queued' });
+  await holder.getReadWriteLock('ledger').writeLock().lock();
+  const rw = await other.inspect('ledger');
+  expect(rw).toMatchObject({ name: 'ledger', locked: true, mode: 'write', holders: [{ clientId: holder.id, holdCount: 1, mode: 'write', clientName: 'writer' }] });
+  const fairHold = holder.getFairLock('turns');
+  await fairHold.lock();
+  const waiting = other.getFairLock('turns').tryLock({ waitTime: 20_000 });
+  await until('the waiter is queued', async () => (await redis.admin.zcard('rlock__queue:{turns}')) === 1);
+  const fair = await holder.inspect('turns');
+  expect(fair).toMatchObject({ locked: true, waitingClients: 1, queue: [{ clientId: other.id, clientName: 'queued' }] });
+  await fairHold.unlock();
+  await expect(waiting).resolves.toBe(true);
+  // A fair lock nobody waits for is a plain lock hash, answered as one.
+  expect(await holder.inspect('turns')).toMatchObject({ locked: true, waitingClients: 0, holders: [{ clientId: other.id }] });
+  expect(await holder.inspect('ledger')).toMatchObject({ locked: true, mode: 'write' });
+});
+
 test('listLocks() walks SCAN under the prefix and keeps only hashes with the lock layout', async () => {
   const client = redis.client({ keyPrefix: 'svc:' });
   const names = ['a:1', 'a:2', 'b:1'];

@@ -41,6 +41,11 @@ test('redactUrls and displayUrl hide the password of a URL', () => {
   expect(redactUrls('redis://svc:p@ss@host')).toBe('redis://svc:***@host');
   expect(redactUrls('connect to redis://host:6379 failed')).toBe('connect to redis://host:6379 failed');
   expect(displayUrl('http:/svc:s3cret@host')).toBe('(not shown: it may hold a password)');
+  // ioredis takes options from the query too (its own parser accepts `?password=`).
+  expect(redactUrls('redis://host:6379/0?db=1&password=s3cret&x=1')).toBe('redis://host:6379/0?db=1&password=***&x=1');
+  expect(redactUrls('rediss//host?Password=s3cret')).toBe('rediss//host?Password=***');
+  expect(displayUrl('rediss//127.0.0.1:7402?password=s3cret#frag')).toBe('rediss//127.0.0.1:7402');
+  expect(displayUrl('redis:127.0.0.1?pass=s3cret')).toBe('redis:127.0.0.1');
 });
 
 test('a wrong password, in the URL or in options, shows in no error (nor its causes)', async () => {

@@ -12,7 +12,7 @@ import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRene
 import type { CommandBound, LockContext } from './services/LockContext';
 import { LockPubSub } from './services/LockPubSub';
 import { QueueHeartbeat } from './services/QueueHeartbeat';
-import { connectionName, listLockNames, type LockInfo } from './introspection';
+import { connectionName, kindOf, listLockNames, type LockInfo } from './introspection';
 import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockClientOptions } from './options';
 import { CountDownLatch } from './primitives/CountDownLatch';
 import { FairLock } from './primitives/FairLock';
@@ -233,10 +233,19 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     return this.publishCommandAnswer;
   }
 
-  /** Who holds lock `name`, for how long, and how many clients wait on it (see `RLock.inspect`). */
+  /**
+   * Who holds lock `name`, for how long, and how many clients wait on it (see `RLock.inspect`).
+   * A read-write lock (its hash has a `mode`) is answered as `readLock().inspect()` does, with
+   * the mode and waiting writers, and a fair lock with waiters as `FairLock.inspect()`, with its
+   * queue: `listLocks()` finds both, and a dashboard inspects whatever it found.
+   */
   async inspect(name: string): Promise<LockInfo> {
     // async: a bad name or a closed client rejects, as every other call does, rather than throwing.
-    return this.getLock(name).inspect();
+    const lock = this.getLock(name);
+    const kind = await this.commands.run('inspect', (redis) => kindOf(redis, this.keyPrefix, lock.key));
+    if (kind === 'rw') return this.getReadWriteLock(name).readLock().inspect();
+    if (kind === 'fair') return this.getFairLock(name).inspect();
+    return lock.inspect();
   }
 
   /**

@@ -7,7 +7,8 @@ import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
-import { kindOf, type LatchInfo, listNamesWithKinds, type LockInfo, type PermitSemaphoreInfo, type PrimitiveKind, type SemaphoreInfo } from './introspection';
+import { formatInfo, inspectLockOf, KIND_NAMES, NAME_KINDS, resolveKind, shown, view } from './cliView';
+import { listNamesWithKinds, type LockInfo, type NameKind, type PrimitiveKind } from './introspection';
 import { LockClient } from './LockClient';
 import { checkListOptions } from './options';
 import { displayUrl, redactUrls } from './redact';
@@ -160,49 +161,6 @@ function describeHolders(fields: string[]): string {
   return fields.join(', ');
 }
 
-function describeTtl(ttl: number): string {
-  if (ttl === -1) return 'no expiry';
-  if (ttl < 0) return 'no TTL';
-  return `ttl ${(ttl / 1000).toFixed(1)} s`;
-}
-
-function formatInfo(info: LockInfo): string {
-  const head = `${info.name} (key ${info.key}): ${info.locked ? 'locked' : 'free'}, ${describeTtl(info.ttl)}, ${info.waitingClients} client(s) waiting`;
-  const holders = info.holders.map(
-    (h) => `  held by ${h.clientId}:${h.ownerId} × ${h.holdCount}${h.mode ? ` (${h.mode})` : ''}, client ${h.clientName === undefined ? '(unknown: not connected, or CLIENT LIST refused)' : JSON.stringify(h.clientName)}`,
-  );
-  return [head, ...holders].join('\n');
-}
-
-/** A semaphore (`semaphore`), a permit-expirable semaphore (`permits`) or a latch: their Redis keys look alike, so the operator says which. */
-function inspectOther(client: LockClient, name: string, kind: Exclude<PrimitiveKind, 'lock' | 'rw'>): Promise<SemaphoreInfo | PermitSemaphoreInfo | LatchInfo> {
-  if (kind === 'semaphore') return client.getSemaphore(name).inspect();
-  if (kind === 'permits') return client.getPermitExpirableSemaphore(name).inspect();
-  return client.getCountDownLatch(name).inspect();
-}
-
-const LATCH_STATES: Partial<Record<LatchInfo['state'], string>> = { open: 'open', unset: 'never set', deleted: 'deleted' };
-
-const KINDS: readonly PrimitiveKind[] = ['lock', 'rw', 'semaphore', 'permits', 'latch'];
-
-const KIND_NAMES: Record<PrimitiveKind, string> = { lock: 'lock', rw: 'read-write lock', semaphore: 'semaphore', permits: 'permit-expirable semaphore', latch: 'count-down latch' };
-
-function formatOther(info: SemaphoreInfo | PermitSemaphoreInfo | LatchInfo): string {
-  const waiting = `${info.waitingClients} client(s) waiting`;
-  if ('count' in info) return `${info.name} (key ${info.key}): latch ${LATCH_STATES[info.state] ?? `count ${info.count}`}, ${waiting}`;
-  if ('reservation' in info) {
-    const free = info.availablePermits === null ? 'never set' : `${info.availablePermits} permit(s) free`;
-    const reserved = info.reservation
-      ? [`  reserved for ${info.reservation.clientId}:${info.reservation.waiterId}: ${info.reservation.permits} permits, ${describeTtl(info.reservation.expiresInMs)}`]
-      : [];
-    return [`${info.name} (key ${info.key}): semaphore, ${free}, ${waiting}`, ...reserved].join('\n');
-  }
-  const total = info.totalPermits === null ? 'never set' : `${info.availablePermits} of ${info.totalPermits} permit(s) free`;
-  const permits = info.permits.map((permit) => `  permit ${permit.id}, lease left ${(permit.expiresInMs / 1000).toFixed(1)} s`);
-  const claimed = info.claim ? [`  next free permit kept for ${info.claim.clientId}, ${describeTtl(info.claim.expiresInMs)}`] : [];
-  return [`${info.name} (key ${info.key}): permit-expirable semaphore, ${total}, ${waiting}`, ...permits, ...claimed].join('\n');
-}
-
 async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions, redis: Redis) => Promise<T>): Promise<T> {
   const options = program.opts<GlobalOptions>();
   const { client, close, redis, connectionError } = await connect(options);
@@ -220,16 +178,6 @@ async function withClient<T>(program: Command, run: (client: LockClient, options
   } finally {
     await close();
   }
-}
-
-/** Deletes a read-write lock with its leases and waiting writers, waking every waiter (ReadWriteHandle.forceUnlock). */
-async function forceUnlockReadWrite(client: LockClient, name: string, yes: boolean, json: boolean): Promise<void> {
-  const handle = client.getReadWriteLock(name).writeLock();
-  const info = await handle.inspect();
-  if (!info.locked) throw new CliError(`no lock ${name} (key ${info.key}): nothing removed`, EXIT_NOTHING);
-  await confirmForce(info, yes);
-  if (!(await handle.forceUnlock())) throw new CliError(`no lock ${name}: it was released meanwhile, nothing removed`, EXIT_NOTHING);
-  console.log(json ? JSON.stringify({ removed: true, lock: info }) : `removed ${formatInfo(info)}`);
 }
 
 /** Asks before a force-unlock unless --yes; off a terminal nobody can answer, so it refuses. */
@@ -266,27 +214,12 @@ function buildProgram(): Command {
 
   program
     .command('inspect <name>')
-    .description('who holds a lock, its TTL, and how many clients wait on it; a read-write lock, semaphore, permit-expirable semaphore or latch is recognised (or say --kind)')
-    .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys; a name with no keys shows as a free lock)').choices([...KINDS]))
-    .action(async (name: string, opts: { kind?: PrimitiveKind }) => {
+    .description('who holds a lock, its TTL, and who waits on it; a fair lock with waiters, read-write lock, semaphore, permit-expirable semaphore or latch is recognised (or say --kind)')
+    .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys; a name with no keys shows as a free lock)').choices([...NAME_KINDS]))
+    .action(async (name: string, opts: { kind?: NameKind }) => {
       await withClient(program, async (client, options, redis) => {
-        const kind = opts.kind ?? (await kindOf(redis, options.prefix, client.getLock(name).key)) ?? 'lock';
-        if (kind === 'rw') {
-          const info = await client.getReadWriteLock(name).readLock().inspect();
-          const mode = `  mode ${info.mode ?? 'free'}, ${info.waitingWriters ?? 0} writer(s) waiting`;
-          console.log(options.json ? JSON.stringify(info) : `${formatInfo(info)}\n${mode}`);
-          return;
-        }
-        if (kind !== 'lock') {
-          const other = await inspectOther(client, name, kind);
-          console.log(options.json ? JSON.stringify(other) : formatOther(other));
-          return;
-        }
-        const info = await client.inspect(name);
-        // A fenced lock's holder also has a token (the plain lock's answer is null).
-        const token = await client.getFencedLock(name).getToken();
-        if (options.json) console.log(JSON.stringify(token === null ? info : { ...info, fencingToken: token.toString() }));
-        else console.log(formatInfo(info) + (token === null ? '' : `\n  fencing token ${token}`));
+        const { text, json } = await view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
+        console.log(options.json ? JSON.stringify(json) : text);
       });
     });
 
@@ -294,7 +227,7 @@ function buildProgram(): Command {
     .command('list')
     .description('the names under the prefix (SCAN, never KEYS): locks, and "<name> (<kind>)" for read-write locks, semaphores, permit-expirable semaphores and latches (while counting)')
     .option('--match <glob>', 'glob on the name', '*')
-    .addOption(new Option('--kind <kind>', 'only names of this kind').choices([...KINDS]))
+    .addOption(new Option('--kind <kind>', 'only names of this kind (a fair lock is a lock here)').choices(NAME_KINDS.filter((kind) => kind !== 'fair')))
     .action(async (opts: { match: string; kind?: PrimitiveKind }) => {
       const { match, count } = checkListOptions({ match: opts.match }); // bad input: exit 2 before Redis
       await withClient(program, async (_client, options, redis) => {
@@ -302,7 +235,7 @@ function buildProgram(): Command {
         for await (const entry of listNamesWithKinds(redis, options.prefix, match, count)) {
           if (opts.kind && entry.kind !== opts.kind) continue;
           if (options.json) found.push(entry);
-          else console.log(entry.kind === 'lock' ? entry.name : `${entry.name} (${entry.kind})`);
+          else console.log(entry.kind === 'lock' ? shown(entry.name) : `${shown(entry.name)} (${entry.kind})`);
         }
         if (options.json) console.log(JSON.stringify(found));
       });
@@ -310,36 +243,35 @@ function buildProgram(): Command {
 
   program
     .command('force-unlock <name>')
-    .description('delete a lock whoever holds it and wake its waiters (exit 1 when there was none); a read-write lock is recognised (or say --kind)')
+    .description('delete a lock held by the holder shown and wake its waiters (exit 1 when there was none); a fair lock with waiters or a read-write lock is recognised (or say --kind)')
     .option('-y, --yes', 'do not ask for confirmation', false)
-    .option('--if-holder <id>', 'remove it only if this clientId (or clientId:ownerId) still holds it, checked atomically in Redis (plain locks)')
-    .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys)').choices([...KINDS]))
-    .action(async (name: string, opts: { yes: boolean; ifHolder?: string; kind?: PrimitiveKind }) => {
+    .option('--if-holder <id>', 'remove it only if this clientId (or clientId:ownerId) still holds it, checked atomically in Redis (plain and fair locks)')
+    .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys)').choices([...NAME_KINDS]))
+    .action(async (name: string, opts: { yes: boolean; ifHolder?: string; kind?: NameKind }) => {
       const { ifHolder } = opts;
       if (ifHolder !== undefined && !HOLDER_ID.test(ifHolder)) throw new CliError(`--if-holder: a clientId or clientId:ownerId as inspect shows it, got ${JSON.stringify(ifHolder)}`, EXIT_USAGE);
       await withClient(program, async (client, options, redis) => {
-        const kind = opts.kind ?? (await kindOf(redis, options.prefix, client.getLock(name).key)) ?? 'lock';
-        if (kind === 'rw') {
-          if (ifHolder !== undefined) throw new CliError('--if-holder: not for a read-write lock (its readers hold it together); force-unlock it without', EXIT_USAGE);
-          await forceUnlockReadWrite(client, name, opts.yes, options.json);
-          return;
-        }
+        const kind = await resolveKind(client, redis, options.prefix, name, opts.kind);
         // A semaphore's permits and a latch's count have no holder to take them from.
-        if (kind !== 'lock') throw new CliError(`${name} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
-        const info = await client.inspect(name);
-        if (!info.locked) throw new CliError(`no lock ${name} (key ${info.key}): nothing removed`, EXIT_NOTHING);
-        if (ifHolder !== undefined && !info.holders.some((h) => isHolder(`${h.clientId}:${h.ownerId}`, ifHolder))) {
-          throw new CliError(`${name} is held by ${describeHolders(info.holders.map((h) => `${h.clientId}:${h.ownerId}`))}, not ${ifHolder}: nothing removed`, EXIT_NOTHING);
+        if (kind !== 'lock' && kind !== 'fair' && kind !== 'rw') throw new CliError(`${shown(name)} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
+        if (kind === 'rw' && ifHolder !== undefined) throw new CliError('--if-holder: not for a read-write lock (its readers hold it together); force-unlock it without', EXIT_USAGE);
+        const info = await inspectLockOf(client, name, kind);
+        if (!info.locked) throw new CliError(`no lock ${shown(name)} (key ${shown(info.key)}): nothing removed`, EXIT_NOTHING);
+        const fields = info.holders.map((h) => `${h.clientId}:${h.ownerId}`);
+        if (ifHolder !== undefined && !fields.some((field) => isHolder(field, ifHolder))) {
+          throw new CliError(`${shown(name)} is held by ${describeHolders(fields)}, not ${ifHolder}: nothing removed`, EXIT_NOTHING);
         }
         await confirmForce(info, opts.yes);
-        if (ifHolder !== undefined) {
-          const { removed, holders } = await client.getLock(name).forceUnlockIfHolder(ifHolder);
-          if (!removed) {
-            throw new CliError(`${name} changed hands meanwhile (now ${holders.length ? `held by ${describeHolders(holders)}` : 'free'}): nothing removed`, EXIT_NOTHING);
-          }
+        if (kind === 'rw') {
+          if (!(await client.getReadWriteLock(name).writeLock().forceUnlock())) throw new CliError(`no lock ${shown(name)}: it was released meanwhile, nothing removed`, EXIT_NOTHING);
         } else {
-          const removed = await client.getLock(name).forceUnlock();
-          if (!removed) throw new CliError(`no lock ${name}: it was released meanwhile, nothing removed`, EXIT_NOTHING);
+          // Only the holder shown (or named): one that took the lock since, while the operator
+          // read and answered, is never the one removed. A plain or fair lock has one holder.
+          const handle = kind === 'fair' ? client.getFairLock(name) : client.getLock(name);
+          const { removed, holders } = await handle.forceUnlockIfHolder(ifHolder ?? fields[0]!);
+          if (!removed) {
+            throw new CliError(`${shown(name)} changed hands meanwhile (now ${holders.length ? `held by ${describeHolders(holders)}` : 'free'}): nothing removed`, EXIT_NOTHING);
+          }
         }
         console.log(options.json ? JSON.stringify({ removed: true, lock: info }) : `removed ${formatInfo(info)}`);
       });
@@ -347,23 +279,24 @@ function buildProgram(): Command {
 
   program
     .command('watch <name>')
-    .description('a live view of a lock, refreshed until Ctrl-C')
+    .description('a live view of a lock (or of any kind inspect recognises), refreshed until Ctrl-C')
     .option('--interval <ms>', 'refresh period in ms', '1000')
-    .action(async (name: string, opts: { interval: string }) => {
+    .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys at every refresh)').choices([...NAME_KINDS]))
+    .action(async (name: string, opts: { interval: string; kind?: NameKind }) => {
       const interval = Number(opts.interval);
       if (!Number.isInteger(interval) || interval < 50 || interval > 3_600_000) throw new CliError('--interval: a whole number of ms from 50 to 3600000', EXIT_USAGE);
-      await withClient(program, async (client, options) => {
+      await withClient(program, async (client, options, redis) => {
         const stop = new AbortController();
         const onSignal = (): void => stop.abort();
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);
         try {
           while (!stop.signal.aborted) {
-            const info = await client.inspect(name);
-            if (options.json) console.log(JSON.stringify({ at: new Date().toISOString(), ...info }));
+            const { text, json } = await view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
+            if (options.json) console.log(JSON.stringify({ at: new Date().toISOString(), ...json }));
             else {
               if (process.stdout.isTTY) process.stdout.write('\x1b[2J\x1b[H');
-              console.log(`${new Date().toISOString()}  (Ctrl-C to stop)\n${formatInfo(info)}`);
+              console.log(`${new Date().toISOString()}  (Ctrl-C to stop)\n${text}`);
             }
             await new Promise<void>((resolve) => {
               const timer = setTimeout(resolve, interval);

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { kindKeyOf } from './names';
+import { kindKeyOf, queueKeyOf } from './names';
 
 /** One owner holding a lock. */
 export interface LockHolder {
@@ -182,6 +182,9 @@ export async function* listLockNames(redis: Redis | Cluster, keyPrefix: string, 
 /** What a name is: a lock (plain, fair or fenced: one layout), a read-write lock, a semaphore, a permit-expirable semaphore or a latch. */
 export type PrimitiveKind = 'lock' | 'rw' | 'semaphore' | 'permits' | 'latch';
 
+/** What `kindOf` tells apart: the kinds, and a fair lock while its queue has waiters (its hash is a plain lock's). */
+export type NameKind = PrimitiveKind | 'fair';
+
 /** The kinds a marker key (names.ts, kindKeyOf) may name. */
 const MARKED_KINDS: readonly string[] = ['semaphore', 'permits', 'latch'] satisfies PrimitiveKind[];
 
@@ -209,19 +212,22 @@ export async function* listNamesWithKinds(redis: Redis | Cluster, keyPrefix: str
 
 /**
  * The kind of the primitive at `key`, from its kind marker, else whether its hash has a
- * read-write lock's mode; undefined for a name that is neither (a free lock, or not ours).
+ * read-write lock's mode, else whether a fair lock's queue has waiters; undefined for a name
+ * that is none of them (a free lock, or not ours).
  */
-export async function kindOf(redis: Redis | Cluster, keyPrefix: string, key: string): Promise<PrimitiveKind | undefined> {
-  const replies = await redis.pipeline().get(kindKeyOf(keyPrefix, key)).hexists(key, 'mode').exec();
-  if (replies?.length !== 2) throw new Error('pipeline gave no replies');
-  const [[markerError, marker], [modeError, mode]] = replies as [[Error | null, unknown], [Error | null, unknown]];
+export async function kindOf(redis: Redis | Cluster, keyPrefix: string, key: string): Promise<NameKind | undefined> {
+  const replies = await redis.pipeline().get(kindKeyOf(keyPrefix, key)).hexists(key, 'mode').exists(queueKeyOf(keyPrefix, key)).exec();
+  if (replies?.length !== 3) throw new Error('pipeline gave no replies');
+  const [[markerError, marker], [modeError, mode], [queueError, queued]] = replies as [[Error | null, unknown], [Error | null, unknown], [Error | null, unknown]];
   if (markerError) throw markerError;
+  if (queueError) throw queueError;
   if (marker === 'deleted') return 'latch';
   if (typeof marker === 'string' && MARKED_KINDS.includes(marker)) return marker as PrimitiveKind;
   // WRONGTYPE: a string no primitive marked, not ours.
   if (modeError && !/^WRONGTYPE /.test(modeError.message)) throw modeError;
   if (modeError) return undefined;
-  return mode === 1 ? 'rw' : 'lock';
+  if (mode === 1) return 'rw';
+  return queued === 1 ? 'fair' : 'lock';
 }
 
 /** Each hash key with its kind when it has a lock's layout ('rw' with a mode), else undefined. */

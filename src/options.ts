@@ -164,6 +164,17 @@ export interface CheckedLockOptions {
   signal?: AbortSignal;
 }
 
+/** What `forceUnlockIfHolder` takes: a clientId, or `<clientId>:<ownerId>` (ids have no `:` or whitespace). */
+const HOLDER = /^[^\s:]+(:[^\s:]+)?$/;
+
+/** A holder for `forceUnlockIfHolder`; an empty one is what `forceUnlock()` sends to mean "whoever holds it", so it is refused. */
+export function checkHolder(holder: unknown): string {
+  if (typeof holder !== 'string' || !HOLDER.test(holder)) {
+    throw new InvalidArgumentError('holder', `must be a clientId or an owner field "<clientId>:<ownerId>" (as inspect() shows them), got ${typeof holder === 'string' ? JSON.stringify(holder.slice(0, 80)) : String(holder)}`);
+  }
+  return holder;
+}
+
 /**
  * Validates the options of `lock`, `tryLock` and `withLock`. A lease must be at least 1 ms: a
  * zero lease would expire before the caller could use it, and Redisson's `-1` for "watchdog" is

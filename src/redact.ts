@@ -4,10 +4,13 @@
  * error message or the CLI's output. Greedy up to the last `@` before the path, as URL parsers read it.
  */
 export function redactUrls(text: string): string {
-  return text.replace(/\/\/([^/\s]*)@/g, (_, userinfo: string) => {
-    const colon = userinfo.indexOf(':');
-    return colon < 0 ? '//***@' : `//${userinfo.slice(0, colon)}:***@`;
-  });
+  return text
+    .replace(/\/\/([^/\s]*)@/g, (_, userinfo: string) => {
+      const colon = userinfo.indexOf(':');
+      return colon < 0 ? '//***@' : `//${userinfo.slice(0, colon)}:***@`;
+    })
+    // ioredis also reads options from the query: `redis://host?password=secret`.
+    .replace(/([?&](?:password|pass|pwd|secret|token)=)[^&#\s]*/gi, '$1***');
 }
 
 /** Commands whose arguments carry credentials. */
@@ -31,8 +34,12 @@ export function redactError<T>(error: T): T {
   return error;
 }
 
-/** A URL to print: its password hidden; not shown at all if an `@` is left that redactUrls could not place. */
+/**
+ * A URL to print: its password hidden, its query and fragment left out (ioredis reads options,
+ * a password among them, from the query, under names no list can foresee); not shown at all if
+ * an `@` is left that redactUrls could not place.
+ */
 export function displayUrl(url: string): string {
-  const shown = redactUrls(url);
+  const shown = redactUrls(url.replace(/[?#][\s\S]*$/, ''));
   return shown.includes('@') && !/\/\/([^/\s]*:)?\*\*\*@/.test(shown) ? '(not shown: it may hold a password)' : shown;
 }

@@ -1,4 +1,5 @@
-import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold } from '../core/waitLoop';
 import { LockUsageError } from '../errors';
 import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
@@ -36,21 +37,18 @@ const LINGER_ONE_TURN: EntryKeeper = {
  * tells only that waiter's client, on a channel of its own: no other process wakes, and the new
  * owner needs no further round trip. See docs/design.md, "The fair lock".
  */
-export class FairLock extends LockHandle {
+export class FairLock extends ExclusiveLock {
   /** @internal Use `client.getFairLock(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
   }
 
-  /** Deletes the lock whoever holds it and hands it to the first live waiter; true when there was one. */
-  async forceUnlock(): Promise<boolean> {
-    this.context.assertOpen();
-    const { key } = this;
+  protected async forceUnlockCall(holder: string): Promise<ForceUnlockResult> {
     const { publish, trust } = await queuePublishing(this.context);
-    const holders = await this.context.command('forceUnlock', (redis) =>
-      redis.rlock_fairLock_forceUnlock(key, this.names.queue, this.names.expiry, this.context.queueTimeout, this.names.grantPrefix, publish, trust),
+    const [removed, ...holders] = await this.context.command('forceUnlock', (redis) =>
+      redis.rlock_fairLock_forceUnlock(this.key, this.names.queue, this.names.expiry, this.context.queueTimeout, this.names.grantPrefix, publish, trust, holder),
     );
-    return this.forced(holders);
+    return { removed: removed === 1, holders };
   }
 
   /** Holders, TTL, and the queue in order (who waits, with their leases and how long their entries live). */

@@ -1,5 +1,5 @@
-import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
-import { InvalidArgumentError } from '../errors';
+import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
@@ -11,9 +11,6 @@ import type { ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';
 import { WaitingClient } from '../services/WaitingClient';
 
-/** What `forceUnlockIfHolder` takes: a clientId, or `<clientId>:<ownerId>` (ids have no `:` or whitespace). */
-const HOLDER = /^[^\s:]+(:[^\s:]+)?$/;
-
 /**
  * A reentrant distributed lock, Redisson's RLock: a Redis hash `<clientId>:<ownerId> → holds`.
  * Not fair: whoever asks while it is free takes it. Waiting is per client: a client whose
@@ -23,7 +20,7 @@ const HOLDER = /^[^\s:]+(:[^\s:]+)?$/;
  * MAX_LOCAL_RUN_MS while other clients wait) before it goes to the next client. See docs/design.md, "RLock contention";
  * FairLock serves owners first come, first served.
  */
-export class RLock extends LockHandle {
+export class RLock extends ExclusiveLock {
   /** @internal Use `client.getLock(name)`. */
   constructor(context: LockContext, name: unknown) {
     super(context, name);
@@ -36,30 +33,7 @@ export class RLock extends LockHandle {
 
   private channelName: string | undefined;
 
-  /** Deletes the lock whoever holds it and wakes the next waiting client at once; true when there was one. */
-  async forceUnlock(): Promise<boolean> {
-    this.context.assertOpen();
-    return this.forced((await this.forceUnlockCall('')).holders);
-  }
-
-  /**
-   * Deletes the lock only while `holder` holds it (a clientId, any owner of that client, or an
-   * owner field `<clientId>:<ownerId>`), in one atomic step: an operator removes the stuck holder
-   * they looked at, never an owner that took the lock since. Answers whether it did, and the
-   * owner fields the lock had (the ones removed, or the ones holding it instead).
-   */
-  async forceUnlockIfHolder(holder: string): Promise<{ removed: boolean; holders: string[] }> {
-    // Checked first: an empty holder is what forceUnlock() sends to mean "whoever holds it".
-    if (typeof holder !== 'string' || !HOLDER.test(holder)) {
-      throw new InvalidArgumentError('holder', `must be a clientId or an owner field "<clientId>:<ownerId>" (as inspect() shows them), got ${typeof holder === 'string' ? JSON.stringify(holder.slice(0, 80)) : String(holder)}`);
-    }
-    this.context.assertOpen();
-    const result = await this.forceUnlockCall(holder);
-    if (result.removed) this.forced(result.holders);
-    return result;
-  }
-
-  private async forceUnlockCall(holder: string): Promise<{ removed: boolean; holders: string[] }> {
+  protected async forceUnlockCall(holder: string): Promise<ForceUnlockResult> {
     const { publish, trust } = await queuePublishing(this.context);
     const [removed, ...holders] = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
     // If the lock was with this client, it is not any more.

@@ -95,7 +95,8 @@ export interface ScriptCommands {
     grantChannelPrefix: string,
     publishCommand: PublishCommand,
     trustReceivers: 0 | 1,
-  ): Promise<string[]>;
+    ifHolder: string,
+  ): Promise<[0 | 1, ...string[]]>;
   rlock_fairLock_heartbeat(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
 }
 

@@ -1,5 +1,6 @@
 --[[
-  Deletes the fair lock whoever holds it and hands it to the first live waiter.
+  Deletes the fair lock (whoever holds it, or only while a given holder does) and hands it to
+  the first live waiter.
 
   Input:
     KEYS[1] lock hash key
@@ -9,15 +10,19 @@
     ARGV[2] grant channel prefix "rlock__grant:{<lock key>}:"
     ARGV[3] publish command
     ARGV[4] "1" when PUBLISH's receiver count can be trusted
+    ARGV[5] optional: remove the lock only if this holder holds it (holder.lua)
 
   Output:
-    the owner fields the lock had when it was deleted; empty when there was no lock.
+    {1, field...} when the lock was deleted: the owner fields it had;
+    {0, field...} when it was not: nobody holds it (no fields), or the owners that hold it instead.
 ]]
 --@include fairQueue.lua
+--@include holder.lua
 local holders = redis.call('hkeys', KEYS[1])
-if #holders > 0 then
+if heldBy(holders, ARGV[5]) then
   redis.call('del', KEYS[1])
   local nowMs, nowUs = clock()
   grantNext(nowMs, nowUs, nil, tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4])
+  return {1, unpack(holders)}
 end
-return holders
+return {0, unpack(holders)}

@@ -8,10 +8,7 @@
     ARGV[1] publish command: "spublish" on a Cluster with sharded pub/sub (Redis >= 7), else "publish"
     ARGV[2] wake channel prefix "rlock__channel:{<lock key>}:"
     ARGV[3] "1" when PUBLISH's receiver count can be trusted
-    ARGV[4] optional: remove the lock only if this holder holds it, a clientId (any owner of that
-            client) or an owner field "<clientId>:<ownerId>": the CLI's `force-unlock
-            --if-holder`, so that an operator removes the stuck holder they looked at, never an
-            owner that took the lock since (the check and the delete are one atomic step)
+    ARGV[4] optional: remove the lock only if this holder holds it (holder.lua)
 
   Output:
     {1, field...} when the lock was deleted: the owner fields it had;
@@ -20,14 +17,11 @@
     instead of guessing from timing.
 ]]
 --@include clientQueue.lua
+--@include holder.lua
 local holders = redis.call('hkeys', KEYS[1])
-local wanted = ARGV[4] ~= nil and ARGV[4] ~= ''
-local clientPrefix = (ARGV[4] or '') .. ':'
-for _, field in ipairs(holders) do
-  if not wanted or field == ARGV[4] or string.sub(field, 1, #clientPrefix) == clientPrefix then
-    redis.call('del', KEYS[1])
-    wakeNextClient(nowMs(), nil, ARGV[2], ARGV[1], ARGV[3], '0')
-    return {1, unpack(holders)}
-  end
+if heldBy(holders, ARGV[4]) then
+  redis.call('del', KEYS[1])
+  wakeNextClient(nowMs(), nil, ARGV[2], ARGV[1], ARGV[3], '0')
+  return {1, unpack(holders)}
 end
 return {0, unpack(holders)}
