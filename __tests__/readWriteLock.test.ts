@@ -2,6 +2,7 @@
 // processes, downgrade works and upgrade is refused, each holder has its own lease, the watchdog
 // keeps both kinds, waiters are woken by messages (readers all at once, writers one per
 // process), and a waiting writer is not starved by a stream of readers.
+import { Redis } from 'ioredis';
 import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts, scriptCallCount } from './helpers/testRedis';
@@ -470,6 +471,69 @@ describe('force unlock, abort', () => {
     expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
     expect(await redis.admin.zcard(`rlock__rw_writers:{${name}}`)).toBe(0);
     expect((await holder.inspect()).holders).toHaveLength(1);
+  }, 30_000);
+
+  test('a writer woken by a release that stops before its attempt reaches Redis (an abort while its connection is down) passes the wake-up to a writer of its client', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getReadWriteLock(name).writeLock();
+    await holder.lock();
+    // Client B's own connection, back 1.5 s after a drop; its heartbeat every 10 s (queueTimeout / 3).
+    const connection = new Redis(redis.server.url, { retryStrategy: () => 1500 });
+    connection.on('error', () => undefined);
+    const b = redis.client({ redis: connection, queueTimeout: 30_000 });
+    try {
+      const controller = new AbortController();
+      const first = b.getReadWriteLock(name).writeLock().lock({ signal: controller.signal });
+      first.catch(() => undefined);
+      await until('the first writer waits', async () => (await redis.admin.zcard(`rlock__rw_writers:{${name}}`)) === 1);
+      const second = b.getReadWriteLock(name).writeLock();
+      const secondTakes = second.tryLock({ waitTime: 25_000 });
+      await until('the second writer waits', async () => (await redis.admin.zcard(`rlock__rw_writers:{${name}}`)) === 2);
+      await sleep(100); // both parked on their client's channel entry
+      await redis.admin.client('KILL', 'ID', String(await connection.client('ID')));
+      const runner = (b as unknown as { commands: { waitingForReady: Set<unknown> } }).commands;
+      await holder.unlock(); // its message wakes one writer of client B, which waits for the connection
+      await until('the woken writer waits for the connection', () => runner.waitingForReady.size === 1);
+      controller.abort();
+      const freedAt = Date.now();
+      await expect(first).rejects.toMatchObject({ name: 'AbortError' });
+      // Passed on: the second writer takes the lock once the connection is back, not at its heartbeat.
+      expect(await secondTakes).toBe(true);
+      expect(Date.now() - freedAt).toBeLessThan(6_000);
+      await second.unlock();
+    } finally {
+      await b.close();
+      connection.disconnect();
+    }
+  }, 30_000);
+
+  test("a client with a short queueTimeout does not cut the waiting-writers key of one with a long one: the long one's writer keeps readers out", async () => {
+    const name = uniqueName();
+    const writersKey = `rlock__rw_writers:{${name}}`;
+    const holder = redis.client().getReadWriteLock(name).readLock();
+    await holder.lock();
+    const short = redis.client({ queueTimeout: 300 });
+    const long = redis.client({ queueTimeout: 60_000 });
+    const controller = new AbortController();
+    const shortWriter = short.getReadWriteLock(name).writeLock().lock({ signal: controller.signal });
+    shortWriter.catch(() => undefined);
+    await until('the short writer waits', async () => (await redis.admin.zcard(writersKey)) === 1);
+    const longWriter = long.getReadWriteLock(name).writeLock();
+    const longTakes = longWriter.tryLock({ waitTime: 25_000 });
+    await until('the long writer waits', async () => (await redis.admin.zcard(writersKey)) === 2);
+    const [shortField] = await redis.admin.zrange(writersKey, 0, 0);
+    const queuedScore = Number(await redis.admin.zscore(writersKey, shortField!));
+    await until("the short client's heartbeat refreshed its entry", async () => Number(await redis.admin.zscore(writersKey, shortField!)) > queuedScore);
+    controller.abort();
+    await expect(shortWriter).rejects.toMatchObject({ name: 'AbortError' });
+    await sleep(600); // past every deadline the short client ever set
+    expect(await redis.admin.zcard(writersKey)).toBe(1);
+    expect(await redis.admin.pttl(writersKey)).toBeGreaterThan(30_000);
+    // So a new reader still waits behind the long client's writer.
+    expect(await redis.client().getReadWriteLock(name).readLock().tryLock()).toBe(false);
+    await holder.unlock();
+    expect(await longTakes).toBe(true);
+    await longWriter.unlock();
   }, 30_000);
 
   test('an aborted waiting writer leaves, and the readers it kept out get in at once', async () => {

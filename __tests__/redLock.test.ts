@@ -3,6 +3,7 @@
 // timeout, mutual exclusion across processes, validity.
 import { runFixture } from './helpers/child';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
+import { scriptCallCount } from './helpers/testRedis';
 import { aborted, until } from './helpers/time';
 import { ClientClosedError, type LockClient, LockLostError, LockTimeoutError, QuorumUnavailableError, RedLock } from '../src';
 
@@ -263,6 +264,24 @@ test('a member failing with anything but a Redis fault (a bug, a usage error): r
   await expect(red.tryLock({ waitTime: 20_000 })).rejects.toThrow('a defect in a member');
   await expect(red.lock()).rejects.toBeInstanceOf(TypeError);
   expect(await serversHolding(name)).toBe(0);
+});
+
+test('close() of a member\'s client during the pause between rounds settles lock() at once (a long retryDelay does not keep the process alive)', async () => {
+  const name = uniqueName();
+  const holders = servers.slice(0, 3).map((s) => s.client());
+  await Promise.all(holders.map((client) => client.getLock(name).lock())); // a majority taken elsewhere
+  const clients = servers.map((s) => s.client());
+  const red = new RedLock(clients.map((client) => client.getLock(name)), { attemptTimeout: 300, retryDelay: 60_000 });
+  const before = await scriptCallCount(servers[4]!.admin);
+  const locking = red.lock();
+  locking.catch(() => undefined);
+  // The first round took the two free members and gave them back: it pauses now (30 to 90 s).
+  await until('the round gave back what it took', async () => (await scriptCallCount(servers[4]!.admin)) >= before + 2);
+  const closedAt = Date.now();
+  await clients[2]!.close();
+  await expect(locking).rejects.toThrow(ClientClosedError);
+  expect(Date.now() - closedAt).toBeLessThan(2_000);
+  expect(await serversHolding(name, servers.slice(3))).toBe(0);
 });
 
 test('mutual exclusion: 3 processes × 2 tasks, GET + SET counter on a sixth server, no lost update', async () => {

@@ -1,6 +1,7 @@
 // The counting semaphore against a private redis-server: permits never exceeded across
 // processes, multi-permit requests not starved, waiters woken by counted messages (as many as
 // the released permits can serve), and nothing left behind by an abort.
+import { Redis } from 'ioredis';
 import { runFixture } from './helpers/child';
 import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { useReplyCuts } from './helpers/tcpProxy';
@@ -142,6 +143,37 @@ describe('waking waiters', () => {
     await acquired;
     expect((await scriptCalls()) - before).toBe(2);
   });
+
+  test('a waiter woken by a release that stops before its attempt reaches Redis (an abort while its connection is down) passes the wake-up on to a waiter of its client', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getSemaphore(name);
+    await holder.trySetPermits(1);
+    await holder.acquire();
+    const connection = new Redis(redis.server.url, { retryStrategy: () => 1500 });
+    connection.on('error', () => undefined);
+    const b = redis.client({ redis: connection });
+    try {
+      const controller = new AbortController();
+      const first = b.getSemaphore(name).acquire({ signal: controller.signal });
+      first.catch(() => undefined);
+      await until('the first waiter is parked', () => b.stats.waiters === 1);
+      const secondTakes = b.getSemaphore(name).tryAcquire({ waitTime: 25_000 });
+      await until('the second waiter is parked', () => b.stats.waiters === 2);
+      await sleep(100); // both asked and parked
+      await redis.admin.client('KILL', 'ID', String(await connection.client('ID')));
+      const runner = (b as unknown as { commands: { waitingForReady: Set<unknown> } }).commands;
+      await holder.release(); // its message wakes one waiter of client B, which waits for the connection
+      await until('the woken waiter waits for the connection', () => runner.waitingForReady.size === 1);
+      controller.abort();
+      const freedAt = Date.now();
+      await expect(first).rejects.toMatchObject({ name: 'AbortError' });
+      expect(await secondTakes).toBe(true);
+      expect(Date.now() - freedAt).toBeLessThan(6_000);
+    } finally {
+      await b.close();
+      connection.disconnect();
+    }
+  }, 30_000);
 
   test('a 2-permit request is not starved by 1-permit takers that keep both permits busy', async () => {
     const name = uniqueName();

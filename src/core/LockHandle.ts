@@ -213,6 +213,11 @@ export abstract class LockHandle {
 
   private identityMade: string | undefined;
 
+  /** @internal Aborted by its client's close(): a composite's pause between rounds ends with it. */
+  get closedSignal(): AbortSignal {
+    return this.context.closedSignal;
+  }
+
   protected event(owner: LockOwner): LockEvent {
     return { name: this.name, key: this.key, clientId: this.context.clientId, ownerId: owner.id };
   }

@@ -1,6 +1,6 @@
 import { RedisCommandError } from '../errors';
 import { CallCutShort, settledWithinGrace } from '../services/bounds';
-import type { ChannelEntry } from '../services/ChannelEntry';
+import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
 import type { CommandBound, LockContext } from '../services/LockContext';
 
 /** How long a waiter pauses after Redis refused an attempt during a failover. */
@@ -47,7 +47,7 @@ export interface WaitProtocol {
    * Infinity for none) is the wait's own: a handover Redis leaves unanswered ends the wait then
    * (CallCutShort), no sooner than IN_FLIGHT_GRACE_MS after the claim.
    */
-  sleep(entry: ChannelEntry, ms: number, stops: AbortSignal[], deadline: number): Promise<Hold | undefined>;
+  sleep(entry: ChannelEntry, ms: number, stops: AbortSignal[], deadline: number, debt: WakeDebt): Promise<Hold | undefined>;
   /** Called once when the loop ends without the lock after having joined the channel. */
   giveUp?(): Promise<void>;
   /** Diagnostics: the first attempt failed and the caller starts waiting; and how that wait ended. */
@@ -80,6 +80,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
   const subscribed = waitTime > 0 && context.pubsub.peek(protocol.channel)?.confirmed === true;
   let entry = subscribed ? context.pubsub.join(protocol.channel) : undefined;
   let got = false;
+  const debt: WakeDebt = { owed: false };
   let waitFrom: number | undefined;
   let untrack: (() => void) | undefined;
   try {
@@ -101,7 +102,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
     const bound = (): number => Math.min(ttl < 0 ? Infinity : ttl, deadline - performance.now());
     let woken: Hold | undefined;
     if (entry) {
-      woken = await protocol.sleep(entry, bound(), stops, deadline);
+      woken = await protocol.sleep(entry, bound(), stops, deadline, debt);
     } else {
       // Retrying only once subscribed closes the race with a release published before that.
       entry = context.pubsub.join(protocol.channel);
@@ -113,6 +114,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
         return woken;
       }
       const result = await attemptWhileWaiting(protocol, entry, callBound);
+      debt.owed = false;
       if (result.held) {
         got = true;
         return result;
@@ -120,7 +122,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
       ttl = result.ttl;
       if (deadline - performance.now() <= 0) return undefined;
       // A lost message costs at most the bound, never liveness.
-      woken = await protocol.sleep(entry, bound(), stops, deadline);
+      woken = await protocol.sleep(entry, bound(), stops, deadline, debt);
     }
   } catch (error) {
     // An attempt Redis did not answer by the deadline: the wait is over, not failed (whatever
@@ -134,6 +136,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
     throw error;
   } finally {
     if (entry) context.pubsub.leave(protocol.channel, entry);
+    if (!got && debt.owed) context.pubsub.peek(protocol.channel)?.wakeOne();
     untrack?.();
     // Leaving a queue in Redis is waited for (so that a caller told "timed out" finds the queue
     // without it), but not for longer than an attempt is: Redis frozen, it runs when Redis

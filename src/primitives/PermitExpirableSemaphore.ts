@@ -348,10 +348,10 @@ export class PermitExpirableSemaphore extends Primitive {
         // waiter that stops meanwhile ends at once, and the permit handed over later goes back.
         // Never with syncReplicas: every permit must come from an acquire that WAIT vouched for.
         // (undefined: the plain wake-up; the first sleep still starts the STARVING_MS clock.)
-        park: (entry, ms, stops, deadline) => {
+        park: (entry, ms, stops, deadline, debt) => {
           clock.parked();
           if (sync) return undefined;
-          return sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => this.releasePermit(id) }, ms, stops, deadline);
+          return sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => this.releasePermit(id) }, ms, stops, deadline, debt);
         },
       });
     } finally {

@@ -5,7 +5,7 @@ import { type LockEvent, waitReports } from '../diagnostics';
 import { latchPrefixOf } from '../names';
 import { checkName } from '../options';
 import type { CommandBound, LockContext } from '../services/LockContext';
-import type { ChannelEntry } from '../services/ChannelEntry';
+import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
 import type { PublishCommand } from '../services/scripts';
 
 /** One attempt of a waiting call: taken now (with its send time), or not (sleep at most `ttl` ms; negative: no bound). */
@@ -65,15 +65,15 @@ export abstract class Primitive {
     attempt: (listening: ChannelEntry | undefined, bound: CommandBound) => Promise<Attempt>,
     waitTime: number,
     signal: AbortSignal | undefined,
-    extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[], deadline: number) => Promise<Hold | undefined> | undefined; giveUp?: () => Promise<void> } = {},
+    extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[], deadline: number, debt: WakeDebt) => Promise<Hold | undefined> | undefined; giveUp?: () => Promise<void> } = {},
   ): Promise<number | undefined> {
     const protocol: WaitProtocol = {
       channel,
       attempt,
-      sleep: async (entry, ms, stops, deadline) => {
-        const parked = extra.park?.(entry, ms, stops, deadline);
+      sleep: async (entry, ms, stops, deadline, debt) => {
+        const parked = extra.park?.(entry, ms, stops, deadline, debt);
         if (parked) return parked;
-        await entry.untilReleased(ms, stops);
+        await entry.untilReleased(ms, stops, undefined, debt);
         return undefined;
       },
       giveUp: extra.giveUp,

@@ -147,8 +147,8 @@ export abstract class ReadWriteHandle extends LockHandle {
           const ttl = await attempt(listening !== undefined, bound);
           return ttl === null ? { held: true, sentAt } : { held: false, ttl };
         },
-        sleep: async (entry, ms, stops) => {
-          await entry.untilReleased(ms, stops);
+        sleep: async (entry, ms, stops, _deadline, debt) => {
+          await entry.untilReleased(ms, stops, undefined, debt);
           return undefined;
         },
         giveUp,

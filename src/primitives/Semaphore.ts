@@ -297,9 +297,9 @@ export class Semaphore extends Primitive {
       sentAt = await this.wait(callId, this.channel, attempt, waitTime, signal, {
         // The reservation's holder waits for its grant; the others may be handed permits by a
         // release of this client (see release()).
-        park: (woken, ms, stops) => {
+        park: (woken, ms, stops, _deadline, debt) => {
           clock.parked();
-          return reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops);
+          return reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops, undefined, debt);
         },
         giveUp: async () => {
           if (!reserved) return;

@@ -43,6 +43,17 @@ export interface EntryKeeper {
 }
 
 /**
+ * A waiter's wake-up it has not acted on yet: set when a message woke it, cleared when Redis
+ * answers its next attempt. A release's message wakes one waiter per client (or as many as it
+ * freed); a waiter that stops in between (an abort while the connection is down, so its attempt
+ * was never sent) passes the wake-up on to another waiter of its client (waitFor), or that one
+ * would sleep beside a free lock or permit until its own bound.
+ */
+export interface WakeDebt {
+  owed: boolean;
+}
+
+/**
  * The waiters of one channel. Each release message is one wake-up (`wakeups`), so it wakes one
  * parked waiter. A message that comes while no waiter is parked leaves one wake-up (never more)
  * for the next to park, which then retries at once instead of sleeping through a free lock;
@@ -226,11 +237,15 @@ export class ChannelEntry {
    * Resolves on a release message (consuming its permit) or after `ms`; rejects like
    * `untilSubscribed` on abort. `parked`, when given, is told how to end the wait early (a
    * local handoff claims the waiter) and, through the function it returns, when the wait ended.
+   * A wake-up sets `debt.owed`: the waiter owes an attempt for it (see `WakeDebt`).
    */
-  untilReleased(ms: number, stops: AbortSignal[], parked?: (interrupt: () => void) => () => void): Promise<void> {
+  untilReleased(ms: number, stops: AbortSignal[], parked?: (interrupt: () => void) => () => void, debt?: WakeDebt): Promise<void> {
     return boundedWait(ms, stops, (done) => {
       // A wait that ends otherwise leaves the queue, so a later wake-up goes to a waiter still there.
-      const leave = this.wakeups.park(() => done());
+      const leave = this.wakeups.park(() => {
+        if (debt) debt.owed = true;
+        done();
+      });
       const ended = parked?.(() => done());
       return () => {
         leave();

@@ -1,6 +1,6 @@
 import type { Hold } from '../core/waitLoop';
 import { boundedWait, CallCutShort, IN_FLIGHT_GRACE_MS } from './bounds';
-import type { ChannelEntry } from './ChannelEntry';
+import type { ChannelEntry, WakeDebt } from './ChannelEntry';
 
 /** What a release tells a waiter it claimed but could not hand the lock to: its client's turn is later, sleep on. */
 export const PARK_AGAIN = Symbol('park again');
@@ -192,11 +192,12 @@ export async function sleepAsCandidate(
   ms: number,
   stops: AbortSignal[],
   deadline = Infinity,
+  debt?: WakeDebt,
 ): Promise<Hold | undefined> {
   const local = (entry.local ??= new LocalHandoff(clientId, (count) => entry.wake(count)));
   const until = performance.now() + ms;
   for (let first = false; ; first = true) {
-    const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, first, deadline);
+    const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, first, deadline, debt);
     if (outcome !== PARK_AGAIN) return outcome;
     if (until - performance.now() <= 0) return undefined;
   }
@@ -210,6 +211,7 @@ async function parkOnce(
   stops: AbortSignal[],
   first: boolean,
   deadline: number,
+  debt: WakeDebt | undefined,
 ): Promise<Handover> {
   let outcome: Promise<Handover> | undefined;
   let interrupt: (() => void) | undefined;
@@ -235,7 +237,7 @@ async function parkOnce(
         interrupt = undefined;
         local.unpark(candidate);
       };
-    });
+    }, debt);
   } finally {
     local.unpark(candidate);
   }

@@ -61,6 +61,16 @@ local function clientOfField(field)
   return string.match(field, '^([^:]*):')
 end
 
+-- The waiting writers' key lives as long as its longest-lived entry: a client with a short queue
+-- timeout must not cut short the entries of one with a longer one (readers would get past their
+-- writers once the key went).
+local function expireWithLastWriter(writers)
+  local last = redis.call('zrange', writers, -1, -1, 'withscores')
+  if last[2] then
+    redis.call('pexpireat', writers, last[2])
+  end
+end
+
 -- Whether a live waiting writer of a client other than `client` is in `writers`.
 local function otherClientsWriting(writers, now, client)
   local waiting = redis.call('zrangebyscore', writers, now, '+inf')

@@ -29,8 +29,7 @@ local now = nowMs()
 local function waitInLine()
   if ARGV[3] == '1' then
     redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), field)
-    local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
-    redis.call('pexpireat', KEYS[3], last[2])
+    expireWithLastWriter(KEYS[3])
   end
 end
 

@@ -14,14 +14,14 @@
     an array with, per entry, 1 while the lock is held (wait on), 0 when it is free: a release
     whose message was lost, or holds that ran out; the writer then tries at once.
 ]]
---@include time.lua
+--@include readWriteLock.lua
 local deadline = nowMs() + tonumber(ARGV[1])
 local held = {}
 for i = 1, #KEYS / 3 do
   local lock, writers, member = KEYS[3 * i - 2], KEYS[3 * i - 1], ARGV[i + 1]
   if redis.call('zscore', writers, member) then
     redis.call('zadd', writers, deadline, member)
-    redis.call('pexpireat', writers, deadline)
+    expireWithLastWriter(writers)
   end
   held[i] = redis.call('exists', lock)
 end

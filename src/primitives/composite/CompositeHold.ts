@@ -1,5 +1,6 @@
 import type { LockHandle } from '../../core/LockHandle';
 import { LockLostError, NotLockOwnerError } from '../../errors';
+import { boundedWait } from '../../services/bounds';
 
 /** A member lock taken for a composite: its own handle (a fork) and when its acquire was sent. */
 export interface TakenMember {
@@ -86,18 +87,12 @@ export async function within<T>(promise: Promise<T>, ms: number | undefined): Pr
   }
 }
 
-/** Sleeps `ms`, or rejects with `signal.reason` as soon as it aborts. */
-export function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason as Error);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal!.reason as Error);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+/**
+ * Sleeps `ms` between rounds, or rejects as soon as the caller's `signal` or the close() of any
+ * member's client stops it (with that stop's reason: the caller's, or ClientClosedError), so that
+ * a closed client settles the call at once and lets the process exit.
+ */
+export function pause(ms: number, signal: AbortSignal | undefined, members: readonly LockHandle[]): Promise<void> {
+  const stops = [...new Set(members.map((member) => member.closedSignal))];
+  return boundedWait(ms, signal ? [signal, ...stops] : stops, () => undefined);
 }

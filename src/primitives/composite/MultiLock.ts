@@ -62,7 +62,7 @@ export class MultiLock extends CompositeLock {
       const left = deadline - performance.now();
       if (left <= 0) return undefined;
       blocker = refused;
-      await pause(Math.min(left, Math.random() * backoff), signal);
+      await pause(Math.min(left, Math.random() * backoff), signal, this.members);
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
     }
   }

@@ -107,7 +107,7 @@ export class RedLock extends CompositeLock {
         }
         return undefined;
       }
-      await pause(Math.min(left, this.retryDelay * (0.5 + Math.random())), signal);
+      await pause(Math.min(left, this.retryDelay * (0.5 + Math.random())), signal, this.members);
     }
   }
 
