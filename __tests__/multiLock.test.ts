@@ -5,7 +5,7 @@ import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { useReplyCuts } from './helpers/tcpProxy';
 import { scriptCallCount } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
-import { LockLostError, MultiLock } from '../src';
+import { LockLostError, LockUsageError, MultiLock } from '../src';
 
 const servers: PrivateRedis[] = [usePrivateRedis(), usePrivateRedis(), usePrivateRedis()];
 let counter = 0;
@@ -202,3 +202,16 @@ test('aborted at random points of the acquire, 1 000 times: no member left held,
   await sleep(3 * (watchdogTimeout / 3) + 100);
   expect(await Promise.all(servers.map((s) => scriptCallCount(s.admin)))).toEqual(before);
 }, 60_000);
+
+test('one lock listed twice through two clients of one Redis: LockUsageError at once, nothing left (it would wait for itself for good)', async () => {
+  const name = uniqueName();
+  const [first, second] = [servers[0]!.client(), servers[0]!.client()];
+  const multi = new MultiLock([first.getLock(name), servers[1]!.client().getLock(name), second.getLock(name)]);
+  await expect(multi.tryLock({ waitTime: 10_000 })).rejects.toThrow(LockUsageError);
+  await expect(multi.lock()).rejects.toThrow(new RegExp(`members 0 and 2 are the same lock "${name}" on one Redis through two clients`));
+  expect(await serversHolding(name)).toBe(0);
+  // The same name on different servers is different locks, as everywhere else in this suite.
+  const apart = new MultiLock(servers.map((s) => s.client().getLock(name)));
+  expect(await apart.tryLock({ waitTime: 1_000 })).toBe(true);
+  await apart.unlock();
+});

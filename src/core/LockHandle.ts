@@ -175,6 +175,15 @@ export abstract class LockHandle {
     return this.context.renewal.lostSignal(this.key, this.field(this.currentOwner()));
   }
 
+  /**
+   * @internal Whether this handle's current owner holds `other`'s key on `other`'s Redis: then
+   * both are one lock reached through two clients (a composite's members must be different locks).
+   */
+  async holdsThrough(other: LockHandle): Promise<boolean> {
+    const field = this.field(this.currentOwner());
+    return (await other.context.command('isHeldByCurrentOwner', (redis) => redis.hexists(other.key, field))) === 1;
+  }
+
   /** @internal The lease the watchdog keeps a hold taken without `leaseTime` alive with, in ms. */
   get watchdogTimeout(): number {
     return this.context.watchdogTimeout;

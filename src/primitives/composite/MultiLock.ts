@@ -1,4 +1,5 @@
 import type { LockHandle } from '../../core/LockHandle';
+import { LockUsageError } from '../../errors';
 import { CompositeHold, pause } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
 
@@ -56,6 +57,8 @@ export class MultiLock extends CompositeLock {
         const validUntil = leaseTime === undefined ? undefined : Math.min(...members.map((member) => member.sentAt)) + leaseTime;
         return new CompositeHold(this.name, members, members.length, validUntil, this.reportLost);
       }
+      // One lock listed twice through two clients of one Redis refuses itself in every round.
+      if (!failure && refused !== undefined) failure = await this.sameLockTwice(handles, sentAt, refused);
       // All or nothing: give back what this round took before anything else.
       await Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.unlock().catch(() => undefined))));
       if (failure) throw failure.error;
@@ -69,5 +72,21 @@ export class MultiLock extends CompositeLock {
 
   protected releaseHold(hold: CompositeHold): Promise<void> {
     return hold.release(undefined, 0);
+  }
+
+  /**
+   * A `LockUsageError` when the member `refused` was refused by a member this round took: the
+   * same lock on one Redis through two clients (the same name on two servers is two locks, so
+   * this can only be asked of Redis). Without it the MultiLock would wait for itself for good.
+   */
+  private async sameLockTwice(handles: LockHandle[], sentAt: (number | undefined)[], refused: number): Promise<{ error: unknown } | undefined> {
+    const other = handles[refused]!;
+    for (const [i, handle] of handles.entries()) {
+      if (i === refused || sentAt[i] === undefined || handle.key !== other.key) continue;
+      if (await handle.holdsThrough(other).catch(() => false)) {
+        return { error: new LockUsageError(`MultiLock "${this.name}": members ${Math.min(i, refused)} and ${Math.max(i, refused)} are the same lock "${other.name}" on one Redis through two clients; it would wait for itself`) };
+      }
+    }
+    return undefined;
   }
 }
