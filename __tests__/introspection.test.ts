@@ -120,6 +120,45 @@ test('diagnostics_channel: acquired, released, wait start/end, force-unlocked an
   }
 });
 
+test('diagnostics_channel: every acquired is matched by one released or one lost (the holds gauge of observability.md adds up), with the primitive\'s own key', async () => {
+  let holds = 0;
+  const lost: Record<string, unknown>[] = [];
+  const onAcquired = (): void => void holds++;
+  const onReleased = (): void => void holds--;
+  const onLost = (message: unknown): void => {
+    holds--;
+    lost.push(message as Record<string, unknown>);
+  };
+  subscribe('rlock:acquired', onAcquired);
+  subscribe('rlock:released', onReleased);
+  subscribe('rlock:lost', onLost);
+  try {
+    const client = redis.client({ watchdogTimeout: 3_000 });
+    const admin = redis.client();
+    // A lock with a leaseTime, forced away: its unlock() finds it gone, no watchdog to tell.
+    const leased = client.getLock('gauge:lease');
+    await leased.lock({ leaseTime: 60_000 });
+    await admin.getLock('gauge:lease').forceUnlock();
+    await expect(leased.unlock()).rejects.toThrow('is not held');
+    expect(holds).toBe(0);
+    // A permit under the watchdog whose lease was taken away: lost once, and its release is not a second release.
+    const pes = client.getPermitExpirableSemaphore('gauge:pes');
+    await pes.trySetPermits(1);
+    const id = await pes.acquire();
+    await redis.admin.zrem('rlock__permits:{gauge:pes}', id);
+    expect(await pes.tryRelease(id)).toBe(false);
+    expect(holds).toBe(0);
+    expect(lost.map((m) => [m.name, m.key])).toEqual([
+      ['gauge:lease', 'gauge:lease'],
+      ['gauge:pes', 'gauge:pes'],
+    ]);
+  } finally {
+    unsubscribe('rlock:acquired', onAcquired);
+    unsubscribe('rlock:released', onReleased);
+    unsubscribe('rlock:lost', onLost);
+  }
+});
+
 test('the OpenTelemetry example runs and reports the three instruments', async () => {
   const example = startFixture('../../examples/otel-metrics.ts', []);
   const { code, stderr } = await example.exited(30_000);

@@ -385,7 +385,11 @@ export abstract class LockHandle {
       // force-unlock, an expiry, Redis losing its data) before this release ran. An owner that
       // believed it held one under the watchdog is told as a renewal would have told it.
       // (reportLost finds a hold the watchdog still keeps, or takes the one removed above.)
-      if (holdsBefore > 0) this.context.renewal.reportLost(key, field, 'its release found it no longer held by its owner', removed);
+      const reason = 'its release found it no longer held by its owner';
+      const told = holdsBefore > 0 && this.context.renewal.reportLost(key, field, reason, removed);
+      // A hold the watchdog did not keep (a leaseTime) ends here too: `rlock:lost`, so that every
+      // `acquired` is matched by one `released` or one `lost` (a holds gauge adds up).
+      if (holdsBefore > 0 && !told && diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...this.event(owner), error: new LockLostError(this.name, reason) });
     }
     owner.holds = 0;
     // Removed above when this was to be the last hold; otherwise holds went missing (see above).

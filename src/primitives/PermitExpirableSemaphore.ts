@@ -118,7 +118,9 @@ export class PermitExpirableSemaphore extends Primitive {
     checkPermitId(id);
     this.context.assertOpen();
     const released = await this.releasePermit(id);
-    if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
+    // A permit not held is not a release: one the watchdog kept was reported lost instead (one
+    // `acquired`, then one `released` or one `lost`, so that a holds gauge adds up).
+    if (released && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
     return released;
   }
 
@@ -130,7 +132,7 @@ export class PermitExpirableSemaphore extends Primitive {
   private async releasePermit(id: string): Promise<boolean> {
     // Stop renewing first, or a renewal racing the release would report the permit lost. Until
     // `kept.lostAt` the permit is certainly still in Redis.
-    const kept = this.context.renewal.remove(this.permitsKey, id);
+    const kept = this.context.renewal.remove(this.key, id);
     // One latch per release request (see release-4.lua): a resend answers what the first run did.
     const latch = this.requestLatch();
     const handed = await this.handOver(id, kept?.lostAt, latch);
@@ -152,7 +154,7 @@ export class PermitExpirableSemaphore extends Primitive {
     // The latch answers a resend, so 0 means taken away before the release ran: a permit the
     // watchdog kept is reported lost, as a renewal would have.
     const released = result === 1;
-    if (!released && kept) this.context.renewal.reportLost(this.permitsKey, id, 'its release found it no longer held', kept);
+    if (!released && kept) this.context.renewal.reportLost(this.key, id, 'its release found it no longer held', kept);
     return released;
   }
 
@@ -207,7 +209,7 @@ export class PermitExpirableSemaphore extends Primitive {
       if (!pipelined && !sent) next.deliver(undefined); // never sent (no connection, closed): it tries again
       throw error;
     }
-    if (pipelined && result !== 1) this.context.renewal.reportLost(this.permitsKey, waiter, 'the permit handed over to it was no longer in Redis');
+    if (pipelined && result !== 1) this.context.renewal.reportLost(this.key, waiter, 'the permit handed over to it was no longer in Redis');
     if (result === 1) local.handedOver();
     return { result, yielded: false };
   }
@@ -223,7 +225,7 @@ export class PermitExpirableSemaphore extends Primitive {
     if (lease === undefined) throw new InvalidArgumentError('leaseTime', 'is required');
     this.context.assertOpen();
     // Stopped first: a renewal racing the call would put the watchdog's lease back over the new one.
-    const removed = this.context.renewal.remove(this.permitsKey, id);
+    const removed = this.context.renewal.remove(this.key, id);
     try {
       return (await this.context.command('updateLeaseTime', (redis) => scripts(redis).rlock_permitSemaphore_updateLease(this.permitsKey, id, lease))) === 1;
     } catch (error) {
@@ -274,7 +276,7 @@ export class PermitExpirableSemaphore extends Primitive {
     if (!taken) throw new LockTimeoutError(this.name, maxWait);
     const scope = new AbortController();
     const lease = leaseTime === undefined ? undefined : { name: this.name, leaseTime, sentAt: taken.sentAt };
-    const stopWatching = watchHold(scope, [signal, this.context.renewal.lostSignal(this.permitsKey, taken.id)], lease);
+    const stopWatching = watchHold(scope, [signal, this.context.renewal.lostSignal(this.key, taken.id)], lease);
     const outcome = await outcomeOf(() => fn(scope.signal), stopWatching);
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
     // After a loss the permit is gone already: tryRelease answers false, which is no news.
@@ -360,7 +362,8 @@ export class PermitExpirableSemaphore extends Primitive {
     if (sentAt === undefined) return undefined;
     owner.holds = 1;
     if (leaseTime === undefined) {
-      context.renewal.add({ name: this.name, key: this.permitsKey, field: id, owner, renewCommand: RENEW_COMMAND }, sentAt);
+      // Keyed by the semaphore's name (what `lost` reports), renewed in its permits zset.
+      context.renewal.add({ name: this.name, key: this.key, field: id, owner, renewCommand: RENEW_COMMAND, renewKeys: [this.permitsKey] }, sentAt);
     }
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {

@@ -169,9 +169,10 @@ export class ExpirationRenewal {
    * returned for a hold the caller stopped renewing before it learnt it (a release that found
    * the hold taken away).
    */
-  reportLost(key: string, field: string, reason: string, removed?: RenewalTarget): void {
+  reportLost(key: string, field: string, reason: string, removed?: RenewalTarget): boolean {
     const entry = this.entries.get(entryId(key, field)) ?? removed;
     if (entry) this.lose(entry, reason);
+    return entry !== undefined;
   }
 
   close(): void {
