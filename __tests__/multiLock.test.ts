@@ -215,3 +215,19 @@ test('one lock listed twice through two clients of one Redis: LockUsageError at 
   expect(await apart.tryLock({ waitTime: 1_000 })).toBe(true);
   await apart.unlock();
 });
+
+test('a withLock, lock() or tryLock() inside a withLock of a composite sharing a member: LockUsageError at once (it would wait for itself), the outer scope unharmed', async () => {
+  expect.assertions(5);
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+  const overlapping = new MultiLock([clients[1]!.getLock(name), clients[2]!.getLock(uniqueName())]);
+  const apart = new MultiLock([clients[0]!.getLock(uniqueName())]);
+  await multi.withLock(async () => {
+    await expect(multi.withLock(() => undefined, { waitTime: 10_000 })).rejects.toThrow(/not reentrant, it would wait for itself/);
+    await expect(overlapping.tryLock({ waitTime: 10_000 })).rejects.toThrow(LockUsageError);
+    await expect(overlapping.lock()).rejects.toThrow(LockUsageError);
+    expect(await apart.withLock(() => 'nested, disjoint members: fine')).toBe('nested, disjoint members: fine');
+  });
+  expect(await serversHolding(name)).toBe(0);
+});

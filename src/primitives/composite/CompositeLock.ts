@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { EventEmitter } from 'node:events';
 import { nanoid } from 'nanoid';
 import { outcomeOf, watchHold } from '../../core/holdScope';
@@ -5,6 +6,9 @@ import { LockHandle } from '../../core/LockHandle';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../../errors';
 import { checkLockOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from '../../options';
 import type { CompositeHold } from './CompositeHold';
+
+/** The member locks (`LockHandle.identity`) of every composite `withLock` the calling code runs inside. */
+const heldByScope = new AsyncLocalStorage<ReadonlySet<string>>();
 
 export interface CompositeLockEvents {
   /** The lock, held through `lock()`/`tryLock()` or `withLock`, was lost (see each class for when). */
@@ -18,7 +22,8 @@ export interface CompositeLockEvents {
  * attempt is given back without touching a newer hold, and two `withLock` calls on one instance
  * are two owners, as with `RLock`.
  *
- * Not reentrant: a `withLock` nested in another on the same members waits for itself.
+ * Not reentrant: a `withLock`, `lock()` or `tryLock()` inside a `withLock` of a composite that
+ * shares a member lock with it would wait for itself, so it is refused with `LockUsageError`.
  */
 export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
   /**
@@ -90,10 +95,12 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
     const maxWait = waitTime ?? Infinity;
+    this.refuseNested();
     const hold = await this.acquireMembers(leaseTime, maxWait, signal);
     if (!hold) throw new LockTimeoutError(this.name, maxWait);
     const scope = new AbortController();
-    const outcome = await outcomeOf(() => fn(scope.signal), watchHold(scope, [signal, hold.lostSignal]));
+    const held = new Set([...(heldByScope.getStore() ?? []), ...this.members.map((member) => member.identity)]);
+    const outcome = await outcomeOf(() => heldByScope.run(held, () => fn(scope.signal)), watchHold(scope, [signal, hold.lostSignal]));
     const lost = hold.lostSignal.aborted ? (hold.lostSignal.reason as LockLostError) : undefined;
     let releaseError: unknown;
     try {
@@ -112,7 +119,17 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     this.emit('lost', error);
   };
 
+  /** Inside a `withLock` of a composite sharing a member with this one, taking it would wait for that member forever. */
+  private refuseNested(): void {
+    const held = heldByScope.getStore();
+    const shared = held && this.members.find((member) => held.has(member.identity));
+    if (shared) {
+      throw new LockUsageError(`${this.constructor.name} "${this.name}": called inside a withLock that holds its member lock "${shared.name}"; a composite is not reentrant, it would wait for itself`);
+    }
+  }
+
   private async take(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<boolean> {
+    this.refuseNested();
     if (this.current || this.acquiring) {
       throw new LockUsageError(`this ${this.constructor.name} "${this.name}" already ${this.current ? 'holds it' : 'is acquiring it'}; it is not reentrant. Use withLock() for concurrent sections.`);
     }
