@@ -131,3 +131,22 @@ test('WRONGTYPE, latch: await and countDown fail with code WRONGTYPE and write n
   expect(await redis.admin.keys(`*${name}*`)).toEqual([name]);
   expect(client.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
 });
+
+test('WRONGTYPE in a watchdog batch: a hold whose name now holds another type is reported lost alone; the others of its batch are renewed on', async () => {
+  const client = redis.client({ watchdogTimeout: 600 });
+  const lost: string[] = [];
+  client.on('lockLost', (event) => lost.push(`${event.name}: ${event.error.message}`));
+  const names = ['batch:1', 'batch:2', 'batch:3', 'batch:reused'];
+  await Promise.all(names.map((name) => client.getLock(name).lock()));
+  // Taken away and the name reused by a semaphore (a string): Redis refuses HEXISTS on it.
+  await redis.client().getLock('batch:reused').forceUnlock();
+  await redis.client().getSemaphore('batch:reused').trySetPermits(3);
+  await until('the reused name is reported lost', () => lost.length > 0);
+  const before = await Promise.all(names.slice(0, 3).map((name) => redis.admin.pexpiretime(name)));
+  await until('the others are renewed again', async () => {
+    const now = await Promise.all(names.slice(0, 3).map((name) => redis.admin.pexpiretime(name)));
+    return now.every((at, i) => at > before[i]!);
+  });
+  expect(lost).toEqual(['batch:reused: lock "batch:reused" was lost: the watchdog found it no longer held by its owner']);
+  for (const name of names.slice(0, 3)) expect(await client.getLock(name).isLocked()).toBe(true);
+});

@@ -63,3 +63,45 @@ test('every primitive: a wait rides out CLUSTERDOWN and takes it once its slot i
     for (const { node } of owners) node.disconnect();
   }
 }, 60_000);
+
+test("a frozen master does not stop the watchdog on the others: their holds are renewed all along, only the frozen master's are reported lost", async () => {
+  const cluster = clusterOf();
+  const redis = cluster.connect();
+  const client = new LockClient({ redis: { clusterNodes: cluster.startupNodes }, watchdogTimeout: 1500 });
+  const lost: string[] = [];
+  client.on('lockLost', (event) => lost.push(event.name));
+  // The other masters keep serving through the freeze: not yet a failure to them (with the
+  // suite's 1 s node timeout the whole Cluster would go down, as Redis decides).
+  const nodeTimeout = (ms: number): Promise<unknown> =>
+    Promise.all(cluster.servers.map(async (server) => {
+      const node = server.connect();
+      try {
+        await node.config('SET', 'cluster-node-timeout', String(ms));
+      } finally {
+        node.disconnect();
+      }
+    }));
+  await nodeTimeout(20_000);
+  try {
+    const names = Array.from({ length: 12 }, (_, i) => `frozen-node:${i}`);
+    const ports = await Promise.all(names.map((name) => slotOwnerPort(redis, name)));
+    const frozenPort = ports[0]!;
+    expect(new Set(ports).size).toBe(3); // spread over every master
+    await Promise.all(names.map((name) => client.getLock(name).lock()));
+    const frozen = cluster.servers.find((server) => server.port === frozenPort)!;
+    frozen.pause();
+    try {
+      await sleep(3_000); // two leases: renewals on the other masters must go on meanwhile
+    } finally {
+      frozen.resume();
+    }
+    const elsewhere = names.filter((_, i) => ports[i] !== frozenPort);
+    for (const name of elsewhere) expect(await redis.pttl(name)).toBeGreaterThan(0);
+    expect(lost.filter((name) => elsewhere.includes(name))).toEqual([]);
+    expect(lost.length).toBe(names.length - elsewhere.length);
+  } finally {
+    await client.close();
+    redis.disconnect();
+    await nodeTimeout(1_000);
+  }
+}, 30_000);

@@ -71,7 +71,8 @@ export class ExpirationRenewal {
   /** An extra renewal before the next tick, for a hold whose first lease is short (a fair-lock grant). */
   private earlyTimer: NodeJS.Timeout | undefined;
   private earlyAt = Infinity;
-  private renewing = false;
+  /** The batch groups (renew command and slot) whose call of an earlier tick is still out, with how many. */
+  private readonly inFlight = new Map<string, number>();
   private closed = false;
 
   constructor(
@@ -123,7 +124,7 @@ export class ExpirationRenewal {
       this.earlyTimer = undefined;
       this.earlyAt = Infinity;
       // A tick in flight was batched before this hold was added: come back right after it.
-      if (this.renewing) this.armEarly(performance.now() + 5);
+      if (this.inFlight.size > 0) this.armEarly(performance.now() + 5);
       else void this.renewAll();
     }, Math.max(0, at - performance.now())).unref();
   }
@@ -233,19 +234,33 @@ export class ExpirationRenewal {
     this.onLost(entry, error);
   }
 
-  /** One tick. A tick that finds the previous one still running skips: Redis is slow enough already. */
+  /**
+   * One tick. A group of holds (one renew command, one slot) whose call of an earlier tick is
+   * still out skips this one: its node is slow enough already. The others go on: one frozen node
+   * of a Cluster must not stop the renewals on every other (their holds would run out).
+   */
   async renewAll(): Promise<void> {
     if (this.entries.size === 0) {
       this.stopTimer();
       return;
     }
-    if (this.renewing) return;
-    this.renewing = true;
-    try {
-      await Promise.all(batchesOf(this.entries.values(), (entry) => `${entry.renewCommand ?? DEFAULT_RENEW}\n${this.batchOf(entry.key)}`, BATCH_SIZE).map((batch) => this.renewBatch(batch)));
-    } finally {
-      this.renewing = false;
+    const groupOf = (entry: RenewalEntry): string => `${entry.renewCommand ?? DEFAULT_RENEW}\n${this.batchOf(entry.key)}`;
+    const startedNow = new Set<string>();
+    const calls: Promise<void>[] = [];
+    for (const batch of batchesOf(this.entries.values(), groupOf, BATCH_SIZE)) {
+      const group = groupOf(batch[0]!);
+      if (this.inFlight.has(group) && !startedNow.has(group)) continue;
+      startedNow.add(group);
+      this.inFlight.set(group, (this.inFlight.get(group) ?? 0) + 1);
+      calls.push(
+        this.renewBatch(batch).finally(() => {
+          const left = this.inFlight.get(group)! - 1;
+          if (left > 0) this.inFlight.set(group, left);
+          else this.inFlight.delete(group);
+        }),
+      );
     }
+    await Promise.all(calls);
   }
 
   private async renewBatch(batch: RenewalEntry[]): Promise<void> {

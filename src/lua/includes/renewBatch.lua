@@ -3,10 +3,14 @@
 -- and ARGV[1] is the lease in ms.
 
 -- Answers, per hold, 1 where `renewOne(i, field)` extended it, 0 where its owner no longer has it.
+-- A hold whose key Redis refuses to read as one (WRONGTYPE: the name now holds a semaphore's
+-- count, or a user's key) is not held any more: 0 for it alone. Raised, the error would fail the
+-- whole call, and every other hold of the batch would run out with it, tick after tick.
 local function renewBatch(stride, renewOne)
   local renewed = {}
   for i = 1, #KEYS / stride do
-    renewed[i] = renewOne(i, ARGV[i + 1]) and 1 or 0
+    local ok, held = pcall(renewOne, i, ARGV[i + 1])
+    renewed[i] = (ok and held) and 1 or 0
   end
   return renewed
 end
