@@ -2,7 +2,6 @@
 // release handing the lock straight to the next waiter, and dead or stopped waiters never
 // blocking the queue for long.
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { startFixture, type FixtureProcess, runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts, scriptCallCount } from './helpers/testRedis';
@@ -610,35 +609,4 @@ test("a waiter whose client's subscriber blips at its turn keeps its place: skip
   await Promise.all(waits);
   expect(order).toEqual(['W2', 'W1', 'W3']);
   expect(await queueLength(name)).toBe(0);
-});
-
-test("a waiter asking while an earlier waiter of its own client missed its grant (that client's subscriber reconnecting) does not pass it: the earlier one is told in the reply", async () => {
-  const name = 'fair:own-client';
-  const holder = redis.client().getFairLock(name);
-  await holder.lock();
-  // Client B's own connection: its subscriber (a duplicate) is back 1.5 s after a drop.
-  const connection = new Redis(redis.server.url, { retryStrategy: () => 1500 });
-  connection.on('error', () => undefined);
-  const b = redis.client({ redis: connection });
-  try {
-    const order: string[] = [];
-    const take = (label: string): Promise<void> => {
-      const lock = b.getFairLock(name);
-      return lock.lock().then(async () => {
-        order.push(label);
-        await lock.unlock();
-      });
-    };
-    const first = take('first');
-    await until('the first is queued', async () => (await queueLength(name)) === 1);
-    const subscriber = String(await redis.admin.client('LIST')).split('\n').find((line) => line.includes(`name=rlock:${b.id}:`) && / sub=[1-9]/.test(line));
-    await redis.admin.client('KILL', 'ID', /^id=(\d+)/.exec(subscriber!)![1]!);
-    await holder.unlock(); // the grant's message reaches nobody: the lock stays free, the first keeps its place
-    const second = take('second'); // finds the lock free, behind a waiter of its own client
-    await Promise.all([first, second]);
-    expect(order).toEqual(['first', 'second']);
-  } finally {
-    await b.close();
-    connection.disconnect();
-  }
 });

@@ -137,8 +137,6 @@ export class FairLock extends ExclusiveLock {
                 // newer acquire of the same owner, sent after this one on the same connection:
                 // that one found the field and took it as its own hold (or queued under it).
                 lateReply: (late) => {
-                  // A grant this call made to another waiter of this client is still that waiter's.
-                  if (Array.isArray(late) && late[2]) context.pubsub.peek(channel)?.grantFromReply(late[2], sentAt);
                   const newer = owner.pending > 0 || owner.holds > 0;
                   if (late === null) return countsUp || !newer ? this.giveBackUnbooked(owner) : undefined;
                   return listening && !newer ? this.leaveQueue(member) : undefined;
@@ -146,9 +144,7 @@ export class FairLock extends ExclusiveLock {
               },
             );
             if (reply === null) return { held: true, sentAt };
-            const [ttl, redisMicros, told] = reply;
-            // Granted to a waiter of this client ahead of the caller: told here, as a release's reply tells it.
-            if (told) context.pubsub.peek(channel)?.grantFromReply(told, sentAt);
+            const [ttl, redisMicros] = reply;
             notGrantedAt = Math.max(notGrantedAt, redisMicros);
             if (listening) {
               queuedAt = sentAt;

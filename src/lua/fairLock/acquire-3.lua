@@ -18,10 +18,8 @@
 
   Output:
     nil when the owner holds the lock now; otherwise {the lock's PTTL in ms (-1: no TTL), Redis
-    time in µs, and "<field>@<µs>" when this call granted the free lock to a waiter of the
-    caller's own client (told in the reply, as a release tells its own client's waiter)}: the
-    owner was not granted the lock as of then, so a grant stamped earlier that reaches it
-    afterwards is stale (see grantNext).
+    time in µs}: the owner was not granted the lock as of then, so a grant stamped earlier that
+    reaches it afterwards is stale (see grantNext).
 ]]
 --@include fairQueue.lua
 --@include lease.lua
@@ -40,16 +38,13 @@ if redis.call('hexists', KEYS[1], field) == 1 then
 end
 
 local ttl = redis.call('pttl', KEYS[1])
-local nowMs, nowUs, told
+local nowMs, nowUs
 if ttl == -2 then
   -- An empty queue (the uncontended case) has nobody to serve first and nothing to purge.
   local granted = false
   if redis.call('exists', KEYS[2]) == 1 then
     nowMs, nowUs = clock()
-    -- A waiter of the caller's own client ahead of it is told in the reply, not by a message:
-    -- that client is alive (it is calling), so its earlier waiter keeps its turn even while the
-    -- client's subscriber is reconnecting (a message would reach nobody and skip it).
-    granted, told = grantNext(nowMs, nowUs, member, queueTimeout, ARGV[5], ARGV[6], ARGV[7], string.match(field, '^([^:]*):'))
+    granted = grantNext(nowMs, nowUs, member, queueTimeout, ARGV[5], ARGV[6], ARGV[7])
   end
   if not granted or granted == member then
     redis.call('hset', KEYS[1], field, 1)
@@ -65,4 +60,4 @@ end
 if ARGV[2] == '1' then
   enqueue(member, nowMs, queueTimeout)
 end
-return {ttl, nowUs, told}
+return {ttl, nowUs}
