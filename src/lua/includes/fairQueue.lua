@@ -18,27 +18,23 @@ local function clock()
 end
 
 -- Hands the free lock to the first live waiter (direct handoff: the waiter need not come back to
--- ask). Walks the queue from its head until one is granted; `self` is the caller's own member,
--- which is returned without a message (the caller takes the lock itself: it is alive, it is
--- calling). An entry past its deadline is dead, and so is every other entry past it: they all
--- go at once, so k dead waiters cost one queue timeout together (queue.lua's purgeExpired). A
--- grant lives min(lease, queueTimeout): a waiter that is gone (stopped) holds the lock up the
--- queue timeout at most; a live one extends it. PUBLISH reaching nobody means the waiter's
--- client has no subscriber now: its process is gone, or the connection blipped. It is skipped
--- for this grant in the same call but keeps its place (unless receivers cannot be counted:
--- classic pub/sub on a Cluster counts one node only): a dead process's entry runs out by its
--- deadline, which its heartbeat no longer pushes on, and a client back from a blip is served
--- next instead of joining the back of the line. `localClient` (a release's own client) gets no
--- message either: its waiter is told from the script's reply. The message (and the told field)
--- is "<field>@<µs>", `nowUs` being the grant's time (see clock).
+-- ask). Takes heads off the queue until one is granted; `self` is the caller's own member, which
+-- is returned without a message (the caller takes the lock itself: it is alive, it is calling).
+-- A head past its deadline is dead, and so is every other entry past it: they all go at once,
+-- so k dead waiters cost one queue timeout together (queue.lua's purgeExpired). A grant lives
+-- min(lease, queueTimeout): a waiter that is gone (stopped) holds the lock up the queue timeout
+-- at most; a live one extends it. PUBLISH reaching nobody means the waiter's process is gone
+-- (its subscription went with its connection): skipped in the same call, unless receivers cannot
+-- be counted (classic pub/sub on a Cluster counts one node only). `localClient` (a release's own
+-- client) gets no message either: its waiter is told from the script's reply. The message (and
+-- the told field) is "<field>@<µs>", `nowUs` being the grant's time (see clock).
 -- Returns the member granted, or false; and "<field>@<µs>" when it went to `localClient`
 -- without a message.
 local function grantNext(nowMs, nowUs, self, queueTimeout, channelPrefix, publishCommand, trustReceivers, localClient)
   -- %d: Lua's own number-to-string keeps 14 digits, which would round the stamp to 100 µs.
   local stamp = '@' .. string.format('%d', nowUs)
-  local rank = 0
   while true do
-    local head = redis.call('zrange', KEYS[2], rank, rank)[1]
+    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
     if not head then
       return false
     end
@@ -48,21 +44,20 @@ local function grantNext(nowMs, nowUs, self, queueTimeout, channelPrefix, publis
     end
     local deadline = tonumber(redis.call('zscore', KEYS[3], head))
     if deadline == nil or deadline <= nowMs then
-      -- Dead: it and every other dead entry go in one sweep (and an entry without a deadline).
+      -- Dead: it and every other dead entry go in one sweep (and a head without a deadline).
       purgeExpired(nowMs)
       redis.call('zrem', KEYS[2], head)
     else
+      removeEntry(head)
       local lease, field = string.match(head, '^(%d+):(.*)$')
       local clientId = string.match(field, '^([^:]*):')
       local told = clientId == localClient
       local grant = field .. stamp
       if told or redis.call(publishCommand, channelPrefix .. clientId, grant) > 0 or trustReceivers ~= '1' then
-        removeEntry(head)
         redis.call('hset', KEYS[1], field, 1)
         redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
         return head, told and grant or nil
       end
-      rank = rank + 1
     end
   end
 end
