@@ -111,6 +111,47 @@ test('the subscriber connection killed during await: it resubscribes and the cou
   expect(performance.now() - countedAt).toBeLessThan(5_000); // by the message, not the 20 s bound
 });
 
+test('the subscriber back on a slow link: a countDown between the waiters\' retry and the SUBSCRIBE\'s confirmation still opens an awaiter with no waitTime', async () => {
+  const name = uniqueName();
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const client = redis.client({ redis: proxy.url });
+    const latch = client.getCountDownLatch(name);
+    await latch.trySetCount(1);
+    const opened = latch.await(); // no waitTime: nothing but a message (or a retry) ends it
+    await until('the awaiter subscribed', async () => (await subscribersOf(name)) === 1);
+    const subscriber = (client as unknown as { pubsub: { subscriber: { once(event: 'ready', listener: () => void): void } } }).pubsub.subscriber;
+    const back = new Promise<void>((resolve) => subscriber.once('ready', resolve));
+    proxy.newConnectionDelayMs = 400; // the new subscriber connection's SUBSCRIBE reaches Redis late
+    await redis.admin.client('KILL', 'TYPE', 'pubsub');
+    await back; // the awaiter retried (still closed) and sleeps with no bound
+    await redis.client().getCountDownLatch(name).countDown(); // published before the SUBSCRIBE arrives
+    const countedAt = performance.now();
+    await expect(Promise.race([opened, sleep(8_000).then(() => 'still waiting')])).resolves.toBe(true);
+    expect(performance.now() - countedAt).toBeLessThan(5_000);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test('a first SUBSCRIBE slower than the awaiter waits for it: a countDown before its confirmation still opens an awaiter with no waitTime', async () => {
+  const name = uniqueName();
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const client = redis.client({ redis: proxy.url });
+    const latch = client.getCountDownLatch(name);
+    await latch.trySetCount(1); // the command connection is up, at full speed
+    proxy.newConnectionDelayMs = 1_500; // the subscriber, made on the first wait, is slow: past the 1 s a waiter waits for it
+    const opened = latch.await();
+    await until('the awaiter stopped waiting for its SUBSCRIBE and sleeps', () => client.stats.waiters === 1 && (client as unknown as { pubsub: { peek(c: string): { confirmed: boolean } | undefined } }).pubsub.peek(latchChannelOf('', name))?.confirmed === false);
+    await sleep(1_100); // past SUBSCRIBE_WAIT_MS: it retried, found the latch closed, and sleeps with no bound
+    await redis.client().getCountDownLatch(name).countDown(); // before the SUBSCRIBE reaches Redis
+    await expect(Promise.race([opened, sleep(8_000).then(() => 'still waiting')])).resolves.toBe(true);
+  } finally {
+    await proxy.close();
+  }
+});
+
 test('the same countDown operation run twice by the script counts once; another operation counts', async () => {
   const latch = redis.client().getCountDownLatch(uniqueName());
   await latch.trySetCount(3);

@@ -9,6 +9,8 @@ import { commandCounts } from './testRedis';
 export class TcpProxy {
   private readonly pairs = new Set<[Socket, Socket]>();
   private cutArmed = false;
+  /** What connections accepted from now on write to Redis arrives this many ms late (a slow link). */
+  newConnectionDelayMs = 0;
   /** Replies swallowed by cuts so far. */
   cuts = 0;
 
@@ -57,7 +59,8 @@ export class TcpProxy {
     const upstream = connect(targetPort, '127.0.0.1');
     const pair: [Socket, Socket] = [downstream, upstream];
     this.pairs.add(pair);
-    downstream.on('data', (chunk) => upstream.write(chunk));
+    const delay = this.newConnectionDelayMs;
+    downstream.on('data', (chunk) => (delay > 0 ? setTimeout(() => upstream.write(chunk), delay) : upstream.write(chunk)));
     upstream.on('data', (chunk) => {
       if (this.cutArmed) {
         this.cutArmed = false;

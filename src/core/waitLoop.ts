@@ -107,6 +107,12 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
       // Retrying only once subscribed closes the race with a release published before that.
       entry = context.pubsub.join(protocol.channel);
       await entry.untilSubscribed(Math.min(bound(), SUBSCRIBE_WAIT_MS), stops);
+      // Asked before the SUBSCRIBE was confirmed: a message between that attempt and the
+      // confirmation reached nobody, so the waiters try once more when it comes.
+      if (!entry.confirmed) {
+        const joined = entry;
+        void joined.subscribed.then((subscribed) => subscribed && joined.wakeAll());
+      }
     }
     for (;;) {
       if (woken) {

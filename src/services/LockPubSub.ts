@@ -111,6 +111,20 @@ export class LockPubSub {
     });
   }
 
+  /**
+   * Subscribes `channel` again (a reconnect, a moved slot) and lets every waiter retry once when
+   * Redis has answered the SUBSCRIBE (or refused it): releases published while it was away are
+   * lost, and so is one published before that answer, so a retry any sooner could miss it and a
+   * waiter with no bound (a latch's awaiter) would then sleep for good.
+   */
+  private resubscribe(channel: string, entry: ChannelEntry): void {
+    entry.confirmed = false;
+    this.subscribe(channel, entry);
+    void entry.subscribed.then(() => {
+      if (this.entries.get(channel) === entry) entry.wakeAll();
+    });
+  }
+
   /** Subscriptions that failed, tried again (their waiters meanwhile sleep at most their pttl). */
   private retryFailed(): void {
     for (const [channel, entry] of this.entries) if (entry.failed) this.subscribe(channel, entry);
@@ -149,17 +163,14 @@ export class LockPubSub {
       if (!entry.confirmed && !entry.failed && entry.subscribeSentAt > 0 && performance.now() - entry.subscribeSentAt > SUBSCRIBE_ANSWER_MS) {
         // ioredis keeps the channel as subscribed: an unsubscribe first, or it sends nothing.
         this.unsubscribe(channel);
-        this.subscribe(channel, entry);
-        entry.wakeAll();
+        this.resubscribe(channel, entry);
         continue;
       }
       const owner = cluster.slots[calculateSlot(channel)]?.join(',');
       if (entry.slotOwner !== undefined && owner !== entry.slotOwner) {
         // ioredis does not always carry a sharded subscription over to the slot's new node (an
         // entry kept past its waiters, RLock's, was left with none): subscribe it again ourselves.
-        entry.confirmed = false;
-        this.subscribe(channel, entry);
-        entry.wakeAll();
+        this.resubscribe(channel, entry);
       }
       entry.slotOwner = owner;
     }
@@ -183,11 +194,7 @@ export class LockPubSub {
         // SUBSCRIBE was in flight when the connection dropped (the soak saw waiters then sleep out
         // the holder's whole lease): subscribe every channel again ourselves (a repeated
         // SUBSCRIBE is harmless), and let every waiter retry once.
-        for (const [channel, entry] of this.entries) {
-          entry.confirmed = false;
-          this.subscribe(channel, entry);
-          entry.wakeAll();
-        }
+        for (const [channel, entry] of this.entries) this.resubscribe(channel, entry);
       }
       this.wasReady = true;
       this.retryFailed();
