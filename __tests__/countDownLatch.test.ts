@@ -169,6 +169,13 @@ test('the same countDown operation run twice by the script counts once; another 
   expect(await latch.trySetCount(1)).toBe(true);
   expect(await run('op-3')).toBe(1);
   expect(await latch.getCount()).toBe(1);
+  // One that first ran on an open latch counted nothing; its resend after the latch was set again counts nothing either.
+  expect(await run('op-4')).toBe(0);
+  expect(await latch.getState()).toBe('open');
+  expect(await run('op-5')).toBe(0); // on the open latch
+  expect(await latch.trySetCount(2)).toBe(true);
+  expect(await run('op-5')).toBe(2); // its resend
+  expect(await latch.getCount()).toBe(2);
 });
 
 test('a countDown whose reply is lost is resent by ioredis after the reconnect and counts once', async () => {

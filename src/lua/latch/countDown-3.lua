@@ -15,14 +15,19 @@
   Output:
     the count left (never below 0: a count down on an open latch changes nothing).
 ]]
+-- Recorded first, also when it finds nothing to count down: a resend of a call that ran on an
+-- open or never-set latch must not count down a round set since.
+local first = redis.call('sadd', KEYS[3], ARGV[2]) == 1
+if first then
+  redis.call('pexpire', KEYS[3], ARGV[3])
+end
 local count = redis.call('get', KEYS[1])
 if not count then
   return 0
 end
-if redis.call('sadd', KEYS[3], ARGV[2]) == 0 then
+if not first then
   return tonumber(count)
 end
-redis.call('pexpire', KEYS[3], ARGV[3])
 local left = redis.call('decr', KEYS[1])
 if left <= 0 then
   redis.call('del', KEYS[1])
