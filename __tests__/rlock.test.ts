@@ -774,6 +774,28 @@ describe('leases and the watchdog', () => {
     );
     await expect(run).rejects.toThrow(/lease of 200 ms ran out/);
   });
+
+  test('a leaseTime scope entered again without a leaseTime is kept by the watchdog from then on: its signal does not abort at the first lease, and a loss still aborts it', async () => {
+    expect.assertions(3); // two of them in the callback: it must run
+    const client = newClient({ watchdogTimeout: 1_000 });
+    const other = newClient();
+    const name = uniqueName();
+    const held = client.getLock(name).withLock(
+      async (signal) => {
+        // A re-entry without leaseTime puts the scope's hold under the watchdog (Redisson does the same).
+        await client.getLock(name).lock();
+        await client.getLock(name).unlock();
+        await new Promise((resolve) => setTimeout(resolve, 700)); // past the scope's own 300 ms lease
+        expect(signal.aborted).toBe(false);
+        expect(await other.getLock(name).tryLock()).toBe(false); // renewed: still held
+        await other.getLock(name).forceUnlock();
+        await until('the watchdog tells the scope', () => signal.aborted);
+        return signal.reason as Error;
+      },
+      { leaseTime: 300 },
+    );
+    await expect(held).rejects.toThrow(/the watchdog found it no longer held/);
+  });
 });
 
 describe('AbortSignal', () => {

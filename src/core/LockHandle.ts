@@ -413,6 +413,7 @@ export abstract class LockHandle {
   private watchScope(owner: LockOwner, leaseTime: number | undefined, signal: AbortSignal | undefined, scope: AbortController, sentAt: number): () => void {
     const field = this.field(owner);
     const timed = leaseTime !== undefined && !this.context.renewal.has(this.key, field);
-    return watchHold(scope, [signal, this.context.renewal.lostSignal(this.key, field)], timed ? { name: this.name, leaseTime, sentAt } : undefined);
+    const watchdog = (): AbortSignal | undefined => this.context.renewal.lostSignal(this.key, field);
+    return watchHold(scope, [signal, watchdog()], timed ? { name: this.name, leaseTime, sentAt, watchdog } : undefined);
   }
 }

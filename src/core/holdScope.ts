@@ -8,20 +8,27 @@ import { LockLostError } from '../errors';
 export function watchHold(
   scope: AbortController,
   sources: (AbortSignal | undefined)[],
-  lease?: { name: string; leaseTime: number; sentAt: number },
+  lease?: { name: string; leaseTime: number; sentAt: number; watchdog?: () => AbortSignal | undefined },
 ): () => void {
   const undo: (() => void)[] = [];
-  for (const source of sources) {
-    if (!source) continue;
+  const follow = (source: AbortSignal | undefined): void => {
+    if (!source) return;
     if (source.aborted) scope.abort(source.reason);
     const listener = (): void => scope.abort(source.reason);
     source.addEventListener('abort', listener, { once: true });
     undo.push(() => source.removeEventListener('abort', listener));
-  }
+  };
+  sources.forEach(follow);
   if (lease) {
     // Counted from when the acquire was sent: Redis's TTL started later, so this fires first.
     const timer = setTimeout(
-      () => scope.abort(new LockLostError(lease.name, `its lease of ${lease.leaseTime} ms ran out`)),
+      () => {
+        // Entered again since without a leaseTime: the watchdog keeps the hold now (a re-entry
+        // only lengthens it), so from here its loss is what ends the scope, not this lease.
+        const kept = lease.watchdog?.();
+        if (kept) follow(kept);
+        else scope.abort(new LockLostError(lease.name, `its lease of ${lease.leaseTime} ms ran out`));
+      },
       Math.max(0, lease.sentAt + lease.leaseTime - performance.now()),
     );
     timer.unref();
