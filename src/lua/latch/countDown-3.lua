@@ -15,13 +15,14 @@
   Output:
     the count left (never below 0: a count down on an open latch changes nothing).
 ]]
--- Recorded first, also when it finds nothing to count down: a resend of a call that ran on an
--- open or never-set latch must not count down a round set since.
+-- Read first: a key of another type fails here (WRONGTYPE) with nothing written.
+local count = redis.call('get', KEYS[1])
+-- Recorded also when there is nothing to count down: a resend of a call that ran on an open or
+-- never-set latch must not count down a round set since.
 local first = redis.call('sadd', KEYS[3], ARGV[2]) == 1
 if first then
   redis.call('pexpire', KEYS[3], ARGV[3])
 end
-local count = redis.call('get', KEYS[1])
 if not count then
   return 0
 end
