@@ -50,7 +50,7 @@ describe('readers share, writers exclude', () => {
     expect(await redis.admin.exists(name, `rlock__rw_leases:{${name}}`, `rlock__rw_writers:{${name}}`)).toBe(0);
   }, 60_000);
 
-  test('2 writers in 2 processes, 500 write holds each: every wake-up comes by message, wait p99 < 50 ms (Redisson #3891: one waited 35 s), and the writers take turns', async () => {
+  test('2 writers in 2 processes, 500 write holds each: every wake-up comes by message, wait p99 < 250 ms (Redisson #3891: one waited 35 s), and the writers take turns', async () => {
     const name = uniqueName();
     // A 60 s queue timeout: the heartbeat (a third of it) never wakes a waiter within the test,
     // and a missed release message costs the holder's 30 s lease.
@@ -62,8 +62,10 @@ describe('readers share, writers exclude', () => {
       const outcome = JSON.parse(worker.lines.at(-1)!) as { violations: number; writes: number; maxWaitMs: number; p99WaitMs: number };
       console.log(`2 writers: wait p99 ${outcome.p99WaitMs} ms, max ${outcome.maxWaitMs} ms`);
       expect(outcome).toMatchObject({ violations: 0, writes: 500 });
-      // Each wait is the other writer's hold (1-5 ms and three round trips) and one message.
-      expect(outcome.p99WaitMs).toBeLessThan(50);
+      // Each wait is the other writer's hold (1-5 ms and three round trips) and one message:
+      // 12-17 ms alone, 86 ms once under the full suite's load on 2 cores; a missed message
+      // costs the 30 s lease, which max catches.
+      expect(outcome.p99WaitMs).toBeLessThan(250);
       expect(outcome.maxWaitMs).toBeLessThan(2_000);
     }
     // While both ran, a writer that released did not take the lock straight back from the other
