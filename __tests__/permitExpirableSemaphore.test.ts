@@ -339,6 +339,17 @@ describe('a release whose reply is lost to a reconnect (ioredis resends it)', ()
     expect(lostEvents).toEqual([id]);
     expect(client.stats.renewals).toBe(0);
   });
+
+  test('an acquire whose reply is lost takes its permit once: the resend finds it taken, nothing is left that nobody holds', async () => {
+    const sem = redis.client({ redis: proxy.url }).getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    await sem.availablePermits(); // the scripts are loaded: no NOSCRIPT reply to cut below
+    const id = await resent(() => sem.tryAcquire({ leaseTime: 60_000 }));
+    expect(id).not.toBeNull(); // before: refused by its own permit, which stayed for its lease
+    expect(await redis.admin.zrange(`rlock__permits:{${sem.key}}`, 0, -1)).toEqual([id]);
+    await sem.release(id!);
+    expect(await sem.availablePermits()).toBe(1);
+  });
 });
 
 test('withPermit: a permit taken away that no renewal noticed before the release: withPermit rejects LockLostError', async () => {

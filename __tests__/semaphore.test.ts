@@ -175,6 +175,31 @@ describe('waking waiters', () => {
     }
   }, 30_000);
 
+  test('a yielding client whose waiters a message without releaser woke (a reservation left) wakes them all when its yield ends: none sleeps on beside a free permit', async () => {
+    const name = uniqueName();
+    const a = redis.client();
+    const b = redis.client();
+    const sem = b.getSemaphore(name);
+    await sem.trySetPermits(2);
+    await sem.acquire({ permits: 2 });
+    const got: string[] = [];
+    const waits = ['W1', 'W2'].map((label) => a.getSemaphore(name).tryAcquire({ waitTime: 20_000 }).then((ok) => ok && got.push(label)));
+    await until('both waiters are parked', () => parkedOnChannel(a, `rlock__semaphore:{${name}}`) === 2);
+    const controller = new AbortController();
+    const big = b.getSemaphore(name).acquire({ permits: 3, signal: controller.signal });
+    big.catch(() => undefined);
+    await until('the 3-permit waiter reserved', async () => (await redis.admin.exists(`rlock__semaphore_reservation:{${name}}`)) === 1);
+    await sem.release({ permits: 2 }); // kept for the reservation: no message
+    // Client A yields its turn now (as after a run of local handoffs)...
+    (a as unknown as { pubsub: { peek(channel: string): { local: { yieldTurn(): void } } } }).pubsub.peek(`rlock__semaphore:{${name}}`).local.yieldTurn();
+    controller.abort(); // ...as the reservation leaves: "wake:2:" names no releasing client
+    await expect(big).rejects.toMatchObject({ name: 'AbortError' });
+    const freedAt = performance.now();
+    await Promise.all(waits);
+    expect(got.sort()).toEqual(['W1', 'W2']);
+    expect(performance.now() - freedAt).toBeLessThan(5_000); // not their 20 s waitTime
+  });
+
   test('a 2-permit request is not starved by 1-permit takers that keep both permits busy', async () => {
     const name = uniqueName();
     await redis.client().getSemaphore(name).trySetPermits(2);

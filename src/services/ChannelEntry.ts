@@ -109,8 +109,10 @@ export class ChannelEntry {
     if (counted) {
       if (counted[3] !== undefined) this.grant(counted[3]);
       // A release of this client while it yields its turn wakes none of its waiters; another
-      // client's release ends the yield (LocalHandoff.heard).
-      if (counted[2] && this.local && !this.local.heard(counted[2], counted[1] === 'all' ? Infinity : Number(counted[1]))) return;
+      // client's release ends the yield (LocalHandoff.heard), and so does a message no client
+      // released (a reservation left, a new total): the waiters it wakes would otherwise stand
+      // back for the yield, and its end wakes only as many as this client's own releases.
+      if (counted[2] !== undefined && this.local && !this.local.heard(counted[2], counted[1] === 'all' ? Infinity : Number(counted[1]))) return;
       if (counted[1] === 'all') this.wakeAll();
       else this.wake(Number(counted[1]));
       return;

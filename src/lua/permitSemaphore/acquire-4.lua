@@ -25,6 +25,12 @@
 ]]
 --@include permits.lua
 local now = nowMs()
+-- A resend (ioredis, after a reconnect) of a call whose first run took the permit: taken. The
+-- id is new for each acquire, so only that first run can have put it there.
+local taken = redis.call('zscore', KEYS[2], ARGV[1])
+if taken and tonumber(taken) > now then
+  return nil
+end
 local expired = redis.call('zremrangebyscore', KEYS[2], '-inf', now)
 local free = freePermits(KEYS[1], KEYS[2], now)
 local claim = redis.call('get', KEYS[4])
