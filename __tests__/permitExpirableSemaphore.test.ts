@@ -350,6 +350,15 @@ describe('a release whose reply is lost to a reconnect (ioredis resends it)', ()
     await sem.release(id!);
     expect(await sem.availablePermits()).toBe(1);
   });
+
+  test('a resent addPermits changes the total once', async () => {
+    const sem = redis.client({ redis: proxy.url }).getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(2);
+    await resent(() => sem.addPermits(1));
+    expect(await sem.availablePermits()).toBe(3);
+    await resent(() => sem.addPermits(-2));
+    expect(await sem.availablePermits()).toBe(1);
+  });
 });
 
 test('withPermit: a permit taken away that no renewal noticed before the release: withPermit rejects LockLostError', async () => {

@@ -38,6 +38,15 @@ describe('resent after a reconnect (the soak found both: more holders than permi
     await resent(() => sem.release({ permits: 2 }));
     expect(await sem.availablePermits()).toBe(3);
   });
+
+  test('a resent addPermits adds once, a resent drainPermits answers what it took (nothing lost)', async () => {
+    const sem = redis.client({ redis: proxy.url }).getSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    await resent(() => sem.addPermits(1));
+    expect(await sem.availablePermits()).toBe(2);
+    expect(await resent(() => sem.drainPermits())).toBe(2);
+    expect(await sem.availablePermits()).toBe(0);
+  });
 });
 
 describe('permits', () => {

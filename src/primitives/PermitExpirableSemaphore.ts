@@ -35,7 +35,7 @@ interface PermitScripts {
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
-  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, delta: number, publish: PublishCommand): Promise<number>;
+  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, latchTtlMs: number): Promise<number>;
   rlock_permitSemaphore_inspect(key: string, permitsKey: string, claimKey: string): Promise<[string | null, number, string[], string | null, number]>;
 }
 
@@ -90,7 +90,8 @@ export class PermitExpirableSemaphore extends Primitive {
     checkCount('delta', delta, -Infinity);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, delta, publish));
+    const latch = this.requestLatch(); // a resend after a lost reply changes nothing again
+    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, latch, delta, publish, RELEASE_LATCH_TTL_MS));
   }
 
   /** Waits as long as it takes (or until `signal` aborts) and takes a permit; resolves with its id. */

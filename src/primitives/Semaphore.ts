@@ -31,10 +31,9 @@ export function standBackBound(entry: ChannelEntry, permits: number, first: bool
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
   rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number]>;
-  rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, delta: number, publish: PublishCommand, releaser: string): Promise<[number, number]>;
-  rlock_semaphore_release(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
+  rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
-  rlock_semaphore_drain(key: string): Promise<number>;
+  rlock_semaphore_drain(key: string, latch: string, latchTtlMs: number): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
 }
 
@@ -171,7 +170,8 @@ export class Semaphore extends Primitive {
   /** Takes every free permit; returns how many. */
   async drainPermits(): Promise<number> {
     this.context.assertOpen();
-    return this.context.command('drainPermits', (redis) => scripts(redis).rlock_semaphore_drain(this.key));
+    const latch = this.requestLatch(); // a resend after a lost reply answers what the first run took
+    return this.context.command('drainPermits', (redis) => scripts(redis).rlock_semaphore_drain(this.key, latch, RELEASE_LATCH_TTL_MS));
   }
 
   /** Free permits, the reservation (who, how many, for how long), and how many clients wait. */
@@ -221,7 +221,7 @@ export class Semaphore extends Primitive {
     const publish = await this.publishCommand();
     const latch = this.requestLatch();
     return this.context.command('release', (redis) =>
-      scripts(redis).rlock_semaphore_release(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
+      scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
     );
   }
 
@@ -234,7 +234,8 @@ export class Semaphore extends Primitive {
   /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
   private async add(call: string, delta: number): Promise<[number, number]> {
     const publish = await this.publishCommand();
-    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, delta, publish, this.context.clientId));
+    const latch = this.requestLatch(); // a resend after a lost reply adds nothing again
+    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, RELEASE_LATCH_TTL_MS));
   }
 
   /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */

@@ -7,17 +7,23 @@
     KEYS[2] permits taken, zset permit id -> expiry (Redis ms)
     KEYS[3] channel
     KEYS[4] the kind marker "rlock__kind:{<key>}" (see kind.lua)
+    KEYS[5] latch of this request: a resend of a call whose reply was lost changes nothing again
     ARGV[1] delta
     ARGV[2] publish command
+    ARGV[3] latch TTL in ms
 
   Output:
     the free permits after the change.
 ]]
 --@include permits.lua
 --@include kind.lua
+if redis.call('exists', KEYS[5]) == 1 then
+  return freePermits(KEYS[1], KEYS[2], nowMs())
+end
 incrByMarked(KEYS[1], ARGV[1], KEYS[4], 'permits')
 local free = freePermits(KEYS[1], KEYS[2], nowMs())
 if tonumber(ARGV[1]) > 0 and free > 0 then
   redis.call(ARGV[2], KEYS[3], 'wake:' .. free .. ':')
 end
+redis.call('set', KEYS[5], 1, 'px', ARGV[3])
 return free

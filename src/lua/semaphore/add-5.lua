@@ -1,25 +1,26 @@
 --[[
-  Gives back permits a holder took, once per release request, and wakes as many waiters as the
-  free permits can now serve (add-4.lua without a latch serves addPermits).
+  Adds permits (a release, or addPermits with a delta that may be negative), once per request,
+  and wakes as many waiters as the free permits can now serve.
 
   ioredis resends a command whose reply was lost to a reconnect; without the latch a resent
-  release would add its permits twice, and more holders than permits could then hold at once
-  (the soak found it: scripts/soak/primitives/semaphore.ts). The latch keeps the first run's
-  answer for the resend and expires by itself.
+  release or addPermits would add its permits twice, and more holders than permits could then
+  hold at once (the soak found it for releases: scripts/soak/primitives/semaphore.ts). The latch
+  keeps the first run's answer for the resend and expires by itself.
 
   Input:
     KEYS[1] the counter of free permits
     KEYS[2] the reservation hash
     KEYS[3] the semaphore's channel "rlock__semaphore:{<key>}"
     KEYS[4] the kind marker "rlock__kind:{<key>}" (see kind.lua)
-    KEYS[5] latch of this release request "rlock__unlock_latch:{<key>}:<clientId>:<requestId>"
-    ARGV[1] permits to give back (>= 1)
+    KEYS[5] latch of this request "rlock__unlock_latch:{<key>}:<clientId>:<requestId>": a resend
+            of a call whose reply was lost answers what the first run did, adding nothing again
+    ARGV[1] permits to add (may be negative)
     ARGV[2] publish command: "spublish" on a Cluster with sharded pub/sub, else "publish"
     ARGV[3] the releasing client's id (named in the message)
     ARGV[4] latch TTL in ms
 
   Output:
-    {free permits after the release, clients the wake-up message reached (0: none sent)}
+    {free permits after the change, clients the wake-up message reached (0: none sent)}
 ]]
 --@include semaphoreWake.lua
 --@include kind.lua
@@ -29,6 +30,9 @@ if done then
   return {tonumber(free), tonumber(reached)}
 end
 local free = incrByMarked(KEYS[1], ARGV[1], KEYS[4], 'semaphore')
-local reached = wakeWaiters(KEYS[2], KEYS[3], free, ARGV[2], ARGV[3])
+local reached = 0
+if tonumber(ARGV[1]) > 0 then
+  reached = wakeWaiters(KEYS[2], KEYS[3], free, ARGV[2], ARGV[3])
+end
 redis.call('set', KEYS[5], free .. ':' .. reached, 'px', ARGV[4])
 return {free, reached}

@@ -1,0 +1,25 @@
+--[[
+  Takes every free permit, once per request: a resend of a call whose reply was lost (ioredis,
+  after a reconnect) answers what the first run took instead of taking nothing, so the permits
+  it took are not lost to a caller told 0.
+
+  Input:
+    KEYS[1] the counter of free permits
+    KEYS[2] latch of this request "rlock__unlock_latch:{<key>}:<clientId>:<requestId>"
+    ARGV[1] latch TTL in ms
+
+  Output:
+    how many were taken (0 when none were free; a negative count is left as it is).
+]]
+local done = redis.call('get', KEYS[2])
+if done then
+  return tonumber(done)
+end
+local free = tonumber(redis.call('get', KEYS[1]) or '0')
+if free <= 0 then
+  free = 0
+else
+  redis.call('decrby', KEYS[1], free)
+end
+redis.call('set', KEYS[2], free, 'px', ARGV[1])
+return free
