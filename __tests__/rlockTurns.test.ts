@@ -144,6 +144,27 @@ test('the only waiter of the woken client stops as its wake-up arrives: the turn
   expect(await heldWithin(cHolds, () => releasedAt, 10_000)).toBeLessThan(3_000);
 });
 
+test('the woken client closes as its wake-up arrives: its close() passes the turn on to the next client at once', async () => {
+  const name = uniqueName();
+  const queueKey = clientQueueKeyOf('', name);
+  // Heartbeats every 20 s: too late for the bound below.
+  const [holder, b, c] = [redis.client({ queueTimeout: 60_000 }), redis.client({ queueTimeout: 60_000 }), redis.client({ queueTimeout: 60_000 })];
+  const held = holder.getLock(name);
+  expect(await held.tryLock({ leaseTime: LEASE })).toBe(true);
+  const bWaits = b.getLock(name).lock({ leaseTime: LEASE }).catch((error: Error) => error.name);
+  await until('B is in line', async () => (await redis.admin.zscore(queueKey, b.id)) !== null);
+  const cHolds = c.getLock(name).lock({ leaseTime: LEASE });
+  await until('C is in line', async () => (await redis.admin.zscore(queueKey, c.id)) !== null);
+  const subscriber = (b as unknown as { pubsub: { connection: Redis } }).pubsub.connection;
+  const closing = new Promise<void>((resolve) => subscriber.once('message', () => resolve(b.close())));
+  const releasedAt = performance.now();
+  await held.unlock(); // wakes B, the head of the line, which closes
+  await closing;
+  expect(await bWaits).toBe('ClientClosedError');
+  // Before: B's close() kept the turn, and C waited for its own heartbeat (20 s here).
+  expect(await heldWithin(cHolds, () => releasedAt, 10_000)).toBeLessThan(3_000);
+});
+
 describe('a release whose client stops waiting while it is out', () => {
   /** The client's queue heartbeat: its entries and whether its timer runs. */
   const heartbeatOf = (client: LockClient): { entries: Set<unknown>; timer: unknown } => (client as unknown as { heartbeat: { entries: Set<unknown>; timer: unknown } }).heartbeat;

@@ -125,12 +125,14 @@ export class WaitingClient implements EntryKeeper {
     void this.queue.leave().catch(() => undefined);
   }
 
-  dropped(closing: boolean): void {
+  dropped(): void {
     this.stopLingering();
     if (this.beat) this.queue.heartbeat.remove(this.beat);
     this.beat = undefined;
     // A turn that came and was not answered is passed on as well.
-    if (!closing && (this.queued || this.turn)) void this.queue.leave().catch(() => undefined); // else the entry runs out
+    // Also on close(): a client closing with its turn would otherwise keep it until its entry ran
+    // out, and every other client waited for its heartbeat (close() sends this before its QUIT).
+    if (this.queued || this.turn) void this.queue.leave().catch(() => undefined);
     this.queued = false;
     this.turn = false;
   }
