@@ -222,8 +222,8 @@ describe('the Redis protocol', () => {
       for (const field of ['gone:1', 'b:1', 'b:2', 'c:1']) expect(await scripted.rlock_acquire(...queue, 10_000, field, 1, 5000)).toBeGreaterThan(0);
       expect(await redis.zrange(queue[1], 0, -1)).toEqual(['gone', 'b', 'c']); // one entry per client, in arrival order
 
-      // The release skips the dead client in the same call and wakes b alone.
-      expect(await scripted.rlock_release(...queue, `${key}:l1`, 'a:1', 1000, 'publish', prefix, 1, 5000, 0, 0)).toBe(1);
+      // The release skips the dead client in the same call and wakes b alone (4: a, with no waiters, lets b ask first).
+      expect(await scripted.rlock_release(...queue, `${key}:l1`, 'a:1', 1000, 'publish', prefix, 1, 5000, 0, 0)).toBe(4);
       await until('b was woken', () => heard.length === 1);
       await quiet();
       expect(heard).toEqual(['b from a']);
@@ -658,6 +658,32 @@ describe('contention: local handoff and turns between clients', () => {
     const [countA, countB] = [counts.get(a)!, counts.get(b)!];
     // A run of local handoffs ends after 20 ms (or 32 handoffs), then the lock goes to the other client.
     expect(Math.min(countA, countB)).toBeGreaterThan(0.25 * (countA + countB));
+  }, 20_000);
+
+  test('a one-task client that locks again at once does not starve a busy one: its release lets the woken client ask first', async () => {
+    // One task on one client, eight on another, 25 ms holds: each release of the one-task client
+    // woke the other client, whose waiter needs a message and a round trip, and the one task's
+    // next lock() took the free lock back first (145 holds against 8, a wait of 4.2 s here).
+    const name = uniqueName();
+    const one = newClient();
+    const busy = newClient();
+    const holds = new Map<LockClient, number>([[one, 0], [busy, 0]]);
+    let longestBusyWait = 0;
+    const stop = performance.now() + 3_000;
+    const loop = async (client: LockClient): Promise<void> => {
+      while (performance.now() < stop) {
+        const asked = performance.now();
+        const lock = client.getLock(name);
+        await lock.lock();
+        if (client === busy) longestBusyWait = Math.max(longestBusyWait, performance.now() - asked);
+        holds.set(client, holds.get(client)! + 1);
+        await sleep(25);
+        await lock.unlock();
+      }
+    };
+    await Promise.all([loop(one), ...Array.from({ length: 8 }, () => loop(busy))]);
+    const total = holds.get(one)! + holds.get(busy)!;
+    expect({ busyShare: holds.get(busy)! / total > 0.25, busyLive: longestBusyWait < 2_000 }).toEqual({ busyShare: true, busyLive: true });
   }, 20_000);
 
   test('6 processes × 2 tasks with back-to-back holds: a client whose run ended does not barge back in, every process gets its share', async () => {

@@ -10,6 +10,27 @@ import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';
 import { WaitingClient } from '../services/WaitingClient';
+import { boundedWait } from '../services/bounds';
+
+/** How long a client's new callers let another client's waiter, woken by its release, ask first. */
+const TURN_PASSED_MS = 50;
+
+/** Per client: the locks whose turn one of its releases just passed to another client, until when (performance.now()). */
+const passed = new WeakMap<LockContext, Map<string, number>>();
+
+function turnsPassed(context: LockContext): Map<string, number> {
+  let turns = passed.get(context);
+  if (!turns) passed.set(context, (turns = new Map()));
+  return turns;
+}
+
+function passTurn(context: LockContext, key: string): void {
+  const turns = turnsPassed(context);
+  const now = performance.now();
+  // Per lock name: a process locking many names (order:<id>) must not keep one entry per name.
+  if (turns.size >= 64) for (const [name, until] of turns) if (until <= now) turns.delete(name);
+  turns.set(key, now + TURN_PASSED_MS);
+}
 
 /**
  * A reentrant distributed lock, Redisson's RLock: a Redis hash `<clientId>:<ownerId> → holds`.
@@ -56,7 +77,25 @@ export class RLock extends ExclusiveLock {
     return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, clientQueueExpiryKeyOf(this.context.keyPrefix, this.key)));
   }
 
-  protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+    // This client's release just woke another client's waiter: a new caller (one that may wait)
+    // lets it ask first, for at most TURN_PASSED_MS. Not fair, bounded: it ends the starvation of
+    // a busy process by one that releases and locks again at once ("a one-task client that locks
+    // again at once does not starve a busy one").
+    const passedUntil = owner.holds === 0 && waitTime > 0 ? turnsPassed(this.context).get(this.key) : undefined;
+    if (passedUntil !== undefined) {
+      const left = passedUntil - performance.now();
+      if (left <= 0) turnsPassed(this.context).delete(this.key);
+      else {
+        const pause = Math.min(left, waitTime);
+        await boundedWait(pause, signal ? [signal, this.context.closedSignal] : [this.context.closedSignal], () => undefined);
+        waitTime -= pause;
+      }
+    }
+    return this.waitForLock(owner, leaseTime, waitTime, signal);
+  }
+
+  private waitForLock(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
     const { channel } = this;
     const lease = leaseTime ?? this.context.watchdogTimeout;
     let first = true;
@@ -111,7 +150,7 @@ export class RLock extends ExclusiveLock {
     const { publish, trust } = await queuePublishing(this.context);
     const args = [...this.queueKeys(), latch, field, RELEASE_LATCH_TTL_MS, publish, this.wakePrefix, trust, this.context.queueTimeout, stayInLine, mustYield] as const;
     const sentAt = performance.now();
-    let result: 0 | 1 | 2 | 3 | null | undefined;
+    let result: 0 | 1 | 2 | 3 | 4 | null | undefined;
     try {
       result = next ? await redis.rlock_release(...args, next.candidate.field, next.candidate.lease) : await redis.rlock_release(...args);
     } finally {
@@ -127,6 +166,13 @@ export class RLock extends ExclusiveLock {
       local!.handedOver();
       waiting?.took(next!.candidate.lease, false);
       return 1;
+    }
+    if (result === 4) {
+      // Another client's waiter was woken and none of this client's waits: this client's next
+      // callers let it ask first (see acquireFor), or a task that locks again at once would take
+      // the free lock back before that waiter's attempt arrives, again and again.
+      passTurn(this.context, this.key);
+      result = 1;
     }
     if (result === 1 || result === 3) {
       local?.endRun();

@@ -47,7 +47,7 @@ export interface ScriptCommands {
     mustYield: 0 | 1,
     handToField?: string,
     handToLeaseMs?: number,
-  ): Promise<0 | 1 | 2 | 3 | null>;
+  ): Promise<0 | 1 | 2 | 3 | 4 | null>;
   rlock_forceUnlock(key: string, clientsKey: string, clientsExpiryKey: string, publishCommand: PublishCommand, wakeChannelPrefix: string, trustReceivers: 0 | 1, ifHolder: string): Promise<[0 | 1, ...string[]]>;
   rlock_leave(key: string, clientsKey: string, clientsExpiryKey: string, clientId: string, publishCommand: PublishCommand, wakeChannelPrefix: string, trustReceivers: 0 | 1): Promise<0 | 1>;
   rlock_heartbeat(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;

@@ -22,8 +22,10 @@
 
   Output:
     nil when the owner holds nothing; 0 when holds remain; 2 when the lock went to ARGV[9];
-    1 when it was released (another client woken, or nobody waits);
-    3 when it was released and no other client waits: the caller wakes one of its own waiters.
+    1 when it was released (another client woken while the caller stays in line, or nobody
+    waits); 3 when it was released and no other client waits: the caller wakes one of its own
+    waiters; 4 when it was released and another client woken while the caller has no waiters:
+    the caller lets that client's waiter go first (its next callers hold back a moment).
 
   See includes/releaseHold.lua for the latch.
 ]]
@@ -43,6 +45,8 @@ return releaseHold(KEYS[1], KEYS[4], ARGV[1], ARGV[2], function()
       return 3
     end
     enqueue(self, now, tonumber(ARGV[6]))
+  elseif woken then
+    return 4
   end
   return 1
 end)
