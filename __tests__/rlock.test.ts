@@ -14,7 +14,7 @@ import { commandCounts, RedisServer, scriptCallCount } from './helpers/testRedis
 import { defineScripts, type ScriptedRedis } from '../src/services/scripts';
 import { RELEASE_LATCH_TTL_MS } from '../src/core/LockHandle';
 import { MAX_LOCAL_HANDOFFS } from '../src/services/LocalHandoff';
-import { semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
+import { clientQueueKeyOf, semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -685,6 +685,29 @@ describe('contention: local handoff and turns between clients', () => {
     const total = holds.get(one)! + holds.get(busy)!;
     expect({ busyShare: holds.get(busy)! / total > 0.25, busyLive: longestBusyWait < 2_000 }).toEqual({ busyShare: true, busyLive: true });
   }, 20_000);
+
+  test('a caller pausing for another client\'s turn keeps its waitTime as a bound: with Redis frozen it ends near its waitTime, not when Redis answers', async () => {
+    const name = uniqueName();
+    const one = newClient();
+    const other = newClient();
+    const held = one.getLock(name);
+    await held.lock();
+    const waiting = other.getLock(name).tryLock({ waitTime: 20_000 });
+    await until('the other client is in line', async () => (await redis.zcard(clientQueueKeyOf('', name))) === 1);
+    await held.unlock(); // wakes the other client: this client's next callers pause for it
+    await expect(waiting).resolves.toBe(true);
+    server.pause();
+    try {
+      const asked = performance.now();
+      // Its pause (half its waitTime) leaves a wait, which ends with its deadline and the grace of
+      // an unanswered call; before, the pause took the whole waitTime and left a single attempt,
+      // which waited for Redis.
+      expect(await one.getLock(name).tryLock({ waitTime: 40 })).toBe(false);
+      expect(performance.now() - asked).toBeLessThan(2_500);
+    } finally {
+      server.resume();
+    }
+  });
 
   test('6 processes × 2 tasks with back-to-back holds: a client whose run ended does not barge back in, every process gets its share', async () => {
     // With 2 tasks a process, a release that ends a run hands the turn on while the waiter it had

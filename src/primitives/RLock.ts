@@ -87,7 +87,9 @@ export class RLock extends ExclusiveLock {
       const left = passedUntil - performance.now();
       if (left <= 0) turnsPassed(this.context).delete(this.key);
       else {
-        const pause = Math.min(left, waitTime);
+        // At most half the waitTime: what is left stays a wait (bounded by its deadline while
+        // Redis is unreachable), never a single attempt (bounded only by offlineTimeout).
+        const pause = Math.min(left, waitTime / 2);
         await boundedWait(pause, signal ? [signal, this.context.closedSignal] : [this.context.closedSignal], () => undefined);
         waitTime -= pause;
       }
