@@ -6,7 +6,7 @@ import { commandCounts, settledCommandCounts } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { TcpProxy } from './helpers/tcpProxy';
+import { TcpProxy, withReplyCut } from './helpers/tcpProxy';
 import { ClientClosedError, diagnostics, LatchDeletedError } from '../src';
 import { latchChannelOf, latchOpsKeyOf } from '../src/names';
 
@@ -195,6 +195,23 @@ test('a countDown whose reply is lost is resent by ioredis after the reconnect a
     expect(proxy.cuts).toBe(1);
     expect((await calls()) - before).toBe(2); // Redis ran it twice: the call and its resend
     expect(await latch.getCount()).toBe(2);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test('a trySetCount or delete whose reply is lost answers what its first run did on the resend: no false for the count it set, no new latch deleted', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const client = redis.client({ redis: proxy.url });
+    const warm = client.getCountDownLatch(uniqueName());
+    await warm.trySetCount(1); // the scripts are loaded: no NOSCRIPT reply to cut below
+    await warm.delete();
+    const latch = client.getCountDownLatch(uniqueName());
+    expect(await withReplyCut(proxy, redis.admin, () => latch.trySetCount(2))).toBe(true); // before: false
+    expect(await latch.getCount()).toBe(2);
+    expect(await withReplyCut(proxy, redis.admin, () => latch.delete())).toBe(true); // before: false
+    expect(await latch.getState()).toBe('deleted');
   } finally {
     await proxy.close();
   }

@@ -1,3 +1,4 @@
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { LatchDeletedError } from '../errors';
 import { subscriberCount, type LatchInfo, type LatchState } from '../introspection';
 import { kindKeyOf, latchChannelOf, latchOpsKeyOf } from '../names';
@@ -8,9 +9,9 @@ import { type Attempt, Primitive } from './Primitive';
 
 /** The scripts of src/lua/latch/, as `defineCommand` adds them. */
 interface LatchScripts {
-  rlock_latch_trySetCount(key: string, kindKey: string, count: number): Promise<0 | 1>;
+  rlock_latch_trySetCount(key: string, kindKey: string, latch: string, count: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_latch_countDown(key: string, channel: string, opsKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
-  rlock_latch_delete(key: string, kindKey: string, channel: string, publish: PublishCommand, deletedTtlMs: number): Promise<0 | 1>;
+  rlock_latch_delete(key: string, kindKey: string, channel: string, latch: string, publish: PublishCommand, deletedTtlMs: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_latch_read(key: string, kindKey: string): Promise<[string | null, string | null]>;
 }
 
@@ -50,7 +51,8 @@ export class CountDownLatch extends Primitive {
   async trySetCount(count: number): Promise<boolean> {
     checkCount('count', count, 1);
     this.context.assertOpen();
-    return (await this.context.command('trySetCount', (redis) => scripts(redis).rlock_latch_trySetCount(this.key, this.kindKey, count))) === 1;
+    const latch = this.requestLatch(); // a resend after a lost reply answers what the first run did
+    return (await this.context.command('trySetCount', (redis) => scripts(redis).rlock_latch_trySetCount(this.key, this.kindKey, latch, count, RELEASE_LATCH_TTL_MS))) === 1;
   }
 
   /** Counts down by one (never below 0; once per call, even when resent after a reconnect); the one that reaches 0 opens the latch. */
@@ -69,7 +71,8 @@ export class CountDownLatch extends Primitive {
   async delete(): Promise<boolean> {
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    return (await this.context.command('delete', (redis) => scripts(redis).rlock_latch_delete(this.key, this.kindKey, this.channel, publish, LATCH_DELETED_TTL_MS))) === 1;
+    const latch = this.requestLatch(); // a resend after a lost reply deletes nothing set since
+    return (await this.context.command('delete', (redis) => scripts(redis).rlock_latch_delete(this.key, this.kindKey, this.channel, latch, publish, LATCH_DELETED_TTL_MS, RELEASE_LATCH_TTL_MS))) === 1;
   }
 
   /** The count now (0: open, never set, or deleted). */

@@ -1,21 +1,31 @@
 --[[
   Deletes the latch: its count goes, the marker says "deleted" for a while, and every awaiter is
-  woken to read it and reject (instead of taking the missing count for an opened latch).
+  woken to read it and reject (instead of taking the missing count for an opened latch); once per
+  request: a resend after a lost reply answers what the first run did, and does not delete a
+  latch set again since.
 
   Input:
     KEYS[1] the count
     KEYS[2] the kind marker "rlock__kind:{<key>}" (see kind.lua)
     KEYS[3] channel "rlock__latch:{<key>}"
     ARGV[1] publish command
+    KEYS[4] latch of this request "rlock__unlock_latch:{<key>}:<clientId>:<requestId>"
     ARGV[2] how long the "deleted" marker stays, in ms (the awaiters woken read it well before)
+    ARGV[3] latch TTL in ms
 
   Output:
     1 when there was a latch (set or open), 0 when there was none (never set, or deleted already).
 ]]
+local done = redis.call('get', KEYS[4])
+if done then
+  return tonumber(done)
+end
 local counted = redis.call('del', KEYS[1])
 if counted == 0 and redis.call('get', KEYS[2]) ~= 'latch' then
+  redis.call('set', KEYS[4], 0, 'px', ARGV[3])
   return 0
 end
 redis.call('set', KEYS[2], 'deleted', 'PX', ARGV[2])
 redis.call(ARGV[1], KEYS[3], 'wake:all')
+redis.call('set', KEYS[4], 1, 'px', ARGV[3])
 return 1

@@ -1,0 +1,25 @@
+--[[
+  Sets the latch's count, only if none is set (a latch that opened, or was deleted, has none:
+  it can be set again); once per request: a resend after a lost reply answers what the first run
+  did (it answered false for the count it set itself, and, the round over meanwhile, armed another
+  round that later awaiters waited on for good).
+
+  Input:
+    KEYS[1] the count (a string; missing: unset, open or deleted, as the marker tells)
+    KEYS[2] the kind marker "rlock__kind:{<key>}" (see kind.lua): "latch" once set, "deleted"
+            for a while after delete()
+    KEYS[3] latch of this request "rlock__unlock_latch:{<key>}:<clientId>:<requestId>"
+    ARGV[1] count (>= 1)
+    ARGV[2] latch TTL in ms
+
+  Output:
+    1 when set, 0 when a count was set already.
+]]
+--@include kind.lua
+local done = redis.call('get', KEYS[3])
+if done then
+  return tonumber(done)
+end
+local set = setMarkedOnce(KEYS[1], ARGV[1], KEYS[2], 'latch') and 1 or 0
+redis.call('set', KEYS[3], set, 'px', ARGV[2])
+return set
