@@ -34,7 +34,7 @@ interface PermitScripts {
   rlock_permitSemaphore_handoff(permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
-  rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
+  rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, latchTtlMs: number): Promise<number>;
   rlock_permitSemaphore_inspect(key: string, permitsKey: string, claimKey: string): Promise<[string | null, number, string[], string | null, number]>;
 }
@@ -82,7 +82,8 @@ export class PermitExpirableSemaphore extends Primitive {
     checkCount('permits', permits, 0);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    return (await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_permitSemaphore_trySetPermits(this.key, this.permitsKey, this.channel, this.kindKey, permits, publish))) === 1;
+    const latch = this.requestLatch(); // a resend after a lost reply answers what the first run did
+    return (await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_permitSemaphore_trySetPermits(this.key, this.permitsKey, this.channel, this.kindKey, latch, permits, publish, RELEASE_LATCH_TTL_MS))) === 1;
   }
 
   /** Changes the total of permits by `delta` (may be negative). */

@@ -32,7 +32,7 @@ export function standBackBound(entry: ChannelEntry, permits: number, first: bool
 interface SemaphoreScripts {
   rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number]>;
   rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
-  rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, permits: number, publish: PublishCommand): Promise<0 | 1>;
+  rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
   rlock_semaphore_drain(key: string, latch: string, latchTtlMs: number): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
 }
@@ -87,7 +87,8 @@ export class Semaphore extends Primitive {
     checkCount('permits', permits, 0);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    const set = await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_semaphore_trySetPermits(this.key, this.reservationKey, this.channel, this.kindKey, permits, publish));
+    const latch = this.requestLatch(); // a resend after a lost reply answers what the first run did
+    const set = await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_semaphore_trySetPermits(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, RELEASE_LATCH_TTL_MS));
     return set === 1;
   }
 

@@ -16,16 +16,13 @@
   Output:
     1 when there was a latch (set or open), 0 when there was none (never set, or deleted already).
 ]]
-local done = redis.call('get', KEYS[4])
-if done then
-  return tonumber(done)
-end
-local counted = redis.call('del', KEYS[1])
-if counted == 0 and redis.call('get', KEYS[2]) ~= 'latch' then
-  redis.call('set', KEYS[4], 0, 'px', ARGV[3])
-  return 0
-end
-redis.call('set', KEYS[2], 'deleted', 'PX', ARGV[2])
-redis.call(ARGV[1], KEYS[3], 'wake:all')
-redis.call('set', KEYS[4], 1, 'px', ARGV[3])
-return 1
+--@include once.lua
+return once(KEYS[4], ARGV[3], function()
+  local counted = redis.call('del', KEYS[1])
+  if counted == 0 and redis.call('get', KEYS[2]) ~= 'latch' then
+    return 0
+  end
+  redis.call('set', KEYS[2], 'deleted', 'PX', ARGV[2])
+  redis.call(ARGV[1], KEYS[3], 'wake:all')
+  return 1
+end)

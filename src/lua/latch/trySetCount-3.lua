@@ -16,10 +16,7 @@
     1 when set, 0 when a count was set already.
 ]]
 --@include kind.lua
-local done = redis.call('get', KEYS[3])
-if done then
-  return tonumber(done)
-end
-local set = setMarkedOnce(KEYS[1], ARGV[1], KEYS[2], 'latch') and 1 or 0
-redis.call('set', KEYS[3], set, 'px', ARGV[2])
-return set
+--@include once.lua
+return once(KEYS[3], ARGV[2], function()
+  return setMarkedOnce(KEYS[1], ARGV[1], KEYS[2], 'latch') and 1 or 0
+end)

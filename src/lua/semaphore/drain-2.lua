@@ -11,15 +11,12 @@
   Output:
     how many were taken (0 when none were free; a negative count is left as it is).
 ]]
-local done = redis.call('get', KEYS[2])
-if done then
-  return tonumber(done)
-end
-local free = tonumber(redis.call('get', KEYS[1]) or '0')
-if free <= 0 then
-  free = 0
-else
+--@include once.lua
+return once(KEYS[2], ARGV[1], function()
+  local free = tonumber(redis.call('get', KEYS[1]) or '0')
+  if free <= 0 then
+    return 0
+  end
   redis.call('decrby', KEYS[1], free)
-end
-redis.call('set', KEYS[2], free, 'px', ARGV[1])
-return free
+  return free
+end)
