@@ -241,11 +241,16 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    */
   async inspect(name: string): Promise<LockInfo> {
     // async: a bad name or a closed client rejects, as every other call does, rather than throwing.
-    const lock = this.getLock(name);
-    const kind = await this.commands.run('inspect', (redis) => kindOf(redis, this.keyPrefix, lock.key));
+    const key = this.getLock(name).key;
+    const kind = await this.commands.run('inspect', (redis) => kindOf(redis, this.keyPrefix, key));
+    return this.inspectAs(name, kind === 'rw' || kind === 'fair' ? kind : 'lock');
+  }
+
+  /** @internal Lock `name` inspected as the kind of lock given, by its own handle (the CLI, which knows the kind, and `inspect`). */
+  inspectAs(name: string, kind: 'lock' | 'fair' | 'rw'): Promise<LockInfo> {
     if (kind === 'rw') return this.getReadWriteLock(name).readLock().inspect();
     if (kind === 'fair') return this.getFairLock(name).inspect();
-    return lock.inspect();
+    return this.getLock(name).inspect();
   }
 
   /**

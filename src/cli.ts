@@ -7,7 +7,7 @@ import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
-import { formatInfo, inspectLockOf, KIND_NAMES, NAME_KINDS, resolveKind, shown, view } from './cliView';
+import { formatInfo, KIND_NAMES, NAME_KINDS, resolveKind, shown, view } from './cliView';
 import { listNamesWithKinds, type LockInfo, type NameKind, type PrimitiveKind } from './introspection';
 import { LockClient } from './LockClient';
 import { checkListOptions } from './options';
@@ -255,7 +255,7 @@ function buildProgram(): Command {
         // A semaphore's permits and a latch's count have no holder to take them from.
         if (kind !== 'lock' && kind !== 'fair' && kind !== 'rw') throw new CliError(`${shown(name)} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
         if (kind === 'rw' && ifHolder !== undefined) throw new CliError('--if-holder: not for a read-write lock (its readers hold it together); force-unlock it without', EXIT_USAGE);
-        const info = await inspectLockOf(client, name, kind);
+        const info = await client.inspectAs(name, kind);
         if (!info.locked) throw new CliError(`no lock ${shown(name)} (key ${shown(info.key)}): nothing removed`, EXIT_NOTHING);
         const fields = info.holders.map((h) => `${h.clientId}:${h.ownerId}`);
         if (ifHolder !== undefined && !fields.some((field) => isHolder(field, ifHolder))) {

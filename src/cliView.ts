@@ -67,20 +67,13 @@ export function formatOther(info: SemaphoreInfo | PermitSemaphoreInfo | LatchInf
   return [`${head}: permit-expirable semaphore, ${total}, ${waiting}`, ...permits, ...claimed].join('\n');
 }
 
-/** A lock of a locking kind, as its own handle inspects it. */
-export function inspectLockOf(client: LockClient, name: string, kind: 'lock' | 'fair' | 'rw'): Promise<LockInfo> {
-  if (kind === 'rw') return client.getReadWriteLock(name).readLock().inspect();
-  if (kind === 'fair') return client.getFairLock(name).inspect();
-  return client.getLock(name).inspect();
-}
-
 /** What `inspect` and `watch` print of `name` of kind `kind`: one text block, or one JSON value. */
 export async function view(client: LockClient, name: string, kind: NameKind): Promise<{ text: string; json: object }> {
   if (kind === 'semaphore' || kind === 'permits' || kind === 'latch') {
     const other = kind === 'semaphore' ? await client.getSemaphore(name).inspect() : kind === 'permits' ? await client.getPermitExpirableSemaphore(name).inspect() : await client.getCountDownLatch(name).inspect();
     return { text: formatOther(other), json: other };
   }
-  const info = await inspectLockOf(client, name, kind);
+  const info = await client.inspectAs(name, kind);
   if (kind === 'rw') return { text: `${formatInfo(info)}\n  mode ${info.mode ?? 'free'}, ${info.waitingWriters ?? 0} writer(s) waiting`, json: info };
   if (kind === 'fair') return { text: formatInfo(info), json: info };
   // A fenced lock's holder also has a token (the plain lock's answer is null).

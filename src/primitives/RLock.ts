@@ -18,14 +18,9 @@ const TURN_PASSED_MS = 50;
 /** Per client: the locks whose turn one of its releases just passed to another client, until when (performance.now()). */
 const passed = new WeakMap<LockContext, Map<string, number>>();
 
-function turnsPassed(context: LockContext): Map<string, number> {
+function passTurn(context: LockContext, key: string): void {
   let turns = passed.get(context);
   if (!turns) passed.set(context, (turns = new Map()));
-  return turns;
-}
-
-function passTurn(context: LockContext, key: string): void {
-  const turns = turnsPassed(context);
   const now = performance.now();
   // Per lock name: a process locking many names (order:<id>) must not keep one entry per name.
   if (turns.size >= 64) for (const [name, until] of turns) if (until <= now) turns.delete(name);
@@ -77,24 +72,24 @@ export class RLock extends ExclusiveLock {
     return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, clientQueueExpiryKeyOf(this.context.keyPrefix, this.key)));
   }
 
-  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+  protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
     // This client's release just woke another client's waiter: a new caller (one that may wait)
     // lets it ask first, for at most TURN_PASSED_MS. Not fair, bounded: it ends the starvation of
     // a busy process by one that releases and locks again at once ("a one-task client that locks
     // again at once does not starve a busy one").
-    const passedUntil = owner.holds === 0 && waitTime > 0 ? turnsPassed(this.context).get(this.key) : undefined;
-    if (passedUntil !== undefined) {
-      const left = passedUntil - performance.now();
-      if (left <= 0) turnsPassed(this.context).delete(this.key);
-      else {
-        // At most half the waitTime: what is left stays a wait (bounded by its deadline while
-        // Redis is unreachable), never a single attempt (bounded only by offlineTimeout).
-        const pause = Math.min(left, waitTime / 2);
-        await boundedWait(pause, signal ? [signal, this.context.closedSignal] : [this.context.closedSignal], () => undefined);
-        waitTime -= pause;
-      }
+    const turns = owner.holds === 0 && waitTime > 0 ? passed.get(this.context) : undefined;
+    const passedUntil = turns?.get(this.key);
+    if (passedUntil === undefined) return this.waitForLock(owner, leaseTime, waitTime, signal);
+    const left = passedUntil - performance.now();
+    if (left <= 0) {
+      turns!.delete(this.key);
+      return this.waitForLock(owner, leaseTime, waitTime, signal);
     }
-    return this.waitForLock(owner, leaseTime, waitTime, signal);
+    // At most half the waitTime: what is left stays a wait (bounded by its deadline while Redis
+    // is unreachable), never a single attempt (bounded only by offlineTimeout).
+    const pause = Math.min(left, waitTime / 2);
+    const stops = signal ? [signal, this.context.closedSignal] : [this.context.closedSignal];
+    return boundedWait(pause, stops, () => undefined).then(() => this.waitForLock(owner, leaseTime, waitTime - pause, signal));
   }
 
   private waitForLock(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {

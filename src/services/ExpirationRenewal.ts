@@ -245,12 +245,11 @@ export class ExpirationRenewal {
       return;
     }
     const groupOf = (entry: RenewalEntry): string => `${entry.renewCommand ?? DEFAULT_RENEW}\n${this.batchOf(entry.key)}`;
-    const startedNow = new Set<string>();
+    const busy = new Set(this.inFlight.keys()); // as the tick began: a group's batches of this tick all go
     const calls: Promise<void>[] = [];
     for (const batch of batchesOf(this.entries.values(), groupOf, BATCH_SIZE)) {
       const group = groupOf(batch[0]!);
-      if (this.inFlight.has(group) && !startedNow.has(group)) continue;
-      startedNow.add(group);
+      if (busy.has(group)) continue;
       this.inFlight.set(group, (this.inFlight.get(group) ?? 0) + 1);
       calls.push(
         this.renewBatch(batch).finally(() => {

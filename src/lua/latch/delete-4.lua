@@ -8,8 +8,8 @@
     KEYS[1] the count
     KEYS[2] the kind marker "rlock__kind:{<key>}" (see kind.lua)
     KEYS[3] channel "rlock__latch:{<key>}"
-    ARGV[1] publish command
     KEYS[4] latch of this request "rlock__unlock_latch:{<key>}:<clientId>:<requestId>"
+    ARGV[1] publish command
     ARGV[2] how long the "deleted" marker stays, in ms (the awaiters woken read it well before)
     ARGV[3] latch TTL in ms
 
