@@ -8,11 +8,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TcpProxy, withReplyCut } from './helpers/tcpProxy';
 import { ClientClosedError, diagnostics, LatchDeletedError } from '../src';
-import { latchChannelOf, latchOpsKeyOf } from '../src/names';
+import { latchChannelOf, latchOpsKeyOf, latchRoundsKeyOf } from '../src/names';
 
 const redis = usePrivateRedis();
 let counter = 0;
 const uniqueName = (): string => `latch:${process.pid}:${++counter}`;
+// A script file as the client runs it (its `--@include` fragments pulled in).
+const lua = (file: string): string =>
+  readFileSync(join(__dirname, '..', 'src', 'lua', file), 'utf8').replace(/^--@include (\S+)$/gm, (_, include: string) => lua(join('includes', include)));
 const children: FixtureProcess[] = [];
 
 afterEach(() => {
@@ -155,9 +158,10 @@ test('a first SUBSCRIBE slower than the awaiter waits for it: a countDown before
 test('the same countDown operation run twice by the script counts once; another operation counts', async () => {
   const latch = redis.client().getCountDownLatch(uniqueName());
   await latch.trySetCount(3);
-  const script = readFileSync(join(__dirname, '..', 'src', 'lua', 'latch', 'countDown-3.lua'), 'utf8');
+  const script = lua('latch/countDown-4.lua');
   const opsKey = latchOpsKeyOf('', latch.key);
-  const run = (opId: string): Promise<unknown> => redis.admin.eval(script, 3, latch.key, latchChannelOf('', latch.key), opsKey, 'publish', opId, 600_000);
+  const run = (opId: string): Promise<unknown> =>
+    redis.admin.eval(script, 4, latch.key, latchChannelOf('', latch.key), opsKey, latchRoundsKeyOf('', latch.key), 'publish', opId, 600_000);
   expect(await run('op-1')).toBe(2);
   expect(await run('op-1')).toBe(2); // a resend: nothing counted
   expect(await latch.getCount()).toBe(2);
@@ -252,4 +256,68 @@ test('delete() while awaited: awaiters in this and another client reject with La
   await expect(latch.await({ waitTime: 1_000 })).rejects.toBeInstanceOf(LatchDeletedError); // started after the delete
   expect(await redis.admin.exists(name)).toBe(0);
   expect(await redis.admin.pttl(`rlock__kind:{${name}}`)).toBeGreaterThan(0); // the marker goes by itself
+  expect(await redis.admin.pttl(latchRoundsKeyOf('', name))).toBeGreaterThan(0); // and the rounds with it
+});
+
+describe('rounds: an awaiter waits for the round it saw closed, not for the next one', () => {
+  const keysOf = (name: string) => ({ kind: `rlock__kind:{${name}}`, channel: latchChannelOf('', name), ops: latchOpsKeyOf('', name), rounds: latchRoundsKeyOf('', name), request: `rlock__unlock_latch:{${name}}:test:${++counter}` });
+
+  /** Runs the given latch operations in one MULTI, so that nothing (an awaiter's re-read) can come between them. */
+  const atOnce = async (name: string, ...operations: ('countDown' | 'trySetCount' | 'delete')[]): Promise<void> => {
+    const keys = keysOf(name);
+    const multi = redis.admin.multi();
+    for (const operation of operations) {
+      if (operation === 'countDown') multi.eval(lua('latch/countDown-4.lua'), 4, name, keys.channel, keys.ops, keys.rounds, 'publish', `op-${++counter}`, 600_000);
+      if (operation === 'trySetCount') multi.eval(lua('latch/trySetCount-4.lua'), 4, name, keys.kind, `${keys.request}.${++counter}`, keys.rounds, 1, 60_000);
+      if (operation === 'delete') multi.eval(lua('latch/delete-5.lua'), 5, name, keys.kind, keys.channel, `${keys.request}.${++counter}`, keys.rounds, 'publish', 60_000, 60_000);
+    }
+    const replies = await multi.exec();
+    for (const [error] of replies ?? []) expect(error).toBeNull();
+  };
+
+  // (In an object: an async function's returned promise would be awaited with it.)
+  const parkedAwaiter = async (name: string): Promise<{ settled: Promise<unknown> }> => {
+    const client = redis.client();
+    const settled = client.getCountDownLatch(name).await({ waitTime: 10_000 }).then((opened) => opened, (error: unknown) => error);
+    await until('the awaiter is parked', () => client.stats.waiters === 1);
+    await until('its client is subscribed', async () => (await subscribersOf(name)) === 1);
+    return { settled };
+  };
+
+  test('opened and set again before the awaiter re-read: it resolves true (before: it waited on the new round, for good without a waitTime)', async () => {
+    const name = uniqueName();
+    await redis.client().getCountDownLatch(name).trySetCount(1);
+    const { settled: awaited } = await parkedAwaiter(name);
+    await atOnce(name, 'countDown', 'trySetCount');
+    expect(await awaited).toBe(true);
+    expect(await redis.client().getCountDownLatch(name).getCount()).toBe(1); // the new round waits on
+  });
+
+  test('deleted and set again before the awaiter re-read: it rejects with LatchDeletedError (before: it waited on the new round)', async () => {
+    const name = uniqueName();
+    await redis.client().getCountDownLatch(name).trySetCount(1);
+    const { settled: awaited } = await parkedAwaiter(name);
+    await atOnce(name, 'delete', 'trySetCount');
+    expect(await awaited).toBeInstanceOf(LatchDeletedError);
+  });
+
+  test('set and opened 10 times before the awaiter re-read: it resolves true, and the rounds keep the last 8 outcomes only', async () => {
+    const name = uniqueName();
+    await redis.client().getCountDownLatch(name).trySetCount(1);
+    const { settled: awaited } = await parkedAwaiter(name);
+    const rounds: ('countDown' | 'trySetCount')[] = Array.from({ length: 10 }, () => ['countDown', 'trySetCount'] as const).flat();
+    await atOnce(name, ...rounds);
+    expect(await awaited).toBe(true); // its round's outcome is gone: counted as opened
+    const ended = await redis.admin.hget(latchRoundsKeyOf('', name), 'ended');
+    expect(ended?.split(';')).toHaveLength(8); // the last 8 outcomes only
+    expect(ended?.split(';').every((entry) => /^\d+=open$/.test(entry))).toBe(true);
+  });
+
+  test('opened and then deleted before the awaiter re-read: it resolves true, its round opened (before: LatchDeletedError)', async () => {
+    const name = uniqueName();
+    await redis.client().getCountDownLatch(name).trySetCount(1);
+    const { settled: awaited } = await parkedAwaiter(name);
+    await atOnce(name, 'countDown', 'delete');
+    expect(await awaited).toBe(true);
+  });
 });

@@ -2,7 +2,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { InvalidArgumentError, LockClient, RedisCommandError } from '../src';
-import { clientQueueExpiryKeyOf, clientQueueKeyOf, derivedName, grantChannelPrefixOf, kindKeyOf, latchChannelOf, latchOpsKeyOf, latchPrefixOf, permitChannelOf, permitsKeyOf, queueExpiryKeyOf, queueKeyOf, reservationKeyOf, semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
+import { clientQueueExpiryKeyOf, clientQueueKeyOf, derivedName, grantChannelPrefixOf, kindKeyOf, latchChannelOf, latchOpsKeyOf, latchPrefixOf, latchRoundsKeyOf, permitChannelOf, permitsKeyOf, queueExpiryKeyOf, queueKeyOf, reservationKeyOf, semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
 
 /** A plain lock's wake channel for one client. */
 const channelOf = (prefix: string, key: string, clientId = 'Zq3xNbW1mBvH9sTyK0aL_'): string => wakeChannelPrefixOf(prefix, key) + clientId;
@@ -114,10 +114,10 @@ describe('names: every key and channel starts with keyPrefix and hashes to the l
       const key = prefix + name;
       const derived = [
         semaphoreChannelOf(prefix, key), reservationKeyOf(prefix, key), permitsKeyOf(prefix, key), permitChannelOf(prefix, key), latchChannelOf(prefix, key),
-        kindKeyOf(prefix, key), latchOpsKeyOf(prefix, key),
+        kindKeyOf(prefix, key), latchOpsKeyOf(prefix, key), latchRoundsKeyOf(prefix, key),
       ];
       for (const derivedKey of derived) expect(derivedKey.startsWith(`${prefix}rlock__`) && calculateSlot(derivedKey) === calculateSlot(key)).toBe(true);
-      expect(new Set([...derived, channelOf(prefix, key), queueKeyOf(prefix, key)]).size).toBe(9);
+      expect(new Set([...derived, channelOf(prefix, key), queueKeyOf(prefix, key)]).size).toBe(10);
     }
   });
 

@@ -185,6 +185,11 @@ export function kindKeyOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'kind', key);
 }
 
+/** A latch's rounds (the current one, how the last ones ended), a hash: `<keyPrefix>rlock__latch_rounds:{<key>}` (see lua/includes/latchRounds.lua). */
+export function latchRoundsKeyOf(keyPrefix: string, key: string): string {
+  return derivedName(keyPrefix, 'latch_rounds', key);
+}
+
 /** The operation ids of a latch's recent count downs, a set with a TTL (a resent countDown counts once): `<keyPrefix>rlock__latch_ops:{<key>}`. */
 export function latchOpsKeyOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'latch_ops', key);

@@ -1,7 +1,7 @@
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { LatchDeletedError } from '../errors';
 import { subscriberCount, type LatchInfo, type LatchState } from '../introspection';
-import { kindKeyOf, latchChannelOf, latchOpsKeyOf } from '../names';
+import { kindKeyOf, latchChannelOf, latchOpsKeyOf, latchRoundsKeyOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type AwaitOptions } from './permitOptions';
@@ -9,13 +9,16 @@ import { type Attempt, Primitive } from './Primitive';
 
 /** The scripts of src/lua/latch/, as `defineCommand` adds them. */
 interface LatchScripts {
-  rlock_latch_trySetCount(key: string, kindKey: string, latch: string, count: number, latchTtlMs: number): Promise<0 | 1>;
-  rlock_latch_countDown(key: string, channel: string, opsKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
-  rlock_latch_delete(key: string, kindKey: string, channel: string, latch: string, publish: PublishCommand, deletedTtlMs: number, latchTtlMs: number): Promise<0 | 1>;
-  rlock_latch_read(key: string, kindKey: string): Promise<[string | null, string | null]>;
+  rlock_latch_trySetCount(key: string, kindKey: string, latch: string, roundsKey: string, count: number, latchTtlMs: number): Promise<0 | 1>;
+  rlock_latch_countDown(key: string, channel: string, opsKey: string, roundsKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
+  rlock_latch_delete(key: string, kindKey: string, channel: string, latch: string, roundsKey: string, publish: PublishCommand, deletedTtlMs: number, latchTtlMs: number): Promise<0 | 1>;
+  rlock_latch_read(key: string, kindKey: string, roundsKey: string, round: string): Promise<[string | null, string | null, string | null, RoundOutcome | null]>;
 }
 
 const scripts = (redis: ScriptedRedis): LatchScripts => redis as unknown as LatchScripts;
+
+/** How a round of the latch ended (see lua/includes/latchRounds.lua). */
+type RoundOutcome = 'open' | 'deleted';
 
 /**
  * How long a countDown's operation id stays recorded: far longer than ioredis keeps a command
@@ -38,6 +41,7 @@ export class CountDownLatch extends Primitive {
   private readonly channel: string;
   private readonly kindKey: string;
   private readonly opsKey: string;
+  private readonly roundsKey: string;
 
   /** @internal Use `client.getCountDownLatch(name)`. */
   constructor(context: LockContext, name: unknown) {
@@ -45,6 +49,7 @@ export class CountDownLatch extends Primitive {
     this.channel = latchChannelOf(context.keyPrefix, this.key);
     this.kindKey = kindKeyOf(context.keyPrefix, this.key);
     this.opsKey = latchOpsKeyOf(context.keyPrefix, this.key);
+    this.roundsKey = latchRoundsKeyOf(context.keyPrefix, this.key);
   }
 
   /** Sets the count (>= 1) if none is set; true when it did. */
@@ -52,7 +57,7 @@ export class CountDownLatch extends Primitive {
     checkCount('count', count, 1);
     this.context.assertOpen();
     const latch = this.requestLatch(); // a resend after a lost reply answers what the first run did
-    return (await this.context.command('trySetCount', (redis) => scripts(redis).rlock_latch_trySetCount(this.key, this.kindKey, latch, count, RELEASE_LATCH_TTL_MS))) === 1;
+    return (await this.context.command('trySetCount', (redis) => scripts(redis).rlock_latch_trySetCount(this.key, this.kindKey, latch, this.roundsKey, count, RELEASE_LATCH_TTL_MS))) === 1;
   }
 
   /** Counts down by one (never below 0; once per call, even when resent after a reconnect); the one that reaches 0 opens the latch. */
@@ -60,7 +65,7 @@ export class CountDownLatch extends Primitive {
     this.context.assertOpen();
     const publish = await this.publishCommand();
     const opId = this.newId();
-    await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, publish, opId, LATCH_OP_TTL_MS));
+    await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, publish, opId, LATCH_OP_TTL_MS));
   }
 
   /**
@@ -72,7 +77,7 @@ export class CountDownLatch extends Primitive {
     this.context.assertOpen();
     const publish = await this.publishCommand();
     const latch = this.requestLatch(); // a resend after a lost reply deletes nothing set since
-    return (await this.context.command('delete', (redis) => scripts(redis).rlock_latch_delete(this.key, this.kindKey, this.channel, latch, publish, LATCH_DELETED_TTL_MS, RELEASE_LATCH_TTL_MS))) === 1;
+    return (await this.context.command('delete', (redis) => scripts(redis).rlock_latch_delete(this.key, this.kindKey, this.channel, latch, this.roundsKey, publish, LATCH_DELETED_TTL_MS, RELEASE_LATCH_TTL_MS))) === 1;
   }
 
   /** The count now (0: open, never set, or deleted). */
@@ -91,17 +96,31 @@ export class CountDownLatch extends Primitive {
    * Waits until the count is 0, at most `waitTime` ms (default: as long as it takes) or until
    * `signal` aborts (rejects with its reason); true when the latch opened, false on timeout. A
    * latch never set counts as open, as in Redisson, unless `requireInit`; a deleted one rejects
-   * with `LatchDeletedError`.
+   * with `LatchDeletedError`. It waits for the round it found counting: a latch that opened and
+   * was set again before this awaiter looked again has opened for it.
    */
   async await(options?: AwaitOptions): Promise<boolean> {
     const { waitTime, signal, requireInit } = checkPermitOptions(options, ['waitTime', 'signal', 'requireInit']);
     this.context.assertOpen();
+    // The round this awaiter waits for: the first it found counting (none for a latch set by a
+    // version that kept no rounds).
+    let awaited: string | undefined;
     const attempt = async (_listening: unknown, bound: CommandBound): Promise<Attempt> => {
       const sentAt = performance.now();
       // A read: an answer that comes after the wait ended has nothing to give back.
-      const { state } = await this.read({ ...bound, lateReply: () => undefined });
-      if (state === 'deleted') throw new LatchDeletedError(this.name);
-      return state === 'open' || (state === 'unset' && !requireInit) ? { held: true, sentAt } : { held: false, ttl: -1 };
+      const { state, round, outcome } = await this.read({ ...bound, lateReply: () => undefined }, awaited);
+      const opened = { held: true, sentAt } as const;
+      if (outcome === 'open') return opened;
+      if (outcome === 'deleted' || state === 'deleted') throw new LatchDeletedError(this.name);
+      // Its round ended and its outcome is no longer kept: the latch was set again more than
+      // KEPT_OUTCOMES times since (counted as opened).
+      if (awaited !== undefined && round !== undefined && round !== awaited) return opened;
+      // No rounds at all: the data is gone (a restart without persistence; or deleted, and
+      // its rounds expired since): the latch is what it reads now, as for a new awaiter.
+      if (round === undefined) awaited = undefined;
+      if (state === 'open' || (state === 'unset' && !requireInit)) return opened;
+      if (state === 'closed') awaited ??= round;
+      return { held: false, ttl: -1 };
     };
     return (await this.wait(this.newId(), this.channel, attempt, waitTime ?? Infinity, signal)) !== undefined;
   }
@@ -115,10 +134,13 @@ export class CountDownLatch extends Primitive {
     return { name: this.name, key: this.key, count, state, waitingClients };
   }
 
-  /** The count and the marker in one call (one slot: the marker is named after the key); see latch/read-2.lua. */
-  private async read(bound?: CommandBound): Promise<{ count: number; state: LatchState }> {
-    const [count, marker] = await this.context.command('getCount', (redis) => scripts(redis).rlock_latch_read(this.key, this.kindKey), bound);
-    return latchStateOf(count ?? null, marker ?? null);
+  /**
+   * The count and the marker in one call (one slot: the marker and the rounds are named after
+   * the key), the current round, and how round `awaited` ended; see latch/read-3.lua.
+   */
+  private async read(bound?: CommandBound, awaited = ''): Promise<{ count: number; state: LatchState; round?: string; outcome?: RoundOutcome }> {
+    const [count, marker, round, outcome] = await this.context.command('getCount', (redis) => scripts(redis).rlock_latch_read(this.key, this.kindKey, this.roundsKey, awaited), bound);
+    return { ...latchStateOf(count ?? null, marker ?? null), round: round ?? undefined, outcome: outcome ?? undefined };
   }
 }
 

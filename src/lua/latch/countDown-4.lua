@@ -8,6 +8,7 @@
     KEYS[1] the count
     KEYS[2] channel "rlock__latch:{<key>}"
     KEYS[3] the ids of recent count downs, set "rlock__latch_ops:{<key>}" with a TTL
+    KEYS[4] the rounds "rlock__latch_rounds:{<key>}": the one that reaches 0 ends the round as "open"
     ARGV[1] publish command: "spublish" on a Cluster with sharded pub/sub, else "publish"
     ARGV[2] this call's operation id
     ARGV[3] how long an id stays recorded, in ms (longer than any resend may take)
@@ -15,6 +16,7 @@
   Output:
     the count left (never below 0: a count down on an open latch changes nothing).
 ]]
+--@include latchRounds.lua
 -- Read first: a key of another type fails here (WRONGTYPE) with nothing written.
 local count = redis.call('get', KEYS[1])
 -- Recorded also when there is nothing to count down: a resend of a call that ran on an open or
@@ -32,6 +34,7 @@ end
 local left = redis.call('decr', KEYS[1])
 if left <= 0 then
   redis.call('del', KEYS[1])
+  endRound(KEYS[4], 'open')
   redis.call(ARGV[1], KEYS[2], 'wake:all')
   return 0
 end

@@ -9,6 +9,7 @@
     KEYS[2] the kind marker "rlock__kind:{<key>}" (see kind.lua): "latch" once set, "deleted"
             for a while after delete()
     KEYS[3] latch of this request "rlock__unlock_latch:{<key>}:<clientId>:<requestId>"
+    KEYS[4] the rounds "rlock__latch_rounds:{<key>}" (see latchRounds.lua): a count set starts one
     ARGV[1] count (>= 1)
     ARGV[2] latch TTL in ms
 
@@ -17,6 +18,11 @@
 ]]
 --@include kind.lua
 --@include once.lua
+--@include latchRounds.lua
 return once(KEYS[3], ARGV[2], function()
-  return setMarkedOnce(KEYS[1], ARGV[1], KEYS[2], 'latch') and 1 or 0
+  if not setMarkedOnce(KEYS[1], ARGV[1], KEYS[2], 'latch') then
+    return 0
+  end
+  startRound(KEYS[4])
+  return 1
 end)

@@ -9,6 +9,8 @@
     KEYS[2] the kind marker "rlock__kind:{<key>}" (see kind.lua)
     KEYS[3] channel "rlock__latch:{<key>}"
     KEYS[4] latch of this request "rlock__unlock_latch:{<key>}:<clientId>:<requestId>"
+    KEYS[5] the rounds "rlock__latch_rounds:{<key>}": a round still counting ends as "deleted"
+            (one that opened stays opened for its awaiters); they go with the marker
     ARGV[1] publish command
     ARGV[2] how long the "deleted" marker stays, in ms (the awaiters woken read it well before)
     ARGV[3] latch TTL in ms
@@ -17,11 +19,16 @@
     1 when there was a latch (set or open), 0 when there was none (never set, or deleted already).
 ]]
 --@include once.lua
+--@include latchRounds.lua
 return once(KEYS[4], ARGV[3], function()
   local counted = redis.call('del', KEYS[1])
   if counted == 0 and redis.call('get', KEYS[2]) ~= 'latch' then
     return 0
   end
+  if counted == 1 then
+    endRound(KEYS[5], 'deleted')
+  end
+  redis.call('pexpire', KEYS[5], ARGV[2])
   redis.call('set', KEYS[2], 'deleted', 'PX', ARGV[2])
   redis.call(ARGV[1], KEYS[3], 'wake:all')
   return 1
