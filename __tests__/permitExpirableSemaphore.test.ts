@@ -3,7 +3,7 @@
 // watchdog keeping permits taken without a lease, and a lost permit aborting withPermit.
 import { join } from 'node:path';
 import { runFixture, startFixture, type FixtureProcess } from './helpers/child';
-import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
+import { handoffsSuspended, parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { TcpProxy, useReplyCuts } from './helpers/tcpProxy';
 import { scriptCallCount } from './helpers/testRedis';
 import { takeTurns } from './helpers/takeTurns';
@@ -22,6 +22,12 @@ afterEach(() => {
 });
 
 const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
+
+/** A connection of the test's own with the library's scripts, to run the handoff script by itself. */
+const handoffConnection = () =>
+  defineScripts(redis.admin.duplicate()) as unknown as {
+    rlock_permitSemaphore_handoff(key: string, permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1 | 2>;
+  } & Redis;
 
 test('acquire gives distinct permit ids up to the total; release of an unknown id is a typed error', async () => {
   const sem = redis.client().getPermitExpirableSemaphore(uniqueName());
@@ -291,9 +297,7 @@ test('withPermit: a permit lost under the watchdog aborts the signal, emits lock
 });
 
 test('the handoff script: a resend answers "handed over" and hands over once; a permit not held is not handed over and leaves no latch', async () => {
-  const conn = defineScripts(redis.admin.duplicate()) as unknown as {
-    rlock_permitSemaphore_handoff(permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1>;
-  } & Redis;
+  const conn = handoffConnection();
   try {
     const name = uniqueName();
     const sem = redis.client().getPermitExpirableSemaphore(name);
@@ -301,14 +305,14 @@ test('the handoff script: a resend answers "handed over" and hands over once; a 
     const old = await sem.acquire({ leaseTime: 60_000 });
     const permitsKey = `rlock__permits:{${name}}`;
     const latch = `rlock__unlock_latch:{${name}}:req1`;
-    expect(await conn.rlock_permitSemaphore_handoff(permitsKey, latch, old, 'new-id', 60_000, 1000)).toBe(1);
-    expect(await conn.rlock_permitSemaphore_handoff(permitsKey, latch, old, 'new-id', 60_000, 1000)).toBe(1);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, old, 'new-id', 60_000, 1000)).toBe(1);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, old, 'new-id', 60_000, 1000)).toBe(1);
     expect(await conn.zrange(permitsKey, 0, -1)).toEqual(['new-id']);
     // Not held (released, expired, unknown): 0, and no latch, so a resend answers 0 again.
     const latch2 = `rlock__unlock_latch:{${name}}:req2`;
-    expect(await conn.rlock_permitSemaphore_handoff(permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000)).toBe(0);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000)).toBe(0);
     expect(await conn.exists(latch2)).toBe(0);
-    expect(await conn.rlock_permitSemaphore_handoff(permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000)).toBe(0);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000)).toBe(0);
     expect(await conn.zrange(permitsKey, 0, -1)).toEqual(['new-id']);
   } finally {
     await (conn as Redis).quit();
@@ -370,6 +374,52 @@ test('withPermit: a permit taken away that no renewal noticed before the release
     await redis.admin.zrem(`rlock__permits:{${sem.key}}`, id!); // the next renewal is a while off
   });
   await expect(run).rejects.toBeInstanceOf(LockLostError);
+});
+
+test('the handoff script after a cut below the permits held: the permit is released, not handed over (2), and a resend answers the same', async () => {
+  const conn = handoffConnection();
+  try {
+    const name = uniqueName();
+    const sem = redis.client().getPermitExpirableSemaphore(name);
+    await sem.trySetPermits(2);
+    const [a, b] = [await sem.acquire({ leaseTime: 60_000 }), await sem.acquire({ leaseTime: 60_000 })];
+    await sem.addPermits(-1); // a total of 1, with 2 held
+    const permitsKey = `rlock__permits:{${name}}`;
+    const latch = `rlock__unlock_latch:{${name}}:req1`;
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, a, 'new-id', 60_000, 1000)).toBe(2); // before: 1
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, a, 'new-id', 60_000, 1000)).toBe(2);
+    expect(await conn.zrange(permitsKey, 0, -1)).toEqual([b]);
+    // Paid off: the next one is handed over.
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, `${latch}b`, b, 'new-id', 60_000, 1000)).toBe(1);
+    expect(await conn.zrange(permitsKey, 0, -1)).toEqual(['new-id']);
+  } finally {
+    await (conn as Redis).quit();
+  }
+});
+
+test('a negative addPermits by another client: a release hands no permit on while the total is below those held, and does not pipeline (before: 2 permits held on a total of 1)', async () => {
+  const name = uniqueName();
+  const channel = `rlock__permits_channel:{${name}}`;
+  const client = redis.client();
+  const lostEvents: string[] = [];
+  client.on('lockLost', (event) => lostEvents.push(event.ownerId));
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(2);
+  const [a, b] = [await sem.acquire(), await sem.acquire()]; // watchdog-kept: a handoff between them would be pipelined
+  let got: string | undefined;
+  const waiting = client.getPermitExpirableSemaphore(name).acquire().then((id) => (got = id));
+  await until('the waiter is parked', () => parkedOnChannel(client, channel) === 1);
+  await redis.client().getPermitExpirableSemaphore(name).addPermits(-1); // a total of 1, with 2 held
+  await until('the client heard the cut', () => handoffsSuspended(client, channel));
+  expect(await sem.tryRelease(a)).toBe(true);
+  expect(await redis.admin.zrange(`rlock__permits:{${name}}`, 0, -1)).toEqual([b]);
+  expect(got).toBeUndefined();
+  expect(await sem.tryRelease(b)).toBe(true); // paid off: handed to the waiter
+  await waiting;
+  expect(await redis.admin.zrange(`rlock__permits:{${name}}`, 0, -1)).toEqual([got]);
+  expect(handoffsSuspended(client, channel)).toBe(false);
+  expect(lostEvents).toEqual([]);
+  await sem.release(got!);
 });
 
 test('a handoff between permits the watchdog keeps is pipelined: the waiter holds before the reply, and is told at once if the script finds the released permit gone', async () => {

@@ -3,7 +3,7 @@
 // the released permits can serve), and nothing left behind by an abort.
 import { Redis } from 'ioredis';
 import { runFixture } from './helpers/child';
-import { parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
+import { handoffsSuspended, parkedOnChannel, usePrivateRedis } from './helpers/privateRedis';
 import { useReplyCuts } from './helpers/tcpProxy';
 import { scriptCallCount } from './helpers/testRedis';
 import { takeTurns } from './helpers/takeTurns';
@@ -461,6 +461,53 @@ describe('in-process handoff', () => {
     // After the yield's 50 ms both of this client's waiters try; before, one did and w3 slept on
     // with a permit free until its 10 s waitTime.
     expect(Math.max(settledAt.w2!, settledAt.w3!, settledAt.wb!)).toBeLessThan(2_000);
+  });
+
+  test('a negative addPermits by another client stops the in-process handoffs: releases go back to Redis until the permits are back (before: handed on, 2 holders of a total of 1)', async () => {
+    const name = uniqueName();
+    const channel = `rlock__semaphore:{${name}}`;
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(2);
+    await sem.acquire();
+    await sem.acquire(); // both held here, none free
+    const got: number[] = [];
+    const waits = [0, 1].map((i) => client.getSemaphore(name).acquire().then(() => got.push(i)));
+    await until('2 waiters are parked', () => parkedOnChannel(client, channel) === 2);
+    await redis.client().getSemaphore(name).addPermits(-1); // a total of 1 now, with 2 held
+    await until('the client heard the cut', () => handoffsSuspended(client, channel));
+    await sem.release(); // to Redis, not to a waiter: 1 held, none free
+    expect(await redis.admin.get(name)).toBe('0');
+    expect(got).toEqual([]);
+    await sem.release(); // to Redis: 1 free, which a waiter takes
+    await until('a waiter holds', () => got.length === 1);
+    expect(await redis.admin.get(name)).toBe('0');
+    expect(handoffsSuspended(client, channel)).toBe(false); // the release's reply: the permits are back
+    await sem.release(); // handed on in-process again
+    await Promise.all(waits);
+    expect(await redis.admin.get(name)).toBe('0');
+    await sem.release();
+    expect(await sem.availablePermits()).toBe(1);
+  });
+
+  test('a client that was not listening when the permits were cut learns it from its refused attempt: its release goes back to Redis (before: handed to its waiter)', async () => {
+    const name = uniqueName();
+    const channel = `rlock__semaphore:{${name}}`;
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(1);
+    await sem.acquire(); // no waiter: the client is not subscribed
+    await redis.client().getSemaphore(name).addPermits(-1); // a total of 0 now, with 1 held
+    let got = false;
+    const waiting = client.getSemaphore(name).acquire().then(() => (got = true));
+    await until('the waiter is parked', () => parkedOnChannel(client, channel) === 1);
+    await sem.release(); // to Redis: none free, the waiter waits on
+    expect(await redis.admin.get(name)).toBe('0');
+    expect(got).toBe(false);
+    await redis.client().getSemaphore(name).addPermits(1); // its message wakes the waiter
+    await waiting;
+    expect(await redis.admin.get(name)).toBe('0');
+    await sem.release();
   });
 
   test('a handoff gives a waiter no more than the released permits: a 2-permit waiter is passed over for a 1-permit release', async () => {

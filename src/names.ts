@@ -148,6 +148,9 @@ export function fencedByKeyOf(keyPrefix: string, dataKey: string): string {
 /** What a read-write lock's releases publish to wake every parked reader of a process (a counted message, see LockPubSub). */
 export const WAKE_ALL_MESSAGE = 'wake:all';
 
+/** What a negative addPermits publishes on a semaphore's channel: every client stops handing permits on in-process (see LocalHandoff.suspended). */
+export const PERMITS_CUT_MESSAGE = 'cut';
+
 /** A read-write lock's leases, zset holder field → Redis ms its lease ends: `<keyPrefix>rlock__rw_leases:{<key>}`. */
 export function rwLeasesKeyOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'rw_leases', key);

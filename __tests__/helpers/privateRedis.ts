@@ -73,6 +73,12 @@ export function parkedOnChannel(client: LockClient, channel: string): number {
   return internals.pubsub.peek(channel)?.local?.parkedCount ?? 0;
 }
 
+/** Whether `client`'s in-process handoffs on `channel` stand suspended by a cut of a semaphore's permits (client internals). */
+export function handoffsSuspended(client: LockClient, channel: string): boolean {
+  const internals = client as unknown as { pubsub: { peek(channel: string): { local?: { suspended?: boolean } } | undefined } };
+  return internals.pubsub.peek(channel)?.local?.suspended === true;
+}
+
 /**
  * How many waiters of `client` sleep on `channel`'s wake-up queue now (client internals): every
  * wait that ended leaves it, so it never holds more than the waiters still waiting.

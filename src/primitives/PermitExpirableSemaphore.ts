@@ -31,7 +31,7 @@ interface PermitScripts {
     claimMs: number,
   ): Promise<number | null>;
   rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, latch: string, id: string, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[0 | 1, number]>;
-  rlock_permitSemaphore_handoff(permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1>;
+  rlock_permitSemaphore_handoff(key: string, permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1 | 2>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
@@ -90,6 +90,9 @@ export class PermitExpirableSemaphore extends Primitive {
   async addPermits(delta: number): Promise<void> {
     checkCount('delta', delta, -Infinity);
     this.context.assertOpen();
+    // A cut: no pipelined handoff here until one is answered "handed over" (see handOver); the
+    // other clients learn it from the script's message.
+    if (delta < 0) this.context.pubsub.peek(this.channel)?.local?.suspend();
     const publish = await this.publishCommand();
     const latch = this.requestLatch(); // a resend after a lost reply changes nothing again
     await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, latch, delta, publish, RELEASE_LATCH_TTL_MS));
@@ -154,8 +157,8 @@ export class PermitExpirableSemaphore extends Primitive {
       }
     }
     // The latch answers a resend, so 0 means taken away before the release ran: a permit the
-    // watchdog kept is reported lost, as a renewal would have.
-    const released = result === 1;
+    // watchdog kept is reported lost, as a renewal would have. 2: released, not handed over (a cut).
+    const released = result === 1 || result === 2;
     if (!released && kept) this.context.renewal.reportLost(this.key, id, 'its release found it no longer held', kept);
     return released;
   }
@@ -174,7 +177,7 @@ export class PermitExpirableSemaphore extends Primitive {
    * dropped connection), the released permit still fills the slot in Redis for over half a
    * lease, longer than the watchdog takes (a third of one) to find the waiter's permit missing.
    */
-  private async handOver(id: string, deadline: number | undefined, latch: string): Promise<{ result?: 0 | 1; yielded: boolean } | undefined> {
+  private async handOver(id: string, deadline: number | undefined, latch: string): Promise<{ result?: 0 | 1 | 2; yielded: boolean } | undefined> {
     const local = this.context.pubsub.peek(this.channel)?.local;
     if (!local?.hasCandidates) {
       local?.endRun();
@@ -188,15 +191,17 @@ export class PermitExpirableSemaphore extends Primitive {
     if (!next) return undefined;
     const sentAt = performance.now();
     const waiter = next.candidate.field;
-    const pipelined = deadline !== undefined && deadline - sentAt > this.context.watchdogTimeout / 2 && keptByWatchdog.has(waiter);
+    // Not after a cut of the total (a negative addPermits), which the script may answer by
+    // refusing the handoff: the waiter would have started on a permit it never got.
+    const pipelined = !local.suspended && deadline !== undefined && deadline - sentAt > this.context.watchdogTimeout / 2 && keptByWatchdog.has(waiter);
     // Told from the script's own reply, not the call's: close() settles the call at once, and a
     // waiter that close() woke must still learn that the permit went to it, to give it back.
     let sent = false;
     const call = this.context.command('release', async (redis) => {
       sent = true;
-      let reply: 0 | 1 | undefined;
+      let reply: 0 | 1 | 2 | undefined;
       try {
-        reply = await scripts(redis).rlock_permitSemaphore_handoff(this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS);
+        reply = await scripts(redis).rlock_permitSemaphore_handoff(this.key, this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS);
       } finally {
         // The waiter holds the permit from the send of this call on; otherwise it tries again.
         if (!pipelined) next.deliver(reply === 1 ? { sentAt } : undefined);
@@ -204,15 +209,18 @@ export class PermitExpirableSemaphore extends Primitive {
       return reply;
     });
     if (pipelined) next.deliver({ sentAt });
-    let result: 0 | 1 | undefined;
+    let result: 0 | 1 | 2 | undefined;
     try {
       result = await call;
     } catch (error) {
       if (!pipelined && !sent) next.deliver(undefined); // never sent (no connection, closed): it tries again
       throw error;
     }
-    if (pipelined && result !== 1) this.context.renewal.reportLost(this.key, waiter, 'the permit handed over to it was no longer in Redis');
-    if (result === 1) local.handedOver();
+    if (pipelined && result !== 1) this.context.renewal.reportLost(this.key, waiter, result === 2 ? 'the permits were cut below those held' : 'the permit handed over to it was no longer in Redis');
+    if (result === 1) {
+      local.handedOver();
+      local.resume(sentAt); // the total has room for every permit held
+    }
     return { result, yielded: false };
   }
 

@@ -4,7 +4,7 @@ import { subscriberCount, type SemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
-import { sleepAsCandidate } from '../services/LocalHandoff';
+import { localHandoffOf, sleepAsCandidate } from '../services/LocalHandoff';
 import { settledWithinGrace } from '../services/bounds';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
@@ -30,7 +30,7 @@ export function standBackBound(entry: ChannelEntry, permits: number, first: bool
 
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
-  rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number]>;
+  rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number, number?]>;
   rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
   rlock_semaphore_drain(key: string, latch: string, latchTtlMs: number): Promise<number>;
@@ -92,10 +92,15 @@ export class Semaphore extends Primitive {
     return set === 1;
   }
 
-  /** Adds `delta` permits (negative: removes them; the count may go below 0, and no one gets any until it is back above). */
+  /**
+   * Adds `delta` permits (negative: removes them; the count may go below 0, and no one gets any
+   * until it is back above). A cut stops every client's in-process handoffs (its message; this
+   * client's at once): the permits released go back to Redis until none are owed.
+   */
   async addPermits(delta: number): Promise<void> {
     checkCount('delta', delta, -Infinity);
     this.context.assertOpen();
+    if (delta < 0) this.context.pubsub.peek(this.channel)?.local?.suspend();
     await this.add('addPermits', delta);
   }
 
@@ -129,7 +134,9 @@ export class Semaphore extends Primitive {
   private async giveBack(permits: number): Promise<void> {
     const { left, yielded } = this.handOver(permits);
     if (left === 0) return;
+    const sentAt = performance.now();
     const [free, reached] = await this.giveBackToRedis(left);
+    if (free >= 0) this.context.pubsub.peek(this.channel)?.local?.resume(sentAt);
     if (!yielded || reached > 1) return;
     // No other client waits (the message reached ours alone, or no one): no turn to give; our
     // waiters, which the message may have found still standing back, try again now.
@@ -144,7 +151,8 @@ export class Semaphore extends Primitive {
     if (!local) return { left: permits, yielded: false };
     let left = permits;
     const fits = (candidate: { permits?: number }): boolean => (candidate.permits ?? Infinity) <= left;
-    while (left > 0 && !local.runIsOver) {
+    // Permits cut below those held (a negative addPermits): they go back to Redis, which owes them.
+    while (left > 0 && !local.runIsOver && !local.suspended) {
       const next = local.claimFirst(fits);
       if (!next) break;
       left -= next.candidate.permits!;
@@ -273,7 +281,7 @@ export class Semaphore extends Primitive {
       const sentAt = performance.now();
       // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
       const latch = this.requestLatch(`${field}.${number}`);
-      const [status, ttl] = await context.command(
+      const [status, ttl, free] = await context.command(
         'acquire',
         (redis) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
         {
@@ -289,6 +297,10 @@ export class Semaphore extends Primitive {
       );
       reserving = status === 2;
       reserved ||= reserving;
+      // Permits owed (cut below those held): this client's releases must go back to Redis. A
+      // client that was not listening when the cut was published learns it here.
+      if (free !== undefined && free < 0 && listening) localHandoffOf(listening, context.clientId).suspend();
+      else if (status === 1 || (free ?? -1) >= 0) context.pubsub.peek(this.channel)?.local?.resume(sentAt);
       if (status === 1) return { held: true, sentAt };
       if (!reserving) listening?.refused(ttl);
       // The holder renews its reservation by attempting again well before it runs out.

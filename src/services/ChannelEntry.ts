@@ -1,3 +1,4 @@
+import { PERMITS_CUT_MESSAGE } from '../names';
 import type { LocalHandoff } from './LocalHandoff';
 import { boundedWait } from './bounds';
 import { WakeQueue } from './WakeQueue';
@@ -103,6 +104,10 @@ export class ChannelEntry {
     this.keeper?.heard();
     if (this.refCount === 0 && this.keeper) {
       this.keeper.unheard();
+      return;
+    }
+    if (message === PERMITS_CUT_MESSAGE) {
+      this.local?.suspend();
       return;
     }
     const counted = COUNTED_MESSAGE.exec(message);

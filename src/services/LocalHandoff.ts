@@ -68,6 +68,14 @@ export class LocalHandoff {
   private yieldTimer: NodeJS.Timeout | undefined;
   /** Wake-ups of this client's own release messages held back while it yields. */
   private heldBack = 0;
+  /**
+   * A semaphore's permits were cut below those held (a negative addPermits): a release must go
+   * back to Redis, where it pays off the cut, instead of to a waiter here, until a reply of Redis
+   * says permits are free again (the semaphore calls suspend/resume; the lock never does).
+   */
+  suspended = false;
+  /** When it was last suspended (performance.now()): only a reply to a call sent later may resume it. */
+  private suspendedAt = -Infinity;
 
   constructor(
     /** The release message of this client: its own clientId. */
@@ -134,6 +142,22 @@ export class LocalHandoff {
     return this.streak >= MAX_LOCAL_HANDOFFS || (this.streak > 0 && performance.now() - this.streakStartedAt >= MAX_LOCAL_RUN_MS);
   }
 
+  /** No local handoff until `resume()`: the permits were cut below those held (see `suspended`). */
+  suspend(): void {
+    this.suspended = true;
+    this.suspendedAt = performance.now();
+    this.endRun();
+  }
+
+  /**
+   * Redis answered a call sent at `sentAt` with permits free (none owed): handoffs may go on. A
+   * call sent before the suspension may have run before the cut (its reply and the cut's message
+   * come on different connections, in either order): its answer says nothing.
+   */
+  resume(sentAt: number): void {
+    if (sentAt > this.suspendedAt) this.suspended = false;
+  }
+
   /** The lock (or permit) went back through Redis: the next local handoff starts a new run. */
   endRun(): void {
     this.streak = 0;
@@ -185,6 +209,11 @@ export class LocalHandoff {
  * that claimed the waiter but then sent the lock to another client (PARK_AGAIN) puts it back to
  * sleep at the front of the line, for what is left of `ms`.
  */
+/** The entry's LocalHandoff, made on first need. */
+export function localHandoffOf(entry: ChannelEntry, clientId: string): LocalHandoff {
+  return (entry.local ??= new LocalHandoff(clientId, (count) => entry.wake(count)));
+}
+
 export async function sleepAsCandidate(
   entry: ChannelEntry,
   clientId: string,
@@ -194,7 +223,7 @@ export async function sleepAsCandidate(
   deadline = Infinity,
   debt?: WakeDebt,
 ): Promise<Hold | undefined> {
-  const local = (entry.local ??= new LocalHandoff(clientId, (count) => entry.wake(count)));
+  const local = localHandoffOf(entry, clientId);
   const until = performance.now() + ms;
   for (let first = false; ; first = true) {
     const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, first, deadline, debt);

@@ -24,6 +24,10 @@ incrByMarked(KEYS[1], ARGV[1], KEYS[4], 'permits')
 local free = freePermits(KEYS[1], KEYS[2], nowMs())
 if tonumber(ARGV[1]) > 0 and free > 0 then
   redis.call(ARGV[2], KEYS[3], 'wake:' .. free .. ':')
+elseif tonumber(ARGV[1]) < 0 then
+  -- A cut: clients stop pipelining their in-process handoffs, which handoff-3.lua may now
+  -- refuse (names.ts, PERMITS_CUT_MESSAGE).
+  redis.call(ARGV[2], KEYS[3], 'cut')
 end
 redis.call('set', KEYS[5], 1, 'px', ARGV[3])
 return free

@@ -18,9 +18,10 @@
     ARGV[5] latch TTL in ms
 
   Output:
-    {1, 0} taken; {2, 0} refused, the caller holds the reservation; {0, ttl} refused, where ttl
-    is the ms until another waiter's reservation that blocked it runs out, or -1 (no bound:
-    a release will say when to try again).
+    {1, 0} taken; {2, 0, free} refused, the caller holds the reservation; {0, ttl, free} refused,
+    where ttl is the ms until another waiter's reservation that blocked it runs out, or -1 (no
+    bound: a release will say when to try again), and free the counter (below 0: permits are owed
+    after a cut, and the caller's client must stop handing permits on in-process).
 ]]
 if redis.call('exists', KEYS[3]) == 1 then
   return {1, 0}
@@ -44,9 +45,9 @@ end
 if mine or (not holder and ARGV[3] == '1') then
   redis.call('hset', KEYS[2], 'field', ARGV[2], 'permits', permits)
   redis.call('pexpire', KEYS[2], ARGV[4])
-  return {2, 0}
+  return {2, 0, free}
 end
 if holder then
-  return {0, redis.call('pttl', KEYS[2])}
+  return {0, redis.call('pttl', KEYS[2]), free}
 end
-return {0, -1}
+return {0, -1, free}

@@ -33,6 +33,10 @@ local free = incrByMarked(KEYS[1], ARGV[1], KEYS[4], 'semaphore')
 local reached = 0
 if tonumber(ARGV[1]) > 0 then
   reached = wakeWaiters(KEYS[2], KEYS[3], free, ARGV[2], ARGV[3])
+elseif tonumber(ARGV[1]) < 0 then
+  -- A cut: every client stops handing permits on in-process (they would go on serving the old
+  -- total) and gives its releases back here until none are owed (names.ts, PERMITS_CUT_MESSAGE).
+  redis.call(ARGV[2], KEYS[3], 'cut')
 end
 redis.call('set', KEYS[5], free .. ':' .. reached, 'px', ARGV[4])
 return {free, reached}
