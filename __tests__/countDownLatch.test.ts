@@ -263,12 +263,13 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
   const keysOf = (name: string) => ({ kind: `rlock__kind:{${name}}`, channel: latchChannelOf('', name), ops: latchOpsKeyOf('', name), rounds: latchRoundsKeyOf('', name), request: `rlock__unlock_latch:{${name}}:test:${++counter}` });
 
   /** Runs the given latch operations in one MULTI, so that nothing (an awaiter's re-read) can come between them. */
-  const atOnce = async (name: string, ...operations: ('countDown' | 'trySetCount' | 'delete')[]): Promise<void> => {
+  const atOnce = async (name: string, ...operations: ('countDown' | 'trySetCount' | 'delete' | 'forgetRounds')[]): Promise<void> => {
     const keys = keysOf(name);
     const multi = redis.admin.multi();
     for (const operation of operations) {
       if (operation === 'countDown') multi.eval(lua('latch/countDown-4.lua'), 4, name, keys.channel, keys.ops, keys.rounds, 'publish', `op-${++counter}`, 600_000);
       if (operation === 'trySetCount') multi.eval(lua('latch/trySetCount-4.lua'), 4, name, keys.kind, `${keys.request}.${++counter}`, keys.rounds, 1, 60_000);
+      if (operation === 'forgetRounds') multi.del(keys.rounds); // as when a deleted latch's rounds expire
       if (operation === 'delete') multi.eval(lua('latch/delete-5.lua'), 5, name, keys.kind, keys.channel, `${keys.request}.${++counter}`, keys.rounds, 'publish', 60_000, 60_000);
     }
     const replies = await multi.exec();
@@ -311,6 +312,37 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
     const ended = await redis.admin.hget(latchRoundsKeyOf('', name), 'ended');
     expect(ended?.split(';')).toHaveLength(8); // the last 8 outcomes only
     expect(ended?.split(';').every((entry) => /^\d+=open$/.test(entry))).toBe(true);
+  });
+
+  test('requireInit on a latch never set: set, opened and set again before the awaiter re-read: it resolves true (it waited on the second round)', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    const settled = client.getCountDownLatch(name).await({ waitTime: 10_000, requireInit: true }).then((opened) => opened, (error: unknown) => error);
+    await until('the awaiter is parked', () => client.stats.waiters === 1);
+    await until('its client is subscribed', async () => (await subscribersOf(name)) === 1);
+    await atOnce(name, 'trySetCount', 'countDown', 'trySetCount');
+    expect(await settled).toBe(true);
+  });
+
+  test('deleted, its rounds gone (expired) and set again before the awaiter re-read: it rejects with LatchDeletedError, not taken for opened', async () => {
+    const name = uniqueName();
+    await redis.client().getCountDownLatch(name).trySetCount(1);
+    const { settled: awaited } = await parkedAwaiter(name);
+    await atOnce(name, 'delete', 'forgetRounds', 'trySetCount');
+    expect(await awaited).toBeInstanceOf(LatchDeletedError);
+  });
+
+  test('a rounds key of another type fails trySetCount, countDown and delete with nothing written', async () => {
+    const name = uniqueName();
+    const latch = redis.client().getCountDownLatch(name);
+    await redis.admin.set(latchRoundsKeyOf('', name), 'not a hash');
+    await expect(latch.trySetCount(2)).rejects.toThrow(/WRONGTYPE/);
+    expect(await redis.admin.exists(name, `rlock__kind:{${name}}`)).toBe(0);
+    await redis.admin.set(name, '1');
+    await expect(latch.countDown()).rejects.toThrow(/WRONGTYPE/);
+    expect(await redis.admin.get(name)).toBe('1');
+    await expect(latch.delete()).rejects.toThrow(/WRONGTYPE/);
+    expect(await redis.admin.get(name)).toBe('1');
   });
 
   test('opened and then deleted before the awaiter re-read: it resolves true, its round opened (before: LatchDeletedError)', async () => {

@@ -12,13 +12,13 @@ interface LatchScripts {
   rlock_latch_trySetCount(key: string, kindKey: string, latch: string, roundsKey: string, count: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_latch_countDown(key: string, channel: string, opsKey: string, roundsKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
   rlock_latch_delete(key: string, kindKey: string, channel: string, latch: string, roundsKey: string, publish: PublishCommand, deletedTtlMs: number, latchTtlMs: number): Promise<0 | 1>;
-  rlock_latch_read(key: string, kindKey: string, roundsKey: string, round: string): Promise<[string | null, string | null, string | null, RoundOutcome | null]>;
+  rlock_latch_read(key: string, kindKey: string, roundsKey: string, since: string, exact: 0 | 1): Promise<[string | null, string | null, string | null, RoundOutcome | null]>;
 }
 
 const scripts = (redis: ScriptedRedis): LatchScripts => redis as unknown as LatchScripts;
 
 /** How a round of the latch ended (see lua/includes/latchRounds.lua). */
-type RoundOutcome = 'open' | 'deleted';
+type RoundOutcome = 'open' | 'deleted' | 'lost';
 
 /**
  * How long a countDown's operation id stays recorded: far longer than ioredis keeps a command
@@ -102,24 +102,25 @@ export class CountDownLatch extends Primitive {
   async await(options?: AwaitOptions): Promise<boolean> {
     const { waitTime, signal, requireInit } = checkPermitOptions(options, ['waitTime', 'signal', 'requireInit']);
     this.context.assertOpen();
-    // The round this awaiter waits for: the first it found counting (none for a latch set by a
-    // version that kept no rounds).
-    let awaited: string | undefined;
+    // The round this awaiter waits for: the one it found counting (`exact`), or, found never set
+    // (requireInit) or without rounds, the first one from `since` on. None for a latch set by a
+    // version that kept no rounds.
+    let since: string | undefined;
+    let exact = false;
     const attempt = async (_listening: unknown, bound: CommandBound): Promise<Attempt> => {
       const sentAt = performance.now();
       // A read: an answer that comes after the wait ended has nothing to give back.
-      const { state, round, outcome } = await this.read({ ...bound, lateReply: () => undefined }, awaited);
+      const { state, round, outcome } = await this.read({ ...bound, lateReply: () => undefined }, since, exact);
       const opened = { held: true, sentAt } as const;
       if (outcome === 'open') return opened;
-      if (outcome === 'deleted' || state === 'deleted') throw new LatchDeletedError(this.name);
-      // Its round ended and its outcome is no longer kept: the latch was set again more than
-      // KEPT_OUTCOMES times since (counted as opened).
-      if (awaited !== undefined && round !== undefined && round !== awaited) return opened;
-      // No rounds at all: the data is gone (a restart without persistence; or deleted, and
-      // its rounds expired since): the latch is what it reads now, as for a new awaiter.
-      if (round === undefined) awaited = undefined;
+      // 'lost': its round is gone without a trace (deleted and expired, or a restart's loss, with a round set since).
+      if (outcome === 'deleted' || outcome === 'lost' || state === 'deleted') throw new LatchDeletedError(this.name);
+      // No rounds at all: the data is gone (a restart without persistence; or deleted, and its
+      // rounds expired since): the latch is what it reads now, as for a new awaiter.
+      if (round === undefined) [since, exact] = [undefined, false];
       if (state === 'open' || (state === 'unset' && !requireInit)) return opened;
-      if (state === 'closed') awaited ??= round;
+      if (state === 'closed' && round !== undefined && !exact) [since, exact] = [round, true];
+      else if (!exact) since = String(Number(round ?? 0) + 1);
       return { held: false, ttl: -1 };
     };
     return (await this.wait(this.newId(), this.channel, attempt, waitTime ?? Infinity, signal)) !== undefined;
@@ -136,10 +137,10 @@ export class CountDownLatch extends Primitive {
 
   /**
    * The count and the marker in one call (one slot: the marker and the rounds are named after
-   * the key), the current round, and how round `awaited` ended; see latch/read-3.lua.
+   * the key), the current round, and how the awaited round ended; see latch/read-3.lua.
    */
-  private async read(bound?: CommandBound, awaited = ''): Promise<{ count: number; state: LatchState; round?: string; outcome?: RoundOutcome }> {
-    const [count, marker, round, outcome] = await this.context.command('getCount', (redis) => scripts(redis).rlock_latch_read(this.key, this.kindKey, this.roundsKey, awaited), bound);
+  private async read(bound?: CommandBound, since = '', exact = false): Promise<{ count: number; state: LatchState; round?: string; outcome?: RoundOutcome }> {
+    const [count, marker, round, outcome] = await this.context.command('getCount', (redis) => scripts(redis).rlock_latch_read(this.key, this.kindKey, this.roundsKey, since, exact ? 1 : 0), bound);
     return { ...latchStateOf(count ?? null, marker ?? null), round: round ?? undefined, outcome: outcome ?? undefined };
   }
 }

@@ -13,14 +13,21 @@
 -- its round as opened: the outcome of every round is not kept.
 local KEPT_OUTCOMES = 8
 
--- Starts a round. Its id is Redis's time in ms (or one more than the last id): ids keep growing
--- after a deleted latch's hash expired, so an awaiter of a round before it is never taken for
--- one of the new rounds. The hash is written anew: it loses the TTL a delete() gave it.
-local function startRound(roundsKey)
+-- The current round's id (false: none). Every script reads it before it writes anything, so
+-- that a rounds key of another type fails it (WRONGTYPE) with nothing written.
+local function currentRound(roundsKey)
+  return redis.call('hget', roundsKey, 'round')
+end
+
+-- Starts a round after round `last` (currentRound's answer). Its id is Redis's time in ms (or one
+-- more than the last id): ids keep growing after a deleted latch's hash expired, so an awaiter of
+-- a round before it is never taken for one of the new rounds. The hash is written anew: it loses
+-- the TTL a delete() gave it.
+local function startRound(roundsKey, last)
   local time = redis.call('time')
   local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  local last, ended = redis.call('hget', roundsKey, 'round'), redis.call('hget', roundsKey, 'ended')
   local round = string.format('%d', math.max(tonumber(last or '0') + 1, nowMs))
+  local ended = redis.call('hget', roundsKey, 'ended')
   redis.call('del', roundsKey)
   if ended then
     redis.call('hset', roundsKey, 'round', round, 'ended', ended)
@@ -29,14 +36,14 @@ local function startRound(roundsKey)
   end
 end
 
--- Records how the current round ended (a latch set before rounds were kept has none: nothing).
-local function endRound(roundsKey, outcome)
-  local round, ended = redis.call('hget', roundsKey, 'round'), redis.call('hget', roundsKey, 'ended')
+-- Records how round `round` (currentRound's answer) ended; a latch set before rounds were kept
+-- has none: nothing.
+local function endRound(roundsKey, round, outcome)
   if not round then
     return
   end
   local kept = { round .. '=' .. outcome }
-  for entry in string.gmatch(ended or '', '[^;]+') do
+  for entry in string.gmatch(redis.call('hget', roundsKey, 'ended') or '', '[^;]+') do
     if #kept == KEPT_OUTCOMES then
       break
     end
@@ -45,8 +52,34 @@ local function endRound(roundsKey, outcome)
   redis.call('hset', roundsKey, 'ended', table.concat(kept, ';'))
 end
 
--- How round `id` ended ("open", "deleted"), or false when it did not (or is no longer kept).
-local function outcomeOf(roundsKey, id)
-  local ended = redis.call('hget', roundsKey, 'ended')
-  return ended and string.match(';' .. ended, ';' .. id .. '=(%a+)') or false
+-- How an awaiter's round ended: "open", "deleted", "lost" (its round is neither current nor kept,
+-- and the kept rounds are not too many to hold it: the rounds were lost, deleted and expired, or
+-- in a restart), or false (not ended). `exact`: `since` is the id of the round the awaiter found
+-- counting; otherwise the awaiter found none (requireInit on a latch not set) and waits for the
+-- first round with an id from `since` on. A round older than every kept one counts as opened.
+local function outcomeOf(roundsKey, since, exact, current)
+  local first, firstOutcome, count, oldest = nil, false, 0, nil
+  for id, outcome in string.gmatch(redis.call('hget', roundsKey, 'ended') or '', '(%d+)=(%a+)') do
+    local n = tonumber(id)
+    count, oldest = count + 1, n -- newest first: the last one read is the oldest kept
+    if n >= since and (not first or n < first) then
+      first, firstOutcome = n, outcome
+    end
+  end
+  local trimmed = count >= KEPT_OUTCOMES and oldest > since
+  if exact then
+    if first == since then
+      return firstOutcome
+    end
+    -- Still counting, or no rounds at all (the data lost, or deleted and expired, with no round
+    -- set since): the caller takes the latch as it reads now.
+    if not current or tonumber(current) == since then
+      return false
+    end
+    return trimmed and 'open' or 'lost'
+  end
+  if not first then
+    return false
+  end
+  return (trimmed and first == oldest) and 'open' or firstOutcome
 end

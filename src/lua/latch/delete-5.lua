@@ -20,13 +20,14 @@
 ]]
 --@include once.lua
 --@include latchRounds.lua
+local round = currentRound(KEYS[5])
 return once(KEYS[4], ARGV[3], function()
   local counted = redis.call('del', KEYS[1])
   if counted == 0 and redis.call('get', KEYS[2]) ~= 'latch' then
     return 0
   end
   if counted == 1 then
-    endRound(KEYS[5], 'deleted')
+    endRound(KEYS[5], round, 'deleted')
   end
   redis.call('pexpire', KEYS[5], ARGV[2])
   redis.call('set', KEYS[2], 'deleted', 'PX', ARGV[2])

@@ -9,16 +9,18 @@
     KEYS[1] the count
     KEYS[2] the kind marker "rlock__kind:{<key>}"
     KEYS[3] the rounds "rlock__latch_rounds:{<key>}"
-    ARGV[1] the id of the round an awaiter waits on, or "" (no round asked about)
+    ARGV[1] the round an awaiter waits for (see outcomeOf in latchRounds.lua), or "" (none asked)
+    ARGV[2] "1" when ARGV[1] is the id of the round it found counting, "0" when it waits for the
+            first round from that id on
 
   Output:
-    {count, marker, current round id, outcome of round ARGV[1] ("open" or "deleted")}, each nil
-    when absent.
+    {count, marker, current round id, outcome of the awaited round ("open", "deleted", "lost")},
+    each nil when absent.
 ]]
 --@include latchRounds.lua
+local round = currentRound(KEYS[3])
 local outcome = false
--- (Digits only: the id goes into a pattern.)
 if string.match(ARGV[1], '^%d+$') then
-  outcome = outcomeOf(KEYS[3], ARGV[1])
+  outcome = outcomeOf(KEYS[3], tonumber(ARGV[1]), ARGV[2] == '1', round)
 end
-return { redis.call('get', KEYS[1]), redis.call('get', KEYS[2]), redis.call('hget', KEYS[3], 'round'), outcome }
+return { redis.call('get', KEYS[1]), redis.call('get', KEYS[2]), round, outcome }

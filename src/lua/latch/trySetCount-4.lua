@@ -19,10 +19,11 @@
 --@include kind.lua
 --@include once.lua
 --@include latchRounds.lua
+local last = currentRound(KEYS[4])
 return once(KEYS[3], ARGV[2], function()
   if not setMarkedOnce(KEYS[1], ARGV[1], KEYS[2], 'latch') then
     return 0
   end
-  startRound(KEYS[4])
+  startRound(KEYS[4], last)
   return 1
 end)
