@@ -26,7 +26,7 @@ const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
 /** A connection of the test's own with the library's scripts, to run the handoff script by itself. */
 const handoffConnection = () =>
   defineScripts(redis.admin.duplicate()) as unknown as {
-    rlock_permitSemaphore_handoff(key: string, permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1 | 2>;
+    rlock_permitSemaphore_handoff(key: string, permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number, pipelined: 0 | 1): Promise<0 | 1 | 2 | 3>;
   } & Redis;
 
 test('acquire gives distinct permit ids up to the total; release of an unknown id is a typed error', async () => {
@@ -305,14 +305,14 @@ test('the handoff script: a resend answers "handed over" and hands over once; a 
     const old = await sem.acquire({ leaseTime: 60_000 });
     const permitsKey = `rlock__permits:{${name}}`;
     const latch = `rlock__unlock_latch:{${name}}:req1`;
-    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, old, 'new-id', 60_000, 1000)).toBe(1);
-    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, old, 'new-id', 60_000, 1000)).toBe(1);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, old, 'new-id', 60_000, 1000, 0)).toBe(1);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, old, 'new-id', 60_000, 1000, 0)).toBe(1);
     expect(await conn.zrange(permitsKey, 0, -1)).toEqual(['new-id']);
     // Not held (released, expired, unknown): 0, and no latch, so a resend answers 0 again.
     const latch2 = `rlock__unlock_latch:{${name}}:req2`;
-    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000)).toBe(0);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000, 0)).toBe(0);
     expect(await conn.exists(latch2)).toBe(0);
-    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000)).toBe(0);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch2, 'no-such-permit', 'other-id', 60_000, 1000, 0)).toBe(0);
     expect(await conn.zrange(permitsKey, 0, -1)).toEqual(['new-id']);
   } finally {
     await (conn as Redis).quit();
@@ -386,11 +386,11 @@ test('the handoff script after a cut below the permits held: the permit is relea
     await sem.addPermits(-1); // a total of 1, with 2 held
     const permitsKey = `rlock__permits:{${name}}`;
     const latch = `rlock__unlock_latch:{${name}}:req1`;
-    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, a, 'new-id', 60_000, 1000)).toBe(2); // before: 1
-    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, a, 'new-id', 60_000, 1000)).toBe(2);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, a, 'new-id', 60_000, 1000, 0)).toBe(2); // before: 1
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, latch, a, 'new-id', 60_000, 1000, 0)).toBe(2);
     expect(await conn.zrange(permitsKey, 0, -1)).toEqual([b]);
     // Paid off: the next one is handed over.
-    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, `${latch}b`, b, 'new-id', 60_000, 1000)).toBe(1);
+    expect(await conn.rlock_permitSemaphore_handoff(name, permitsKey, `${latch}b`, b, 'new-id', 60_000, 1000, 0)).toBe(1);
     expect(await conn.zrange(permitsKey, 0, -1)).toEqual(['new-id']);
   } finally {
     await (conn as Redis).quit();
@@ -420,6 +420,34 @@ test('a negative addPermits by another client: a release hands no permit on whil
   expect(handoffsSuspended(client, channel)).toBe(false);
   expect(lostEvents).toEqual([]);
   await sem.release(got!);
+});
+
+test('a client that missed the cut (not listening then) and pipelines a handoff: the waiter gets a real permit, the client stops pipelining, the next release pays off the cut (before: a permit Redis never had, reported lost)', async () => {
+  const name = uniqueName();
+  const channel = `rlock__permits_channel:{${name}}`;
+  const client = redis.client();
+  const lostEvents: string[] = [];
+  client.on('lockLost', (event) => lostEvents.push(event.ownerId));
+  const sem = client.getPermitExpirableSemaphore(name);
+  await sem.trySetPermits(3);
+  const held = [await sem.acquire(), await sem.acquire(), await sem.acquire()]; // watchdog-kept; no waiter: not subscribed
+  await redis.client().getPermitExpirableSemaphore(name).addPermits(-2); // a total of 1, with 3 held
+  const waiters = [0, 1].map(() => client.getPermitExpirableSemaphore(name).acquire());
+  await until('the waiters are parked', () => parkedOnChannel(client, channel) === 2);
+  expect(handoffsSuspended(client, channel)).toBe(false); // it never heard the cut
+  expect(await sem.tryRelease(held[0]!)).toBe(true); // pipelined: handed over beyond the cut (3), then no more pipelining
+  const first = await waiters[0]!;
+  expect(handoffsSuspended(client, channel)).toBe(true);
+  expect(await sem.tryRelease(held[1]!)).toBe(true); // not handed over: it pays off the cut
+  await until('the other waiter, refused, is parked again', () => parkedOnChannel(client, channel) === 1);
+  expect((await redis.admin.zrange(`rlock__permits:{${name}}`, 0, -1)).sort()).toEqual([first, held[2]].sort());
+  expect(await sem.tryRelease(held[2]!)).toBe(true); // not handed over either: 1 held of 1
+  await until('the waiter is parked again', () => parkedOnChannel(client, channel) === 1);
+  expect(await sem.tryRelease(first)).toBe(true); // handed to the last waiter
+  const second = await waiters[1]!;
+  expect(await redis.admin.zrange(`rlock__permits:{${name}}`, 0, -1)).toEqual([second]);
+  expect(lostEvents).toEqual([]);
+  await sem.release(second);
 });
 
 test('a handoff between permits the watchdog keeps is pipelined: the waiter holds before the reply, and is told at once if the script finds the released permit gone', async () => {

@@ -31,7 +31,7 @@ interface PermitScripts {
     claimMs: number,
   ): Promise<number | null>;
   rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, latch: string, id: string, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[0 | 1, number]>;
-  rlock_permitSemaphore_handoff(key: string, permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number): Promise<0 | 1 | 2>;
+  rlock_permitSemaphore_handoff(key: string, permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number, pipelined: 0 | 1): Promise<0 | 1 | 2 | 3>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
@@ -157,8 +157,9 @@ export class PermitExpirableSemaphore extends Primitive {
       }
     }
     // The latch answers a resend, so 0 means taken away before the release ran: a permit the
-    // watchdog kept is reported lost, as a renewal would have. 2: released, not handed over (a cut).
-    const released = result === 1 || result === 2;
+    // watchdog kept is reported lost, as a renewal would have. 2: released, not handed over (a
+    // cut); 3: handed over beyond a cut.
+    const released = result !== undefined && result !== 0;
     if (!released && kept) this.context.renewal.reportLost(this.key, id, 'its release found it no longer held', kept);
     return released;
   }
@@ -177,7 +178,7 @@ export class PermitExpirableSemaphore extends Primitive {
    * dropped connection), the released permit still fills the slot in Redis for over half a
    * lease, longer than the watchdog takes (a third of one) to find the waiter's permit missing.
    */
-  private async handOver(id: string, deadline: number | undefined, latch: string): Promise<{ result?: 0 | 1 | 2; yielded: boolean } | undefined> {
+  private async handOver(id: string, deadline: number | undefined, latch: string): Promise<{ result?: 0 | 1 | 2 | 3; yielded: boolean } | undefined> {
     const local = this.context.pubsub.peek(this.channel)?.local;
     if (!local?.hasCandidates) {
       local?.endRun();
@@ -199,9 +200,9 @@ export class PermitExpirableSemaphore extends Primitive {
     let sent = false;
     const call = this.context.command('release', async (redis) => {
       sent = true;
-      let reply: 0 | 1 | 2 | undefined;
+      let reply: 0 | 1 | 2 | 3 | undefined;
       try {
-        reply = await scripts(redis).rlock_permitSemaphore_handoff(this.key, this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS);
+        reply = await scripts(redis).rlock_permitSemaphore_handoff(this.key, this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS, pipelined ? 1 : 0);
       } finally {
         // The waiter holds the permit from the send of this call on; otherwise it tries again.
         if (!pipelined) next.deliver(reply === 1 ? { sentAt } : undefined);
@@ -209,18 +210,19 @@ export class PermitExpirableSemaphore extends Primitive {
       return reply;
     });
     if (pipelined) next.deliver({ sentAt });
-    let result: 0 | 1 | 2 | undefined;
+    let result: 0 | 1 | 2 | 3 | undefined;
     try {
       result = await call;
     } catch (error) {
       if (!pipelined && !sent) next.deliver(undefined); // never sent (no connection, closed): it tries again
       throw error;
     }
-    if (pipelined && result !== 1) this.context.renewal.reportLost(this.key, waiter, result === 2 ? 'the permits were cut below those held' : 'the permit handed over to it was no longer in Redis');
-    if (result === 1) {
-      local.handedOver();
-      local.resume(sentAt); // the total has room for every permit held
-    }
+    if (pipelined && result === 0) this.context.renewal.reportLost(this.key, waiter, 'the permit handed over to it was no longer in Redis');
+    if (result === 1 || result === 3) local.handedOver();
+    // 2 (refused) or 3 (handed over, pipelined, beyond the total): the total was cut and this
+    // client missed the cut's message (it subscribed later, or it came during a reconnect).
+    if (result === 2 || result === 3) local.suspend();
+    else if (result === 1) local.resume(sentAt); // the total has room for every permit held
     return { result, yielded: false };
   }
 

@@ -12,12 +12,16 @@
     ARGV[2] the waiter's new permit id
     ARGV[3] the waiter's lease in ms
     ARGV[4] latch TTL in ms
+    ARGV[5] "1" when the caller pipelined the handoff: its waiter holds the permit already
 
   Output:
     1 when handed over; 0 when the released permit was not held (unknown, released, or expired:
     it was free already, and the waiter tries for one as usual); 2 when it was released but not
     handed over: the total was cut below the permits held (a negative addPermits), and the
-    permit pays off the cut (the waiter tries for one as usual).
+    permit pays off the cut (the waiter tries for one as usual); 3 when handed over though the
+    total was cut (a pipelined handoff, whose waiter started on it: taking it back would leave
+    it holding a permit Redis does not have; the caller stops pipelining, so the next handoff
+    pays off the cut).
 ]]
 --@include permits.lua
 local expiry = redis.call('zscore', KEYS[2], ARGV[1])
@@ -32,10 +36,12 @@ redis.call('zrem', KEYS[2], ARGV[1])
 if tonumber(expiry) <= now then
   return 0
 end
-local answer = 2
-if (freePermits(KEYS[1], KEYS[2], now) or 0) >= 1 then
+local answer = 1
+if (freePermits(KEYS[1], KEYS[2], now) or 0) < 1 then
+  answer = ARGV[5] == '1' and 3 or 2
+end
+if answer ~= 2 then
   redis.call('zadd', KEYS[2], now + tonumber(ARGV[3]), ARGV[2])
-  answer = 1
 end
 redis.call('set', KEYS[3], answer, 'px', ARGV[4])
 return answer
