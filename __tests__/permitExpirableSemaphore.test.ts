@@ -397,14 +397,19 @@ test('the handoff script after a cut below the permits held: the permit is relea
   }
 });
 
-test('a negative addPermits by another client: a release hands no permit on while the total is below those held, and does not pipeline (before: 2 permits held on a total of 1)', async () => {
+/** A new semaphore of `permits` on a new client, with the permits the client is told it lost. */
+async function watchedSemaphore(permits: number) {
   const name = uniqueName();
-  const channel = `rlock__permits_channel:{${name}}`;
   const client = redis.client();
   const lostEvents: string[] = [];
   client.on('lockLost', (event) => lostEvents.push(event.ownerId));
   const sem = client.getPermitExpirableSemaphore(name);
-  await sem.trySetPermits(2);
+  await sem.trySetPermits(permits);
+  return { name, channel: `rlock__permits_channel:{${name}}`, client, lostEvents, sem };
+}
+
+test('a negative addPermits by another client: a release hands no permit on while the total is below those held, and does not pipeline (before: 2 permits held on a total of 1)', async () => {
+  const { name, channel, client, lostEvents, sem } = await watchedSemaphore(2);
   const [a, b] = [await sem.acquire(), await sem.acquire()]; // watchdog-kept: a handoff between them would be pipelined
   let got: string | undefined;
   const waiting = client.getPermitExpirableSemaphore(name).acquire().then((id) => (got = id));
@@ -423,13 +428,7 @@ test('a negative addPermits by another client: a release hands no permit on whil
 });
 
 test('a client that missed the cut (not listening then) and pipelines a handoff: the waiter gets a real permit, the client stops pipelining, the next release pays off the cut (before: a permit Redis never had, reported lost)', async () => {
-  const name = uniqueName();
-  const channel = `rlock__permits_channel:{${name}}`;
-  const client = redis.client();
-  const lostEvents: string[] = [];
-  client.on('lockLost', (event) => lostEvents.push(event.ownerId));
-  const sem = client.getPermitExpirableSemaphore(name);
-  await sem.trySetPermits(3);
+  const { name, channel, client, lostEvents, sem } = await watchedSemaphore(3);
   const held = [await sem.acquire(), await sem.acquire(), await sem.acquire()]; // watchdog-kept; no waiter: not subscribed
   await redis.client().getPermitExpirableSemaphore(name).addPermits(-2); // a total of 1, with 3 held
   const waiters = [0, 1].map(() => client.getPermitExpirableSemaphore(name).acquire());
