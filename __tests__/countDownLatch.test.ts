@@ -263,13 +263,18 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
   const keysOf = (name: string) => ({ kind: `rlock__kind:{${name}}`, channel: latchChannelOf('', name), ops: latchOpsKeyOf('', name), rounds: latchRoundsKeyOf('', name), request: `rlock__unlock_latch:{${name}}:test:${++counter}` });
 
   /** Runs the given latch operations in one MULTI, so that nothing (an awaiter's re-read) can come between them. */
-  const atOnce = async (name: string, ...operations: ('countDown' | 'trySetCount' | 'delete' | 'forgetRounds')[]): Promise<void> => {
+  type Operation = 'countDown' | 'trySetCount' | 'delete' | 'forgetRounds' | 'oldCountDownToZero' | 'oldTrySetCount';
+  const atOnce = async (name: string, ...operations: Operation[]): Promise<void> => {
     const keys = keysOf(name);
     const multi = redis.admin.multi();
     for (const operation of operations) {
       if (operation === 'countDown') multi.eval(lua('latch/countDown-4.lua'), 4, name, keys.channel, keys.ops, keys.rounds, 'publish', `op-${++counter}`, 600_000);
       if (operation === 'trySetCount') multi.eval(lua('latch/trySetCount-4.lua'), 4, name, keys.kind, `${keys.request}.${++counter}`, keys.rounds, 1, 60_000);
       if (operation === 'forgetRounds') multi.del(keys.rounds); // as when a deleted latch's rounds expire
+      // What a client of the version before rounds does: the count goes and the awaiters are told,
+      // or a count is set and marked, and the rounds are left as they are.
+      if (operation === 'oldCountDownToZero') multi.del(name).publish(keys.channel, 'wake:all');
+      if (operation === 'oldTrySetCount') multi.set(name, 1).set(keys.kind, 'latch');
       if (operation === 'delete') multi.eval(lua('latch/delete-5.lua'), 5, name, keys.kind, keys.channel, `${keys.request}.${++counter}`, keys.rounds, 'publish', 60_000, 60_000);
     }
     const replies = await multi.exec();
@@ -277,9 +282,9 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
   };
 
   // (In an object: an async function's returned promise would be awaited with it.)
-  const parkedAwaiter = async (name: string): Promise<{ settled: Promise<unknown> }> => {
+  const parkedAwaiter = async (name: string, requireInit = false): Promise<{ settled: Promise<unknown> }> => {
     const client = redis.client();
-    const settled = client.getCountDownLatch(name).await({ waitTime: 10_000 }).then((opened) => opened, (error: unknown) => error);
+    const settled = client.getCountDownLatch(name).await({ waitTime: 10_000, requireInit }).then((opened) => opened, (error: unknown) => error);
     await until('the awaiter is parked', () => client.stats.waiters === 1);
     await until('its client is subscribed', async () => (await subscribersOf(name)) === 1);
     return { settled };
@@ -294,19 +299,26 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
     expect(await redis.client().getCountDownLatch(name).getCount()).toBe(1); // the new round waits on
   });
 
-  test('deleted and set again before the awaiter re-read: it rejects with LatchDeletedError (before: it waited on the new round)', async () => {
+  // Set, an awaiter parked on that round, then the operations in one MULTI before it can re-read.
+  test.each<[string, Operation[], true | typeof LatchDeletedError]>([
+    ['deleted and set again before the awaiter re-read: it rejects with LatchDeletedError (before: it waited on the new round)', ['delete', 'trySetCount'], LatchDeletedError],
+    ['deleted, its rounds gone (expired) and set again before the awaiter re-read: it rejects with LatchDeletedError, not taken for opened', ['delete', 'forgetRounds', 'trySetCount'], LatchDeletedError],
+    ['a client without rounds opened it and a round was set since, before the awaiter re-read: it resolves true (it rejected, its round taken for lost)', ['oldCountDownToZero', 'trySetCount'], true],
+    ['opened and then deleted before the awaiter re-read: it resolves true, its round opened (before: LatchDeletedError)', ['countDown', 'delete'], true],
+  ])('%s', async (_title, operations, expected) => {
     const name = uniqueName();
     await redis.client().getCountDownLatch(name).trySetCount(1);
     const { settled: awaited } = await parkedAwaiter(name);
-    await atOnce(name, 'delete', 'trySetCount');
-    expect(await awaited).toBeInstanceOf(LatchDeletedError);
+    await atOnce(name, ...operations);
+    if (expected === true) expect(await awaited).toBe(true);
+    else expect(await awaited).toBeInstanceOf(expected);
   });
 
   test('set and opened 10 times before the awaiter re-read: it resolves true, and the rounds keep the last 8 outcomes only', async () => {
     const name = uniqueName();
     await redis.client().getCountDownLatch(name).trySetCount(1);
     const { settled: awaited } = await parkedAwaiter(name);
-    const rounds: ('countDown' | 'trySetCount')[] = Array.from({ length: 10 }, () => ['countDown', 'trySetCount'] as const).flat();
+    const rounds: Operation[] = Array.from({ length: 10 }, () => ['countDown', 'trySetCount'] as const).flat();
     await atOnce(name, ...rounds);
     expect(await awaited).toBe(true); // its round's outcome is gone: counted as opened
     const ended = await redis.admin.hget(latchRoundsKeyOf('', name), 'ended');
@@ -316,20 +328,9 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
 
   test('requireInit on a latch never set: set, opened and set again before the awaiter re-read: it resolves true (it waited on the second round)', async () => {
     const name = uniqueName();
-    const client = redis.client();
-    const settled = client.getCountDownLatch(name).await({ waitTime: 10_000, requireInit: true }).then((opened) => opened, (error: unknown) => error);
-    await until('the awaiter is parked', () => client.stats.waiters === 1);
-    await until('its client is subscribed', async () => (await subscribersOf(name)) === 1);
+    const { settled } = await parkedAwaiter(name, true);
     await atOnce(name, 'trySetCount', 'countDown', 'trySetCount');
     expect(await settled).toBe(true);
-  });
-
-  test('deleted, its rounds gone (expired) and set again before the awaiter re-read: it rejects with LatchDeletedError, not taken for opened', async () => {
-    const name = uniqueName();
-    await redis.client().getCountDownLatch(name).trySetCount(1);
-    const { settled: awaited } = await parkedAwaiter(name);
-    await atOnce(name, 'delete', 'forgetRounds', 'trySetCount');
-    expect(await awaited).toBeInstanceOf(LatchDeletedError);
   });
 
   test('a rounds key of another type fails trySetCount, countDown and delete with nothing written', async () => {
@@ -345,11 +346,25 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
     expect(await redis.admin.get(name)).toBe('1');
   });
 
-  test('opened and then deleted before the awaiter re-read: it resolves true, its round opened (before: LatchDeletedError)', async () => {
+  test('a count set by a client without rounds over a round that opened: a new awaiter waits for it (it resolved true at once)', async () => {
     const name = uniqueName();
-    await redis.client().getCountDownLatch(name).trySetCount(1);
-    const { settled: awaited } = await parkedAwaiter(name);
-    await atOnce(name, 'countDown', 'delete');
+    const latch = redis.client().getCountDownLatch(name);
+    await latch.trySetCount(1);
+    await latch.countDown();
+    await atOnce(name, 'oldTrySetCount');
+    expect(await latch.getState()).toBe('closed');
+    expect(await latch.await({ waitTime: 300 })).toBe(false);
+    const awaited = latch.await({ waitTime: 10_000 });
+    await latch.countDown();
     expect(await awaited).toBe(true);
   });
+
+  test('requireInit on a latch never set: its first round deleted, then 7 more set and opened before it re-read: it rejects with LatchDeletedError (exactly 8 kept: it resolved true)', async () => {
+    const name = uniqueName();
+    const { settled } = await parkedAwaiter(name, true);
+    const rounds: Operation[] = Array.from({ length: 7 }, () => ['trySetCount', 'countDown'] as const).flat();
+    await atOnce(name, 'trySetCount', 'delete', ...rounds);
+    expect(await settled).toBeInstanceOf(LatchDeletedError);
+  });
+
 });

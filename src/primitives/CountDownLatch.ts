@@ -12,7 +12,7 @@ interface LatchScripts {
   rlock_latch_trySetCount(key: string, kindKey: string, latch: string, roundsKey: string, count: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_latch_countDown(key: string, channel: string, opsKey: string, roundsKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
   rlock_latch_delete(key: string, kindKey: string, channel: string, latch: string, roundsKey: string, publish: PublishCommand, deletedTtlMs: number, latchTtlMs: number): Promise<0 | 1>;
-  rlock_latch_read(key: string, kindKey: string, roundsKey: string, since: string, exact: 0 | 1): Promise<[string | null, string | null, string | null, RoundOutcome | null]>;
+  rlock_latch_read(key: string, kindKey: string, roundsKey: string, since: string, exact: 0 | 1): Promise<[string | null, string | null, string | null, RoundOutcome | null, string | null]>;
 }
 
 const scripts = (redis: ScriptedRedis): LatchScripts => redis as unknown as LatchScripts;
@@ -110,17 +110,21 @@ export class CountDownLatch extends Primitive {
     const attempt = async (_listening: unknown, bound: CommandBound): Promise<Attempt> => {
       const sentAt = performance.now();
       // A read: an answer that comes after the wait ended has nothing to give back.
-      const { state, round, outcome } = await this.read({ ...bound, lateReply: () => undefined }, since, exact);
+      // `round`: the round counting now (none for a count set by a client without rounds);
+      // `latest`: the latest round's id, counting or not (none: no rounds at all).
+      const { state, round, outcome, latest } = await this.read({ ...bound, lateReply: () => undefined }, since, exact);
       const opened = { held: true, sentAt } as const;
       if (outcome === 'open') return opened;
       // 'lost': its round is gone without a trace (deleted and expired, or a restart's loss, with a round set since).
       if (outcome === 'deleted' || outcome === 'lost' || state === 'deleted') throw new LatchDeletedError(this.name);
       // No rounds at all: the data is gone (a restart without persistence; or deleted, and its
       // rounds expired since): the latch is what it reads now, as for a new awaiter.
-      if (round === undefined) [since, exact] = [undefined, false];
+      if (latest === undefined) [since, exact] = [undefined, false];
       if (state === 'open' || (state === 'unset' && !requireInit)) return opened;
       if (state === 'closed' && round !== undefined && !exact) [since, exact] = [round, true];
-      else if (!exact) since = String(Number(round ?? 0) + 1);
+      // Found no round counting: waits for the first one after the latest (a count set by a
+      // client without rounds opens by the state it reads).
+      else if (!exact) since = String(Number(latest ?? 0) + 1);
       return { held: false, ttl: -1 };
     };
     return (await this.wait(this.newId(), this.channel, attempt, waitTime ?? Infinity, signal)) !== undefined;
@@ -139,9 +143,9 @@ export class CountDownLatch extends Primitive {
    * The count and the marker in one call (one slot: the marker and the rounds are named after
    * the key), the current round, and how the awaited round ended; see latch/read-3.lua.
    */
-  private async read(bound?: CommandBound, since = '', exact = false): Promise<{ count: number; state: LatchState; round?: string; outcome?: RoundOutcome }> {
-    const [count, marker, round, outcome] = await this.context.command('getCount', (redis) => scripts(redis).rlock_latch_read(this.key, this.kindKey, this.roundsKey, since, exact ? 1 : 0), bound);
-    return { ...latchStateOf(count ?? null, marker ?? null), round: round ?? undefined, outcome: outcome ?? undefined };
+  private async read(bound?: CommandBound, since = '', exact = false): Promise<{ count: number; state: LatchState; round?: string; outcome?: RoundOutcome; latest?: string }> {
+    const [count, marker, round, outcome, latest] = await this.context.command('getCount', (redis) => scripts(redis).rlock_latch_read(this.key, this.kindKey, this.roundsKey, since, exact ? 1 : 0), bound);
+    return { ...latchStateOf(count ?? null, marker ?? null), round: round ?? undefined, outcome: outcome ?? undefined, latest: latest ?? undefined };
   }
 }
 

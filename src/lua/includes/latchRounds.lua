@@ -13,67 +13,85 @@
 -- its round as opened: the outcome of every round is not kept.
 local KEPT_OUTCOMES = 8
 
--- The current round's id (false: none). Every script reads it before it writes anything, so
--- that a rounds key of another type fails it (WRONGTYPE) with nothing written.
-local function currentRound(roundsKey)
-  return redis.call('hget', roundsKey, 'round')
+-- The rounds as they are: `round` the latest round's id (false: none), `ended` the kept outcomes,
+-- `dropped` the newest id whose outcome was no longer kept (0: none), and `live` the round still
+-- counting (false when the latest one is recorded as ended: a count set since by a client without
+-- rounds has none). Every script reads them before it writes anything, so that a rounds key of
+-- another type fails it (WRONGTYPE) with nothing written.
+local function readRounds(roundsKey)
+  local round = redis.call('hget', roundsKey, 'round')
+  local ended = redis.call('hget', roundsKey, 'ended') or ''
+  local dropped = tonumber(redis.call('hget', roundsKey, 'dropped') or '0')
+  local live = round and not string.find(';' .. ended, ';' .. round .. '=', 1, true) and round
+  return { round = round, ended = ended, dropped = dropped, live = live or false }
 end
 
--- Starts a round after round `last` (currentRound's answer). Its id is Redis's time in ms (or one
--- more than the last id): ids keep growing after a deleted latch's hash expired, so an awaiter of
--- a round before it is never taken for one of the new rounds. The hash is written anew: it loses
--- the TTL a delete() gave it.
-local function startRound(roundsKey, last)
+local function writeRounds(roundsKey, round, ended, dropped)
+  redis.call('hset', roundsKey, 'round', round, 'ended', ended, 'dropped', string.format('%d', dropped))
+end
+
+-- `ended` with the outcome `entry` ("<id>=<outcome>") first, at most KEPT_OUTCOMES long, and the
+-- newest id it no longer keeps.
+local function withOutcome(rounds, entry)
+  local kept, dropped = { entry }, rounds.dropped
+  for id, outcome in string.gmatch(rounds.ended, '(%d+)=(%a+)') do
+    if #kept < KEPT_OUTCOMES then
+      kept[#kept + 1] = id .. '=' .. outcome
+    else
+      dropped = math.max(dropped, tonumber(id))
+    end
+  end
+  return table.concat(kept, ';'), dropped
+end
+
+-- Starts a round after `rounds` (readRounds' answer). Its id is Redis's time in ms (or one more
+-- than the last id): ids keep growing after a deleted latch's hash expired, so an awaiter of a
+-- round before it is never taken for one of the new rounds. A latest round still live lost its
+-- count without a record (a client without rounds counted it down or deleted it, or the key was
+-- deleted by hand): it ended as `vanished` says (what the latch reads as: opened or deleted). The
+-- hash is written anew: it loses the TTL a delete() gave it.
+local function startRound(roundsKey, rounds, vanished)
+  local ended, dropped = rounds.ended, rounds.dropped
+  if rounds.live then
+    ended, dropped = withOutcome(rounds, rounds.live .. '=' .. vanished)
+  end
   local time = redis.call('time')
   local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  local round = string.format('%d', math.max(tonumber(last or '0') + 1, nowMs))
-  local ended = redis.call('hget', roundsKey, 'ended')
   redis.call('del', roundsKey)
-  if ended then
-    redis.call('hset', roundsKey, 'round', round, 'ended', ended)
-  else
-    redis.call('hset', roundsKey, 'round', round)
-  end
+  writeRounds(roundsKey, string.format('%d', math.max(tonumber(rounds.round or '0') + 1, nowMs)), ended, dropped)
 end
 
--- Records how round `round` (currentRound's answer) ended; a latch set before rounds were kept
--- has none: nothing.
-local function endRound(roundsKey, round, outcome)
-  if not round then
+-- Records how the live round ended (none, e.g. a count set by a client without rounds: nothing).
+local function endRound(roundsKey, rounds, outcome)
+  if not rounds.live then
     return
   end
-  local kept = { round .. '=' .. outcome }
-  for entry in string.gmatch(redis.call('hget', roundsKey, 'ended') or '', '[^;]+') do
-    if #kept == KEPT_OUTCOMES then
-      break
-    end
-    kept[#kept + 1] = entry
-  end
-  redis.call('hset', roundsKey, 'ended', table.concat(kept, ';'))
+  local ended, dropped = withOutcome(rounds, rounds.live .. '=' .. outcome)
+  writeRounds(roundsKey, rounds.live, ended, dropped)
 end
 
--- How an awaiter's round ended: "open", "deleted", "lost" (its round is neither current nor kept,
--- and the kept rounds are not too many to hold it: the rounds were lost, deleted and expired, or
--- in a restart), or false (not ended). `exact`: `since` is the id of the round the awaiter found
--- counting; otherwise the awaiter found none (requireInit on a latch not set) and waits for the
--- first round with an id from `since` on. A round older than every kept one counts as opened.
-local function outcomeOf(roundsKey, since, exact, current)
-  local first, firstOutcome, count, oldest = nil, false, 0, nil
-  for id, outcome in string.gmatch(redis.call('hget', roundsKey, 'ended') or '', '(%d+)=(%a+)') do
+-- How an awaiter's round ended: "open", "deleted", "lost" (its round is neither the latest nor
+-- kept, and no outcome from it on was dropped: the rounds were lost, deleted and expired, or in a
+-- restart, and a round was set since), or false (not ended). `exact`: `since` is the id of the
+-- round the awaiter found counting; otherwise the awaiter found none (requireInit on a latch not
+-- set) and waits for the first round with an id from `since` on. An awaiter whose round may be
+-- among those no longer kept counts it as opened.
+local function outcomeOf(rounds, since, exact)
+  local first, firstOutcome
+  for id, outcome in string.gmatch(rounds.ended, '(%d+)=(%a+)') do
     local n = tonumber(id)
-    count, oldest = count + 1, n -- newest first: the last one read is the oldest kept
     if n >= since and (not first or n < first) then
       first, firstOutcome = n, outcome
     end
   end
-  local trimmed = count >= KEPT_OUTCOMES and oldest > since
+  local trimmed = rounds.dropped >= since
   if exact then
     if first == since then
       return firstOutcome
     end
     -- Still counting, or no rounds at all (the data lost, or deleted and expired, with no round
     -- set since): the caller takes the latch as it reads now.
-    if not current or tonumber(current) == since then
+    if not rounds.round or tonumber(rounds.round) == since then
       return false
     end
     return trimmed and 'open' or 'lost'
@@ -81,5 +99,5 @@ local function outcomeOf(roundsKey, since, exact, current)
   if not first then
     return false
   end
-  return (trimmed and first == oldest) and 'open' or firstOutcome
+  return trimmed and 'open' or firstOutcome
 end

@@ -19,7 +19,7 @@
 --@include latchRounds.lua
 -- Read first: a key of another type fails here (WRONGTYPE) with nothing written.
 local count = redis.call('get', KEYS[1])
-local round = currentRound(KEYS[4])
+local rounds = readRounds(KEYS[4])
 -- Recorded also when there is nothing to count down: a resend of a call that ran on an open or
 -- never-set latch must not count down a round set since.
 local first = redis.call('sadd', KEYS[3], ARGV[2]) == 1
@@ -35,7 +35,7 @@ end
 local left = redis.call('decr', KEYS[1])
 if left <= 0 then
   redis.call('del', KEYS[1])
-  endRound(KEYS[4], round, 'open')
+  endRound(KEYS[4], rounds, 'open')
   redis.call(ARGV[1], KEYS[2], 'wake:all')
   return 0
 end

@@ -20,14 +20,17 @@
 ]]
 --@include once.lua
 --@include latchRounds.lua
-local round = currentRound(KEYS[5])
+local rounds = readRounds(KEYS[5])
 return once(KEYS[4], ARGV[3], function()
   local counted = redis.call('del', KEYS[1])
   if counted == 0 and redis.call('get', KEYS[2]) ~= 'latch' then
     return 0
   end
   if counted == 1 then
-    endRound(KEYS[5], round, 'deleted')
+    endRound(KEYS[5], rounds, 'deleted')
+  else
+    -- Opened without a record (a client without rounds counted it down): opened it is.
+    endRound(KEYS[5], rounds, 'open')
   end
   redis.call('pexpire', KEYS[5], ARGV[2])
   redis.call('set', KEYS[2], 'deleted', 'PX', ARGV[2])

@@ -14,13 +14,13 @@
             first round from that id on
 
   Output:
-    {count, marker, current round id, outcome of the awaited round ("open", "deleted", "lost")},
-    each nil when absent.
+    {count, marker, the live round's id, outcome of the awaited round ("open", "deleted", "lost"),
+    the latest round's id}, each nil when absent.
 ]]
 --@include latchRounds.lua
-local round = currentRound(KEYS[3])
+local rounds = readRounds(KEYS[3])
 local outcome = false
 if string.match(ARGV[1], '^%d+$') then
-  outcome = outcomeOf(KEYS[3], tonumber(ARGV[1]), ARGV[2] == '1', round)
+  outcome = outcomeOf(rounds, tonumber(ARGV[1]), ARGV[2] == '1')
 end
-return { redis.call('get', KEYS[1]), redis.call('get', KEYS[2]), round, outcome }
+return { redis.call('get', KEYS[1]), redis.call('get', KEYS[2]), rounds.live, outcome, rounds.round }

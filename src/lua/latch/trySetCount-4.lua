@@ -19,11 +19,13 @@
 --@include kind.lua
 --@include once.lua
 --@include latchRounds.lua
-local last = currentRound(KEYS[4])
+local rounds = readRounds(KEYS[4])
+-- What a latest round that lost its count without a record reads as (see startRound).
+local vanished = redis.call('get', KEYS[2]) == 'deleted' and 'deleted' or 'open'
 return once(KEYS[3], ARGV[2], function()
   if not setMarkedOnce(KEYS[1], ARGV[1], KEYS[2], 'latch') then
     return 0
   end
-  startRound(KEYS[4], last)
+  startRound(KEYS[4], rounds, vanished)
   return 1
 end)
