@@ -305,6 +305,11 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
     ['deleted, its rounds gone (expired) and set again before the awaiter re-read: it rejects with LatchDeletedError, not taken for opened', ['delete', 'forgetRounds', 'trySetCount'], LatchDeletedError],
     ['a client without rounds opened it and a round was set since, before the awaiter re-read: it resolves true (it rejected, its round taken for lost)', ['oldCountDownToZero', 'trySetCount'], true],
     ['opened and then deleted before the awaiter re-read: it resolves true, its round opened (before: LatchDeletedError)', ['countDown', 'delete'], true],
+    [
+      'deleted, its rounds gone, then set and opened 9 times before the awaiter re-read: it rejects with LatchDeletedError (its round came before the rounds kept now; it resolved true)',
+      ['delete', 'forgetRounds', ...Array.from({ length: 9 }, () => ['trySetCount', 'countDown'] as const).flat()],
+      LatchDeletedError,
+    ],
   ])('%s', async (_title, operations, expected) => {
     const name = uniqueName();
     await redis.client().getCountDownLatch(name).trySetCount(1);
@@ -356,6 +361,17 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
     expect(await latch.await({ waitTime: 300 })).toBe(false);
     const awaited = latch.await({ waitTime: 10_000 });
     await latch.countDown();
+    expect(await awaited).toBe(true);
+  });
+
+  test('a count set by a client without rounds, opened and set again before its awaiter re-read: the awaiter resolves true (it waited on the new round)', async () => {
+    const name = uniqueName();
+    const latch = redis.client().getCountDownLatch(name);
+    await latch.trySetCount(1);
+    await latch.countDown();
+    await atOnce(name, 'oldTrySetCount');
+    const { settled: awaited } = await parkedAwaiter(name);
+    await atOnce(name, 'countDown', 'trySetCount');
     expect(await awaited).toBe(true);
   });
 

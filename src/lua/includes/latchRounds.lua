@@ -14,20 +14,23 @@
 local KEPT_OUTCOMES = 8
 
 -- The rounds as they are: `round` the latest round's id (false: none), `ended` the kept outcomes,
--- `dropped` the newest id whose outcome was no longer kept (0: none), and `live` the round still
--- counting (false when the latest one is recorded as ended: a count set since by a client without
--- rounds has none). Every script reads them before it writes anything, so that a rounds key of
--- another type fails it (WRONGTYPE) with nothing written.
+-- `dropped` the newest id whose outcome was no longer kept (0: none), `born` the first round of
+-- this hash (a round before it belongs to rounds whose hash was lost: deleted and expired, or a
+-- restart; 0: not known), and `live` the round still counting (false when the latest one is
+-- recorded as ended: a count set since by a client without rounds has none). Every script reads
+-- them before it writes anything, so that a rounds key of another type fails it (WRONGTYPE) with
+-- nothing written.
 local function readRounds(roundsKey)
   local round = redis.call('hget', roundsKey, 'round')
   local ended = redis.call('hget', roundsKey, 'ended') or ''
   local dropped = tonumber(redis.call('hget', roundsKey, 'dropped') or '0')
+  local born = tonumber(redis.call('hget', roundsKey, 'born') or '0')
   local live = round and not string.find(';' .. ended, ';' .. round .. '=', 1, true) and round
-  return { round = round, ended = ended, dropped = dropped, live = live or false }
+  return { round = round, ended = ended, dropped = dropped, born = born, live = live or false }
 end
 
-local function writeRounds(roundsKey, round, ended, dropped)
-  redis.call('hset', roundsKey, 'round', round, 'ended', ended, 'dropped', string.format('%d', dropped))
+local function writeRounds(roundsKey, round, ended, dropped, born)
+  redis.call('hset', roundsKey, 'round', round, 'ended', ended, 'dropped', string.format('%d', dropped), 'born', string.format('%d', born))
 end
 
 -- `ended` with the outcome `entry` ("<id>=<outcome>") first, at most KEPT_OUTCOMES long, and the
@@ -57,17 +60,25 @@ local function startRound(roundsKey, rounds, vanished)
   end
   local time = redis.call('time')
   local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local id = math.max(tonumber(rounds.round or '0') + 1, nowMs)
   redis.call('del', roundsKey)
-  writeRounds(roundsKey, string.format('%d', math.max(tonumber(rounds.round or '0') + 1, nowMs)), ended, dropped)
+  writeRounds(roundsKey, string.format('%d', id), ended, dropped, rounds.round and rounds.born or id)
 end
 
--- Records how the live round ended (none, e.g. a count set by a client without rounds: nothing).
+-- Records how the count that went ended. Its round is the live one; a count without one (set by
+-- a client without rounds over a recorded round) is recorded as a round of its own after the
+-- latest, so that an awaiter waiting for the first round after it (see outcomeOf) learns how it
+-- ended. A latch with no rounds at all keeps none.
 local function endRound(roundsKey, rounds, outcome)
-  if not rounds.live then
-    return
+  local round = rounds.live
+  if not round then
+    if not rounds.round then
+      return
+    end
+    round = string.format('%d', tonumber(rounds.round) + 1)
   end
-  local ended, dropped = withOutcome(rounds, rounds.live .. '=' .. outcome)
-  writeRounds(roundsKey, rounds.live, ended, dropped)
+  local ended, dropped = withOutcome(rounds, round .. '=' .. outcome)
+  writeRounds(roundsKey, round, ended, dropped, rounds.born)
 end
 
 -- How an awaiter's round ended: "open", "deleted", "lost" (its round is neither the latest nor
@@ -88,6 +99,10 @@ local function outcomeOf(rounds, since, exact)
   if exact then
     if first == since then
       return firstOutcome
+    end
+    -- Its round came before this hash's first: the rounds it belonged to were lost.
+    if since < rounds.born then
+      return 'lost'
     end
     -- Still counting, or no rounds at all (the data lost, or deleted and expired, with no round
     -- set since): the caller takes the latch as it reads now.

@@ -28,7 +28,7 @@ return once(KEYS[4], ARGV[3], function()
   end
   if counted == 1 then
     endRound(KEYS[5], rounds, 'deleted')
-  else
+  elseif rounds.live then
     -- Opened without a record (a client without rounds counted it down): opened it is.
     endRound(KEYS[5], rounds, 'open')
   end
