@@ -362,7 +362,7 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
   };
 
   test('a count set by a client without rounds over a round that opened: a new awaiter waits for it (it resolved true at once)', async () => {
-    const { name, latch } = await oldCountOverOpenedRound();
+    const { latch } = await oldCountOverOpenedRound();
     expect(await latch.getState()).toBe('closed');
     expect(await latch.await({ waitTime: 300 })).toBe(false);
     const awaited = latch.await({ waitTime: 10_000 });
@@ -371,7 +371,7 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
   });
 
   test('a count set by a client without rounds, opened and set again before its awaiter re-read: the awaiter resolves true (it waited on the new round)', async () => {
-    const { name, latch } = await oldCountOverOpenedRound();
+    const { name } = await oldCountOverOpenedRound();
     const { settled: awaited } = await parkedAwaiter(name);
     await atOnce(name, 'countDown', 'trySetCount');
     expect(await awaited).toBe(true);
