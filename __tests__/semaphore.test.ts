@@ -210,6 +210,24 @@ describe('waking waiters', () => {
     expect(performance.now() - freedAt).toBeLessThan(5_000); // not their 20 s waitTime
   });
 
+  test('a request for more permits than the semaphore has holds the reservation 6 queue timeouts at most: a smaller request is served then (it was kept out for as long as the big one waited)', async () => {
+    const name = uniqueName();
+    const big = redis.client({ queueTimeout: 300 }); // the reservation's time: 1.8 s
+    await big.getSemaphore(name).trySetPermits(1);
+    const controller = new AbortController();
+    const waiting = big.getSemaphore(name).acquire({ permits: 2, signal: controller.signal }).catch((error: unknown) => error);
+    await until('the reservation is held', async () => (await redis.admin.exists(`rlock__semaphore_reservation:{${name}}`)) === 1);
+    const small = redis.client().getSemaphore(name);
+    expect(await small.tryAcquire({ waitTime: 200 })).toBe(false); // kept out while it is reserved
+    const started = performance.now();
+    expect(await small.tryAcquire({ waitTime: 20_000 })).toBe(true);
+    expect(performance.now() - started).toBeLessThan(10_000); // by the reservation's end, not the waitTime
+    controller.abort(new Error('stop'));
+    expect(await waiting).toEqual(new Error('stop'));
+    await small.release();
+    expect(await small.availablePermits()).toBe(1);
+  });
+
   test('a 2-permit request is not starved by 1-permit takers that keep both permits busy', async () => {
     const name = uniqueName();
     await redis.client().getSemaphore(name).trySetPermits(2);

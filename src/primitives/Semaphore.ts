@@ -50,6 +50,14 @@ const scripts = (redis: ScriptedRedis): SemaphoreScripts => redis as unknown as 
  */
 export const STARVING_MS = 100;
 
+/**
+ * How long one acquire may hold the semaphore's reservation, in queue timeouts (30 s by default):
+ * a request for more permits than will ever be free at once (more than the semaphore has) kept
+ * every smaller request out for as long as it waited, for good without a `waitTime`. After it,
+ * the request waits on without the privilege, as Redisson's would.
+ */
+export const RESERVATION_QUEUE_TIMEOUTS = 6;
+
 /** A waiter's STARVING_MS clock: `parked()` at each sleep (the first one starts it), `starving()` once it ran out. */
 export function starvingClock(): { parked(): void; starving(): boolean } {
   let parkedAt: number | undefined;
@@ -261,8 +269,17 @@ export class Semaphore extends Primitive {
     let entry: ChannelEntry | undefined;
     let reserving = false;
     let reserved = false;
+    // When this acquire first held the reservation, and whether its time with it is over.
+    let reservedAt: number | undefined;
+    let reservationOver = false;
     let attempts = 0;
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
+      if (reserving && reservedAt !== undefined && performance.now() - reservedAt >= RESERVATION_QUEUE_TIMEOUTS * context.queueTimeout) {
+        // Held long enough: the others get the permits it gathered, and it waits on as they do.
+        reservationOver = true;
+        reserving = false;
+        await this.leaveReservation(field).catch(() => undefined); // else it runs out after queueTimeout
+      }
       const number = ++attempts;
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = number === 1;
@@ -272,7 +289,7 @@ export class Semaphore extends Primitive {
       // queueTimeout its attempt answers, below).
       const standBack = listening && waitTime > 0 && !reserving ? standBackBound(listening, permits, first) : undefined;
       if (standBack !== undefined) return { held: false, ttl: standBack };
-      const mayReserve = mayReserveNow();
+      const mayReserve = !reservationOver && mayReserveNow();
       if (listening && mayReserve && !entry) {
         // Registered before the request that may reserve: the grant can beat its reply.
         entry = listening;
@@ -297,6 +314,7 @@ export class Semaphore extends Primitive {
       );
       reserving = status === 2;
       reserved ||= reserving;
+      if (reserving) reservedAt ??= performance.now();
       // Permits owed (cut below those held): this client's releases must go back to Redis. A
       // client that was not listening when the cut was published learns it here.
       if (free !== undefined && free < 0 && listening) localHandoffOf(listening, context.clientId).suspend();
