@@ -228,6 +228,32 @@ describe('waking waiters', () => {
     expect(await small.availablePermits()).toBe(1);
   });
 
+  test('a 1-permit waiter that reserved because it starved keeps the reservation past 6 queue timeouts: a later waiter does not overtake it', async () => {
+    const name = uniqueName();
+    const sem = redis.client({ queueTimeout: 300 }).getSemaphore(name); // the limit would be 1.8 s
+    await sem.trySetPermits(1);
+    await sem.acquire();
+    const order: string[] = [];
+    const first = redis.client({ queueTimeout: 300 });
+    const a = first.getSemaphore(name).acquire().then(() => order.push('A'));
+    // A message that frees nothing wakes A to try again: refused after it starved, it reserves.
+    await until('A holds the reservation', async () => {
+      await redis.admin.publish(`rlock__semaphore:{${name}}`, 'wake:1:');
+      return (await redis.admin.hget(`rlock__semaphore_reservation:{${name}}`, 'field'))?.startsWith(first.id) === true;
+    });
+    await sleep(2_000); // longer than a multi-permit request may hold it
+    const later = redis.client({ queueTimeout: 300 });
+    const b = later.getSemaphore(name).acquire().then(() => order.push('B'));
+    await until('B is parked', () => later.stats.waiters === 1);
+    await sem.release();
+    await until('one of them holds', () => order.length === 1);
+    expect(order).toEqual(['A']); // with the limit applied to it, A had left and B reserved: B
+    await sem.release();
+    await Promise.all([a, b]);
+    expect(order).toEqual(['A', 'B']);
+    await sem.release();
+  });
+
   test('a 2-permit request is not starved by 1-permit takers that keep both permits busy', async () => {
     const name = uniqueName();
     await redis.client().getSemaphore(name).trySetPermits(2);

@@ -1,5 +1,5 @@
 import { diagnostics } from '../diagnostics';
-import { InvalidArgumentError, LockTimeoutError } from '../errors';
+import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../errors';
 import { subscriberCount, type SemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
@@ -243,9 +243,9 @@ export class Semaphore extends Primitive {
   }
 
   /** Gives up the reservation `field` holds (if it still does), passing the permits it gathered on. */
-  private async leaveReservation(field: string): Promise<void> {
+  private async leaveReservation(field: string, bound?: CommandBound): Promise<void> {
     const publish = await this.publishCommand();
-    await this.context.command('leave', (redis) => scripts(redis).rlock_semaphore_leave(this.key, this.reservationKey, this.channel, field, publish));
+    await this.context.command('leave', (redis) => scripts(redis).rlock_semaphore_leave(this.key, this.reservationKey, this.channel, field, publish), bound);
   }
 
   /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
@@ -274,11 +274,17 @@ export class Semaphore extends Primitive {
     let reservationOver = false;
     let attempts = 0;
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
-      if (reserving && reservedAt !== undefined && performance.now() - reservedAt >= RESERVATION_QUEUE_TIMEOUTS * context.queueTimeout) {
+      // Only a multi-permit request: one permit is always served in the end, and a waiter that
+      // reserved because it starved would lose its place to every later one.
+      if (permits > 1 && reserving && reservedAt !== undefined && performance.now() - reservedAt >= RESERVATION_QUEUE_TIMEOUTS * context.queueTimeout) {
         // Held long enough: the others get the permits it gathered, and it waits on as they do.
         reservationOver = true;
         reserving = false;
-        await this.leaveReservation(field).catch(() => undefined); // else it runs out after queueTimeout
+        // Within the attempt's bound (an abort, the waitTime, Redis frozen: the wait ends as for
+        // an attempt). Refused by Redis, the reservation runs out after queueTimeout unrenewed.
+        await this.leaveReservation(field, { ...bound, lateReply: () => undefined }).catch((error: unknown) => {
+          if (!(error instanceof RedisCommandError)) throw error;
+        });
       }
       const number = ++attempts;
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
