@@ -216,6 +216,22 @@ test('one lock listed twice through two clients of one Redis: LockUsageError at 
   await apart.unlock();
 });
 
+test('a member lock taken by itself (withLock, lock, tryLock) inside the withLock of a composite that holds it: LockUsageError at once (it waited for itself, for good without a waitTime); another lock is fine', async () => {
+  expect.assertions(6);
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+  await multi.withLock(async () => {
+    const member = clients[0]!.getLock(name);
+    await expect(member.withLock(() => undefined, { waitTime: 10_000 })).rejects.toThrow(/not reentrant, it would wait for itself/);
+    await expect(member.tryLock({ waitTime: 10_000 })).rejects.toThrow(LockUsageError);
+    await expect(member.lock()).rejects.toThrow(LockUsageError);
+    expect(await clients[0]!.getLock(uniqueName()).withLock(() => 'another lock: fine')).toBe('another lock: fine');
+    expect(await serversHolding(name)).toBe(servers.length);
+  });
+  expect(await serversHolding(name)).toBe(0);
+});
+
 test('a withLock, lock() or tryLock() inside a withLock of a composite sharing a member: LockUsageError at once (it would wait for itself), the outer scope unharmed', async () => {
   expect.assertions(5);
   const name = uniqueName();

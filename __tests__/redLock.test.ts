@@ -4,7 +4,8 @@
 import { runFixture } from './helpers/child';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { scriptCallCount } from './helpers/testRedis';
-import { aborted, until } from './helpers/time';
+import { aborted, sleep, until } from './helpers/time';
+import { TcpProxy } from './helpers/tcpProxy';
 import { ClientClosedError, type LockClient, LockLostError, LockTimeoutError, QuorumUnavailableError, RedLock } from '../src';
 
 const servers: PrivateRedis[] = Array.from({ length: 5 }, () => usePrivateRedis());
@@ -293,3 +294,32 @@ test('mutual exclusion: 3 processes × 2 tasks, GET + SET counter on a sixth ser
   expect(await counterServer.admin.get(`${name}:counter`)).toBe(String(3 * 2 * rounds));
   expect(await serversHolding(name)).toBe(0);
 }, 90_000);
+
+test('a RedLock inside a withLock of one of its own members, whose acquire of that member fails (its connection down): the enclosing scope keeps its hold (the failure\'s unlock gave it back)', async () => {
+  const name = uniqueName();
+  const proxy = await TcpProxy.start(servers[0]!.server.port);
+  try {
+    const first = servers[0]!.client({ redis: proxy.url, offlineTimeout: 2_000 });
+    const clients = [first, ...servers.slice(1).map((s) => s.client())];
+    await Promise.all(clients.map((client) => client.getLock('warm').isLocked()));
+    await first.getLock(name).withLock(async (outerSignal) => {
+      // The connection to server 0 drops and stays down: the inner round's acquire there waits
+      // offlineTimeout (2 s) and fails; the others make the quorum.
+      proxy.stopAccepting();
+      proxy.cutOnNextReply();
+      await first.getLock('probe').isLocked().catch(() => undefined);
+      await redLock(name, clients).withLock(async () => {
+        await sleep(2_500); // past the failed acquire: an unlock it sent now waits for the connection
+        await proxy.resumeAccepting();
+        // Sent after any such unlock, on the same connection, once it is back.
+        await first.getLock('probe').isLocked();
+        expect(await servers[0]!.admin.exists(name)).toBe(1); // the outer scope still holds it
+        expect(outerSignal.aborted).toBe(false);
+      });
+      expect(await servers[0]!.admin.exists(name)).toBe(1);
+    });
+    expect(await servers[0]!.admin.exists(name)).toBe(0);
+  } finally {
+    await proxy.close();
+  }
+}, 30_000);

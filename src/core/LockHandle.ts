@@ -6,7 +6,7 @@ import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, typ
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
 import { settledWithinGrace } from '../services/bounds';
-import { LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
+import { heldByCompositeScope, LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { HeldLock } from './HeldLock';
 import { outcomeOf, watchHold } from './holdScope';
@@ -139,6 +139,7 @@ export abstract class LockHandle {
     const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
     this.context.assertOpen();
     const outer = scopedOwner(this.identity);
+    if (!outer) this.refuseInsideComposite();
     const scopeOwner = outer ?? new LockOwner();
     // A read-write lock's kinds count apart: a hold() inside a withLock of the same kind must
     // book on the scope's facet, or giving it back (its owner's "last" hold) would stop the
@@ -292,6 +293,7 @@ export abstract class LockHandle {
   private ownerToAcquire(): LockOwner {
     const scoped = scopedOwner(this.identity);
     if (scoped) return this.holder(scoped);
+    this.refuseInsideComposite();
     const owner = this.handleOwner;
     if (owner.holds > 0 || owner.pending > 0) {
       throw new LockUsageError(
@@ -301,6 +303,17 @@ export abstract class LockHandle {
       );
     }
     return owner;
+  }
+
+  /**
+   * Inside a MultiLock/RedLock `withLock` that holds this lock, taking it again would wait for
+   * itself (for good without a waitTime): the composite's members are not reentrant for the code
+   * it runs.
+   */
+  private refuseInsideComposite(): void {
+    if (heldByCompositeScope(this.identity)) {
+      throw new LockUsageError(`lock "${this.name}": called inside the withLock of a MultiLock or RedLock that holds it; its members are not reentrant, it would wait for itself`);
+    }
   }
 
   /** Takes the lock for `owner` and books the hold; resolves with the send time, or undefined on timeout. */

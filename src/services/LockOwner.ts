@@ -57,3 +57,19 @@ export function runAsOwner<T>(identity: LockIdentity, owner: LockOwner, fn: () =
   scope.set(identity, owner);
   return scopes.run(scope, fn);
 }
+
+/**
+ * The locks held by the MultiLock/RedLock `withLock` scopes the calling code runs inside (their
+ * member forks own them): taking one of them again would wait for itself.
+ */
+const compositeScopes = new AsyncLocalStorage<ReadonlySet<LockIdentity>>();
+
+/** Whether an enclosing MultiLock/RedLock `withLock` holds lock `identity`. */
+export function heldByCompositeScope(identity: LockIdentity): boolean {
+  return compositeScopes.getStore()?.has(identity) === true;
+}
+
+/** Runs `fn` inside a composite's `withLock` that holds the locks `identities` (and those of the composites around it). */
+export function runHoldingMembers<T>(identities: readonly LockIdentity[], fn: () => T): T {
+  return compositeScopes.run(new Set([...(compositeScopes.getStore() ?? []), ...identities]), fn);
+}

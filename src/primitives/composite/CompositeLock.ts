@@ -1,14 +1,13 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { EventEmitter } from 'node:events';
 import { nanoid } from 'nanoid';
 import { outcomeOf, watchHold } from '../../core/holdScope';
 import { LockHandle } from '../../core/LockHandle';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../../errors';
 import { checkLockOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from '../../options';
+import { heldByCompositeScope, runHoldingMembers } from '../../services/LockOwner';
 import type { CompositeHold } from './CompositeHold';
 
 /** The member locks (`LockHandle.identity`) of every composite `withLock` the calling code runs inside. */
-const heldByScope = new AsyncLocalStorage<ReadonlySet<string>>();
 
 export interface CompositeLockEvents {
   /** The lock, held through `lock()`/`tryLock()` or `withLock`, was lost (see each class for when). */
@@ -99,8 +98,8 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     const hold = await this.acquireMembers(leaseTime, maxWait, signal);
     if (!hold) throw new LockTimeoutError(this.name, maxWait);
     const scope = new AbortController();
-    const held = new Set([...(heldByScope.getStore() ?? []), ...this.members.map((member) => member.identity)]);
-    const outcome = await outcomeOf(() => heldByScope.run(held, () => fn(scope.signal)), watchHold(scope, [signal, hold.lostSignal]));
+    const identities = this.members.map((member) => member.identity);
+    const outcome = await outcomeOf(() => runHoldingMembers(identities, () => fn(scope.signal)), watchHold(scope, [signal, hold.lostSignal]));
     const lost = hold.lostSignal.aborted ? (hold.lostSignal.reason as LockLostError) : undefined;
     let releaseError: unknown;
     try {
@@ -121,8 +120,7 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
 
   /** Inside a `withLock` of a composite sharing a member with this one, taking it would wait for that member forever. */
   private refuseNested(): void {
-    const held = heldByScope.getStore();
-    const shared = held && this.members.find((member) => held.has(member.identity));
+    const shared = this.members.find((member) => heldByCompositeScope(member.identity));
     if (shared) {
       throw new LockUsageError(`${this.constructor.name} "${this.name}": called inside a withLock that holds its member lock "${shared.name}"; a composite is not reentrant, it would wait for itself`);
     }

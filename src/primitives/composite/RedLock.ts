@@ -1,4 +1,5 @@
 import type { LockHandle } from '../../core/LockHandle';
+import { scopedOwner } from '../../services/LockOwner';
 import { InvalidArgumentError, QuorumUnavailableError, RedisCommandError } from '../../errors';
 import { CompositeHold, pause, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
@@ -122,14 +123,19 @@ export class RedLock extends CompositeLock {
    */
   private async attempt(handle: LockHandle, leaseTime: number | undefined, signal: AbortSignal | undefined, expired: Promise<typeof NO_ANSWER>): Promise<AttemptOutcome> {
     let abandoned = false;
+    // A member entered again inside a withLock of its own (the caller holds it already).
+    const reenters = scopedOwner(handle.identity) !== undefined;
     const acquiring = handle.acquireHold(leaseTime, 0, signal);
     acquiring.then(
       (sentAt) => {
         if (abandoned && sentAt !== undefined) handle.unlock().catch(() => undefined);
       },
       () => {
-        // Failed (connection lost mid-call, client closed): it may have run; make sure it is undone.
-        if (!signal?.aborted) handle.unlock().catch(() => undefined);
+        // Failed (connection lost mid-call, client closed): it may have run; make sure it is
+        // undone. Not for a member entered again: if it never ran, the unlock would give back
+        // the enclosing scope's own hold (another owner could then take the lock while that
+        // scope runs); a hold it may have added goes back when that scope ends.
+        if (!signal?.aborted && !reenters) handle.unlock().catch(() => undefined);
       },
     );
     try {
