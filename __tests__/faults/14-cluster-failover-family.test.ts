@@ -22,8 +22,10 @@ test('a failover of every shard under every primitive at once: each hold lives o
     // Each on a shard with a replica, which takes over below.
     const replicaOf = new Map<string, number>();
     for (const { name } of held) {
-      const [, replicaPort] = await slotPorts(connections[0]!, name);
-      expect(replicaPort).toBeDefined();
+      // CLUSTER SLOTS lists a replica once it is linked to its master, which may come after the
+      // Cluster reports itself up (a full CI run missed one here).
+      let replicaPort: number | undefined;
+      await until(`a replica of the shard of ${name} is listed`, async () => (replicaPort = (await slotPorts(connections[0]!, name))[1]) !== undefined, 20_000);
       replicaOf.set(name, replicaPort!);
     }
     // Every replica has what its master wrote (the holds, the queue entries), then takes over.
