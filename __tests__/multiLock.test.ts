@@ -216,6 +216,23 @@ test('one lock listed twice through two clients of one Redis: LockUsageError at 
   await apart.unlock();
 });
 
+test('a composite inside a withLock of one of its members (same client) enters that member again: its hold count is 2 inside and 1 after, the outer scope keeps its lock', async () => {
+  expect.assertions(5);
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const member = clients[0]!.getLock(name);
+  await member.withLock(async () => {
+    const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+    await multi.withLock(async () => {
+      expect(await member.getHoldCount()).toBe(2);
+      expect(await serversHolding(name)).toBe(servers.length);
+    });
+    expect(await member.getHoldCount()).toBe(1);
+    expect(await serversHolding(name)).toBe(1);
+  });
+  expect(await serversHolding(name)).toBe(0);
+});
+
 test('a member lock taken by itself (withLock, lock, tryLock) inside the withLock of a composite that holds it: LockUsageError at once (it waited for itself, for good without a waitTime); another lock is fine', async () => {
   expect.assertions(6);
   const name = uniqueName();
