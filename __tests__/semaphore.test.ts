@@ -16,14 +16,20 @@ const uniqueName = (): string => `sem:${process.pid}:${++counter}`;
 
 const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
 
-/** A new semaphore of one permit, taken by a new client (whose further waiters may be handed it in-process). */
-async function takenSemaphore() {
+/** A new semaphore of `permits` on a new client, with its channel. */
+async function newSemaphore(permits: number) {
   const name = uniqueName();
   const client = redis.client();
   const sem = client.getSemaphore(name);
-  await sem.trySetPermits(1);
-  await sem.acquire();
-  return { name, client, sem };
+  await sem.trySetPermits(permits);
+  return { name, channel: `rlock__semaphore:{${name}}`, client, sem };
+}
+
+/** A new semaphore of one permit, taken by a new client (whose further waiters may be handed it in-process). */
+async function takenSemaphore() {
+  const semaphore = await newSemaphore(1);
+  await semaphore.sem.acquire();
+  return semaphore;
 }
 
 describe('resent after a reconnect (the soak found both: more holders than permits, permits lost)', () => {
@@ -376,11 +382,7 @@ describe('in-process handoff', () => {
   });
 
   test('a reservation granted by the release that ends a run is taken at once, though its client yields its turn (it hung for good)', async () => {
-    const name = uniqueName();
-    const channel = `rlock__semaphore:{${name}}`;
-    const client = redis.client();
-    const sem = client.getSemaphore(name);
-    await sem.trySetPermits(2);
+    const { name, channel, client, sem } = await newSemaphore(2);
     await sem.acquire({ permits: 2 });
     // A 2-permit waiter of the same client reserves the next 2 permits and waits for its grant.
     let bigHolds = false;
@@ -508,11 +510,7 @@ describe('in-process handoff', () => {
   });
 
   test('a negative addPermits by another client stops the in-process handoffs: releases go back to Redis until the permits are back (before: handed on, 2 holders of a total of 1)', async () => {
-    const name = uniqueName();
-    const channel = `rlock__semaphore:{${name}}`;
-    const client = redis.client();
-    const sem = client.getSemaphore(name);
-    await sem.trySetPermits(2);
+    const { name, channel, client, sem } = await newSemaphore(2);
     await sem.acquire();
     await sem.acquire(); // both held here, none free
     const got: number[] = [];
@@ -535,11 +533,7 @@ describe('in-process handoff', () => {
   });
 
   test('a client that was not listening when the permits were cut learns it from its refused attempt: its release goes back to Redis (before: handed to its waiter)', async () => {
-    const name = uniqueName();
-    const channel = `rlock__semaphore:{${name}}`;
-    const client = redis.client();
-    const sem = client.getSemaphore(name);
-    await sem.trySetPermits(1);
+    const { name, channel, client, sem } = await newSemaphore(1);
     await sem.acquire(); // no waiter: the client is not subscribed
     await redis.client().getSemaphore(name).addPermits(-1); // a total of 0 now, with 1 held
     let got = false;

@@ -268,8 +268,7 @@ export class Semaphore extends Primitive {
     const mayReserveNow = (): boolean => permits > 1 || clock.starving();
     let entry: ChannelEntry | undefined;
     let reserving = false;
-    let reserved = false;
-    // When this acquire first held the reservation, and whether its time with it is over.
+    // When this acquire first held the reservation (undefined: never), and whether its time with it is over.
     let reservedAt: number | undefined;
     let reservationOver = false;
     let attempts = 0;
@@ -319,7 +318,6 @@ export class Semaphore extends Primitive {
         },
       );
       reserving = status === 2;
-      reserved ||= reserving;
       if (reserving) reservedAt ??= performance.now();
       // Permits owed (cut below those held): this client's releases must go back to Redis. A
       // client that was not listening when the cut was published learns it here.
@@ -340,7 +338,7 @@ export class Semaphore extends Primitive {
           return reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops, undefined, debt);
         },
         giveUp: async () => {
-          if (!reserved) return;
+          if (reservedAt === undefined) return;
           await this.leaveReservation(field).catch(() => undefined); // the reservation then runs out after queueTimeout
         },
       });

@@ -203,16 +203,17 @@ export class LocalHandoff {
   }
 }
 
+/** The entry's LocalHandoff, made on first need. */
+export function localHandoffOf(entry: ChannelEntry, clientId: string): LocalHandoff {
+  return (entry.local ??= new LocalHandoff(clientId, (count) => entry.wake(count)));
+}
+
 /**
  * Sleeps on `entry` as a handoff candidate until a release message, a local handoff (resolves
  * with the hold handed over), or `ms`; the entry's LocalHandoff is made on first need. A release
  * that claimed the waiter but then sent the lock to another client (PARK_AGAIN) puts it back to
  * sleep at the front of the line, for what is left of `ms`.
  */
-/** The entry's LocalHandoff, made on first need. */
-export function localHandoffOf(entry: ChannelEntry, clientId: string): LocalHandoff {
-  return (entry.local ??= new LocalHandoff(clientId, (count) => entry.wake(count)));
-}
 
 export async function sleepAsCandidate(
   entry: ChannelEntry,

@@ -7,8 +7,6 @@ import { checkLockOptions, type LockOptions, type TryLockOptions, type WithLockO
 import { heldByCompositeScope, runHoldingMembers } from '../../services/LockOwner';
 import type { CompositeHold } from './CompositeHold';
 
-/** The member locks (`LockHandle.identity`) of every composite `withLock` the calling code runs inside. */
-
 export interface CompositeLockEvents {
   /** The lock, held through `lock()`/`tryLock()` or `withLock`, was lost (see each class for when). */
   lost: [LockLostError];
