@@ -1,6 +1,7 @@
 // The fair lock against a private redis-server: first come, first served across processes, the
 // release handing the lock straight to the next waiter, and dead or stopped waiters never
 // blocking the queue for long.
+import { getEventListeners } from 'node:events';
 import { join } from 'node:path';
 import { startFixture, type FixtureProcess, runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
@@ -392,6 +393,25 @@ describe('giving up leaves nothing behind', () => {
     await holder.unlock();
     await gaveUp;
     expect(await next).toBe(true);
+  });
+
+  test('100 waiters on one caller signal (fair and plain locks) add one listener to it; aborting it ends all 100 waits and empties the queue', async () => {
+    // One listener each, added and removed per wait on a signal that outlives the waits, kept the
+    // waits' closures alive through V8's scavenges (services/abortListeners.ts).
+    const fair = uniqueName();
+    const plain = uniqueName();
+    await redis.client().getFairLock(fair).lock();
+    await redis.client().getLock(plain).lock();
+    const client = redis.client();
+    const controller = new AbortController();
+    const waits = Array.from({ length: 50 }, () => [client.getFairLock(fair).lock({ signal: controller.signal }), client.getLock(plain).lock({ signal: controller.signal })]).flat();
+    const settled = Promise.allSettled(waits);
+    await until('the fair waiters are queued', async () => (await queueLength(fair)) === 50);
+    await until('every waiter parked', () => client.stats.waiters === 100);
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+    controller.abort();
+    expect((await settled).map((outcome) => outcome.status)).toEqual(Array(100).fill('rejected'));
+    expect(await queueLength(fair)).toBe(0);
   });
 
   test('10 000 aborted waits leave no queue entry and no client state', async () => {

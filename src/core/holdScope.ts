@@ -1,4 +1,5 @@
 import { LockLostError } from '../errors';
+import { onAbort } from '../services/abortListeners';
 
 /**
  * Aborts `scope` (the signal a `withLock`/`withPermit` callback gets) when one of `sources`
@@ -14,9 +15,7 @@ export function watchHold(
   const follow = (source: AbortSignal | undefined): void => {
     if (!source) return;
     if (source.aborted) scope.abort(source.reason);
-    const listener = (): void => scope.abort(source.reason);
-    source.addEventListener('abort', listener, { once: true });
-    undo.push(() => source.removeEventListener('abort', listener));
+    undo.push(onAbort(source, () => scope.abort(source.reason)));
   };
   sources.forEach(follow);
   if (lease) {

@@ -7,6 +7,7 @@ import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../names';
 import { type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry, EntryKeeper } from '../services/ChannelEntry';
 import type { LockOwner } from '../services/LockOwner';
+import type { Link } from '../services/LinkedList';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
 import type { ScriptedRedis } from '../services/scripts';
 
@@ -107,7 +108,7 @@ export class FairLock extends ExclusiveLock {
     // again: the waiter took it beside the next owner).
     let notGrantedAt = -Infinity;
     let entry: ChannelEntry | undefined;
-    let beat: QueuedEntry | undefined;
+    let beat: Link<QueuedEntry> | undefined;
     const grantTtl = Math.min(lease, queueTimeout);
     try {
       return await waitFor(
@@ -149,7 +150,7 @@ export class FairLock extends ExclusiveLock {
             if (listening) {
               queuedAt = sentAt;
               if (!beat) {
-                beat = {
+                beat = context.heartbeat.add({
                   lockKey: key,
                   queueKey: queue,
                   expiryKey: expiry,
@@ -159,8 +160,7 @@ export class FairLock extends ExclusiveLock {
                     // Granted (its message lost), dropped, or the lock ran out unreleased: ask again now.
                     else entry?.wakeAll();
                   },
-                };
-                context.heartbeat.add(beat);
+                });
               }
             }
             // Grants come by message; the bound only covers a holder that vanished without one.
@@ -193,7 +193,7 @@ export class FairLock extends ExclusiveLock {
       );
     } finally {
       entry?.forgetGrant(field);
-      if (beat) context.heartbeat.remove(beat);
+      context.heartbeat.remove(beat);
     }
   }
 

@@ -3,6 +3,7 @@ import { LockUsageError } from '../errors';
 import { rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
+import type { Link } from '../services/LinkedList';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
 import { ReadWriteHandle, type ReadWriteFamily } from './ReadWriteHandle';
 import { facetOf } from './readWriteOwners';
@@ -39,7 +40,7 @@ export class WriteLock extends ReadWriteHandle {
     const field = this.field(owner);
     const channel = rwWriteChannelOf(this.context.keyPrefix, key);
     // The entry that keeps new readers out, kept alive by the client's heartbeat while this writer waits.
-    let beat: QueuedEntry | undefined;
+    let beat: Link<QueuedEntry> | undefined;
     const leave = async (): Promise<void> => {
       const publish = await context.publishCommand();
       await context.command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE));
@@ -54,7 +55,7 @@ export class WriteLock extends ReadWriteHandle {
         { ...bound, lateReply: (late) => this.lateAttempt(owner, late, listening ? leave : undefined) },
       );
       if (ttl !== null && listening && !beat) {
-        beat = {
+        beat = context.heartbeat.add({
           lockKey: key,
           queueKey: rwWritersKeyOf(this.context.keyPrefix, key),
           expiryKey: rwLeasesKeyOf(this.context.keyPrefix, key),
@@ -64,8 +65,7 @@ export class WriteLock extends ReadWriteHandle {
           refreshed: (_sentAt, held) => {
             if (!held) context.pubsub.peek(channel)?.wakeOne();
           },
-        };
-        context.heartbeat.add(beat);
+        });
       }
       return ttl;
     };
@@ -76,7 +76,7 @@ export class WriteLock extends ReadWriteHandle {
     try {
       return await this.waitOn(owner, channel, attempt, waitTime, signal, giveUp);
     } finally {
-      if (beat) context.heartbeat.remove(beat);
+      context.heartbeat.remove(beat);
     }
   }
 }

@@ -26,6 +26,14 @@ function parseGrant(message: string): { field: string; grant: Grant } {
   return { field: message.slice(0, at), grant: { redisMicros: Number.isSafeInteger(stamp) ? stamp : undefined } };
 }
 
+/** A waiter of this client that expects a grant: its wake-up while parked, a grant that came before it parked, when it first asked to be queued. */
+interface Expectation {
+  parked: ((grant: Grant | undefined) => void) | undefined;
+  early: Grant | undefined;
+  /** performance.now() at the send of the wait's first request that could queue it. */
+  queuingSince: number | undefined;
+}
+
 /**
  * Keeps a channel entry past its last waiter, for a primitive whose state outlives its waiters
  * (RLock's WaitingClient: the lock is with this client, its waiters come back soon).
@@ -81,10 +89,7 @@ export class ChannelEntry {
    * Waiters register before they ask to be queued, because a grant can beat the reply to that
    * request; a grant for a registered waiter that is not parked yet is kept until it parks.
    */
-  private readonly expected = new Map<string, ((grant: Grant | undefined) => void) | undefined>();
-  private readonly grantedEarly = new Map<string, Grant>();
-  /** When each expected waiter's wait first asked to be queued (performance.now() at the send). */
-  private readonly queuingSince = new Map<string, number>();
+  private readonly expected = new Map<string, Expectation>();
   /** RLock's handoffs between waiters of this client, made by the first RLock waiter to need it. */
   local: LocalHandoff | undefined;
   /**
@@ -133,10 +138,10 @@ export class ChannelEntry {
   private grant(message: string): boolean {
     if (this.expected.size === 0) return false;
     const { field, grant } = parseGrant(message);
-    if (!this.expected.has(field)) return false;
-    const parked = this.expected.get(field);
-    if (parked) parked(grant);
-    else this.grantedEarly.set(field, grant);
+    const expectation = this.expected.get(field);
+    if (!expectation) return false;
+    if (expectation.parked) expectation.parked(grant);
+    else expectation.early = grant;
     return true;
   }
 
@@ -158,7 +163,7 @@ export class ChannelEntry {
   wakeAll(): void {
     const missing = this.refCount - this.wakeups.value;
     if (missing > 0) this.wakeups.release(missing);
-    for (const parked of this.expected.values()) parked?.(undefined);
+    for (const { parked } of [...this.expected.values()]) parked?.(undefined);
   }
 
   /** An attempt through this entry was refused with `ttl` (ms; negative: no bound). */
@@ -179,19 +184,24 @@ export class ChannelEntry {
   }
 
   /** From now on a message naming `field` is a grant for this waiter. */
-  expectGrant(field: string): void {
-    this.expected.set(field, undefined);
+  expectGrant(field: string): Expectation {
+    const expectation: Expectation = { parked: undefined, early: undefined, queuingSince: undefined };
+    this.expected.set(field, expectation);
+    return expectation;
   }
 
   forgetGrant(field: string): void {
+    const expectation = this.expected.get(field);
+    if (!expectation) return;
+    // Cleared, not only deleted: a hash table the Map replaced may still point at it (see LinkedList).
+    expectation.parked = expectation.early = undefined;
     this.expected.delete(field);
-    this.grantedEarly.delete(field);
-    this.queuingSince.delete(field);
   }
 
   /** The waiter expecting `field` sends a request that may queue it (the first one of its wait counts). */
   queuing(field: string, sentAt: number): void {
-    if (!this.queuingSince.has(field)) this.queuingSince.set(field, sentAt);
+    const expectation = this.expected.get(field);
+    if (expectation) expectation.queuingSince ??= sentAt;
   }
 
   /**
@@ -203,27 +213,27 @@ export class ChannelEntry {
    * comes from a release sent after its queuing request.
    */
   grantFromReply(grant: string, sentAt: number): void {
-    const since = this.queuingSince.get(parseGrant(grant).field);
+    const since = this.expected.get(parseGrant(grant).field)?.queuingSince;
     if (since !== undefined && since < sentAt) this.grant(grant);
   }
 
   /** Resolves with the grant for `field`, undefined after `ms` or on `wakeAll`; rejects like `untilSubscribed` on abort. */
   async untilGranted(field: string, ms: number, stops: AbortSignal[]): Promise<Grant | undefined> {
     let granted: Grant | undefined;
+    const expectation = this.expected.get(field) ?? this.expectGrant(field);
     await boundedWait(ms, stops, (done) => {
-      const early = this.grantedEarly.get(field);
-      if (early) {
-        this.grantedEarly.delete(field);
-        granted = early;
+      if (expectation.early) {
+        granted = expectation.early;
+        expectation.early = undefined;
         done();
         return undefined;
       }
-      this.expected.set(field, (value) => {
+      expectation.parked = (value) => {
         granted = value;
         done();
-      });
+      };
       return () => {
-        if (this.expected.has(field)) this.expected.set(field, undefined);
+        expectation.parked = undefined;
       };
     });
     return granted;

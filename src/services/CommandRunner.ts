@@ -2,7 +2,9 @@ import type { Cluster, Redis } from 'ioredis';
 import { ClientClosedError, RedisCommandError, RedisUnreachableError } from '../errors';
 import { redactError } from '../redact';
 import { CallCutShort, IN_FLIGHT_GRACE_MS } from './bounds';
+import { onAbort } from './abortListeners';
 import { addressOf } from './connection';
+import { LinkedList } from './LinkedList';
 import type { CommandBound } from './LockContext';
 import type { ScriptedRedis } from './scripts';
 
@@ -27,8 +29,8 @@ function isDefinitive(error: Error): boolean {
  * replies of the calls it settled (`answersIn`).
  */
 export class CommandRunner {
-  /** Rejecters of the calls under way, so that `close()` can settle them at once. */
-  private readonly inFlight = new Set<(error: Error) => void>();
+  /** Rejecters of the calls under way, so that `close()` can settle them at once (a list, not a Set: see LinkedList). */
+  private readonly inFlight = new LinkedList<(error: Error) => void>();
   /**
    * Calls sent and not answered yet, settled or not: close() waits for their replies (bounded)
    * before QUIT, so that what an acquire took for a caller that close() settled is given back.
@@ -81,8 +83,7 @@ export class CommandRunner {
 
   /** Settles every call under way with `error` (close()). */
   settleAll(error: Error): void {
-    for (const reject of this.inFlight) reject(error);
-    this.inFlight.clear();
+    for (const reject of this.inFlight.drain()) reject(error);
   }
 
   /** Counts `work` (a call not made through `run`) as unanswered until it settles. */
@@ -110,10 +111,10 @@ export class CommandRunner {
       let stopWaiting = NOTHING_TO_UNDO;
       const settle = (error: Error): void => {
         stopWaiting();
-        this.inFlight.delete(settle);
+        this.inFlight.remove(inFlight);
         reject(error);
       };
-      this.inFlight.add(settle);
+      const inFlight = this.inFlight.push(settle);
       const send = (): void => {
         const lateReply = bound?.lateReply;
         let cut = false;
@@ -134,7 +135,7 @@ export class CommandRunner {
         sent.then(
           (value) => {
             this.unanswered--;
-            if (!this.inFlight.delete(settle)) {
+            if (!this.inFlight.remove(inFlight)) {
               // Settled before its reply, by its bound (cut) or by close(): what it took goes back.
               if (cut || this.closed) {
                 try {
@@ -150,7 +151,7 @@ export class CommandRunner {
           },
           (error: unknown) => {
             this.unanswered--;
-            if (!this.inFlight.delete(settle)) return;
+            if (!this.inFlight.remove(inFlight)) return;
             stopWaiting();
             // A failed AUTH carries the password in its `command.args`.
             reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, redactError(error)));
@@ -212,16 +213,16 @@ export class CommandRunner {
     const aborted = (signal: AbortSignal): void => {
       abortTimer ??= setTimeout(() => cut(signal.reason as Error), IN_FLIGHT_GRACE_MS);
     };
-    const onAbort = (event: Event): void => aborted(event.target as AbortSignal);
+    const unlisten: (() => void)[] = [];
     for (const signal of signals) {
       if (signal === own) continue;
       if (signal.aborted) aborted(signal);
-      else signal.addEventListener('abort', onAbort, { once: true });
+      else unlisten.push(onAbort(signal, aborted));
     }
     return () => {
       clearTimeout(deadlineTimer);
       clearTimeout(abortTimer);
-      for (const signal of signals) if (signal !== own) signal.removeEventListener('abort', onAbort);
+      for (const undo of unlisten) undo();
     };
   }
 
@@ -246,11 +247,11 @@ export class CommandRunner {
       const state = this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`;
       fail(this.unreachable(name, Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${state})`), { code: 'ETIMEDOUT' })));
     }, waitMs);
-    const onAbort = (event: Event): void => fail((event.target as AbortSignal).reason as Error);
+    const unlisten: (() => void)[] = [];
     const stop = (): void => {
       clearTimeout(timer);
       this.waitingForReady.delete(wake);
-      for (const signal of signals) signal.removeEventListener('abort', onAbort);
+      for (const undo of unlisten) undo();
     };
     const wake = (error?: Error): void => {
       stop();
@@ -258,7 +259,7 @@ export class CommandRunner {
       else send();
     };
     this.waitingForReady.add(wake);
-    for (const signal of signals) signal.addEventListener('abort', onAbort, { once: true });
+    for (const signal of signals) unlisten.push(onAbort(signal, (aborted) => fail(aborted.reason as Error)));
     return stop;
   }
 

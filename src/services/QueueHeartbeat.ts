@@ -1,4 +1,5 @@
 import { batchesOf } from './batches';
+import { type Link, LinkedList } from './LinkedList';
 import type { ScriptedRedis } from './scripts';
 
 /** One fair-lock waiter's queue entry. */
@@ -34,7 +35,8 @@ const BATCH_SIZE = 500;
  * out together after at most `queueTimeout`, instead of each costing that in turn.
  */
 export class QueueHeartbeat {
-  private readonly entries = new Set<QueuedEntry>();
+  /** A list, not a Set: see LinkedList. */
+  private readonly entries = new LinkedList<QueuedEntry>();
   private timer: NodeJS.Timeout | undefined;
   private beating = false;
   private beatStartedAt = 0;
@@ -47,14 +49,16 @@ export class QueueHeartbeat {
     private readonly batchOf: (key: string) => string | number,
   ) {}
 
-  add(entry: QueuedEntry): void {
-    if (this.closed) return;
-    this.entries.add(entry);
+  /** Keeps `entry` alive from now on; the link takes it out again (`remove`). */
+  add(entry: QueuedEntry): Link<QueuedEntry> | undefined {
+    if (this.closed) return undefined;
+    const link = this.entries.push(entry);
     this.timer ??= setInterval(() => void this.beat(), Math.floor(this.queueTimeout / 3)).unref();
+    return link;
   }
 
-  remove(entry: QueuedEntry): void {
-    this.entries.delete(entry);
+  remove(link: Link<QueuedEntry> | undefined): void {
+    if (link) this.entries.remove(link);
     if (this.entries.size === 0 && this.timer !== undefined) {
       clearInterval(this.timer);
       this.timer = undefined;
@@ -63,7 +67,7 @@ export class QueueHeartbeat {
 
   close(): void {
     this.closed = true;
-    this.entries.clear();
+    this.entries.drain();
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
   }
@@ -75,13 +79,16 @@ export class QueueHeartbeat {
     this.beating = true;
     this.beatStartedAt = performance.now();
     try {
-      await Promise.all(batchesOf(this.entries, (entry) => `${entry.heartbeatCommand ?? DEFAULT_HEARTBEAT}\n${this.batchOf(entry.lockKey)}`, BATCH_SIZE).map((batch) => this.beatBatch(batch)));
+      const links = this.entries.links();
+      await Promise.all(batchesOf(links, (link) => `${link.value!.heartbeatCommand ?? DEFAULT_HEARTBEAT}\n${this.batchOf(link.value!.lockKey)}`, BATCH_SIZE).map((batch) => this.beatBatch(batch)));
     } finally {
       this.beating = false;
     }
   }
 
-  private async beatBatch(batch: QueuedEntry[]): Promise<void> {
+  private async beatBatch(links: Link<QueuedEntry>[]): Promise<void> {
+    // Taken now: a link removed while the call is out is cleared.
+    const batch = links.map((link) => link.value!);
     const sentAt = performance.now();
     let queued: (0 | 1)[];
     try {
@@ -97,7 +104,7 @@ export class QueueHeartbeat {
       return; // the next beat tries again; an entry runs out only after three missed beats
     }
     batch.forEach((entry, i) => {
-      if (this.entries.has(entry)) entry.refreshed(sentAt, queued[i] === 1);
+      if (links[i]!.linked) entry.refreshed(sentAt, queued[i] === 1);
     });
   }
 }

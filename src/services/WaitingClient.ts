@@ -1,4 +1,5 @@
 import type { ChannelEntry, EntryKeeper } from './ChannelEntry';
+import type { Link } from './LinkedList';
 import type { QueuedEntry, QueueHeartbeat } from './QueueHeartbeat';
 
 /** What a WaitingClient needs of its lock: the Redis names of its queue entry and the leave script. */
@@ -27,7 +28,7 @@ export class WaitingClient implements EntryKeeper {
   queued = false;
   /** A wake-up came (the waking script took the client out of line) and no attempt answered it yet. */
   private turn = false;
-  private beat: QueuedEntry | undefined;
+  private beat: Link<QueuedEntry> | undefined;
   private lingering: { timer: NodeJS.Timeout; drop: () => void } | undefined;
 
   constructor(
@@ -127,7 +128,7 @@ export class WaitingClient implements EntryKeeper {
 
   dropped(): void {
     this.stopLingering();
-    if (this.beat) this.queue.heartbeat.remove(this.beat);
+    this.queue.heartbeat.remove(this.beat);
     this.beat = undefined;
     // A turn that came and was not answered is passed on as well.
     // Also on close(): a client closing with its turn would otherwise keep it until its entry ran
@@ -142,15 +143,13 @@ export class WaitingClient implements EntryKeeper {
     this.lingering = undefined;
   }
 
-  private startBeat(): QueuedEntry {
-    const beat: QueuedEntry = {
+  private startBeat(): Link<QueuedEntry> | undefined {
+    return this.queue.heartbeat.add({
       ...this.queue.entry,
       refreshed: (_sentAt, inLine) => {
         // The lock is free, or another client's while this one is out of line: ask again.
         if (!inLine) this.entry.wakeOne();
       },
-    };
-    this.queue.heartbeat.add(beat);
-    return beat;
+    });
   }
 }

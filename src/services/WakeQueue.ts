@@ -1,3 +1,5 @@
+import { LinkedList } from './LinkedList';
+
 /**
  * The wake-ups of one channel's waiters: each release message is one wake-up, and it goes to the
  * waiter parked longest. A wake-up that comes while nobody is parked is stored for the next to
@@ -14,8 +16,8 @@
 export class WakeQueue {
   /** Wake-ups that came while nobody was parked. */
   private stored = 0;
-  /** Parked waiters, in the order they parked (a Set keeps insertion order and deletes in O(1)). */
-  private readonly parked = new Set<() => void>();
+  /** Parked waiters, in the order they parked (a list, not a Set: see LinkedList). */
+  private readonly parked = new LinkedList<() => void>();
 
   /** Wake-ups stored for waiters to come. */
   get value(): number {
@@ -30,13 +32,12 @@ export class WakeQueue {
   /** `count` wake-ups: to the waiters parked longest, the rest stored. */
   release(count = 1): void {
     for (let left = count; left > 0; left--) {
-      const first = this.parked.values().next();
-      if (first.done) {
+      const first = this.parked.shift();
+      if (!first) {
         this.stored += left;
         return;
       }
-      this.parked.delete(first.value);
-      first.value();
+      first();
     }
   }
 
@@ -50,14 +51,12 @@ export class WakeQueue {
       wake();
       return () => undefined;
     }
-    this.parked.add(wake);
-    return () => this.parked.delete(wake);
+    const link = this.parked.push(wake);
+    return () => void this.parked.remove(link);
   }
 
   /** The channel is dropped: every parked waiter is woken (to ask Redis again) and the queue emptied. */
   cancel(): void {
-    const waiters = [...this.parked];
-    this.parked.clear();
-    for (const wake of waiters) wake();
+    for (const wake of this.parked.drain()) wake();
   }
 }

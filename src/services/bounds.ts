@@ -1,4 +1,5 @@
 /** The bounds every wait and every unanswered call share. */
+import { onAbort } from './abortListeners';
 
 /**
  * The least time an unanswered call is given before its deadline or an abort may end it: a reply
@@ -32,18 +33,19 @@ export function boundedWait(
     let finished = false;
     // Declared up front: `start` may call done() before it returns (a grant that came early).
     const cleanup: { end?: () => void } = {};
+    const unlisten: (() => void)[] = [];
     const finish = (error?: unknown): void => {
       if (finished) return;
       finished = true;
       if (timer !== undefined) clearTimeout(timer);
-      for (const stop of stops) stop.removeEventListener('abort', onAbort);
+      for (const undo of unlisten) undo();
       cleanup.end?.();
       if (error === undefined) resolve();
       else reject(error);
     };
-    const onAbort = (event: Event): void => finish((event.target as AbortSignal).reason ?? new Error('aborted'));
+    const aborted = (stop: AbortSignal): void => finish(stop.reason ?? new Error('aborted'));
     const timer = Number.isFinite(ms) ? setTimeout(() => finish(), Math.max(0, ms)) : undefined;
-    for (const stop of stops) stop.addEventListener('abort', onAbort, { once: true });
+    for (const stop of stops) unlisten.push(onAbort(stop, aborted));
     cleanup.end = start(() => finish());
     if (finished) cleanup.end?.();
   });
