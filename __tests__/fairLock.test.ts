@@ -412,6 +412,11 @@ describe('giving up leaves nothing behind', () => {
     controller.abort();
     expect((await settled).map((outcome) => outcome.status)).toEqual(Array(100).fill('rejected'));
     expect(await queueLength(fair)).toBe(0);
+    // And a signal whose waits ended (timed out here) keeps no listener of the library: an
+    // `AbortSignal.any()` with a listener is not collected before it aborts.
+    const passing = new AbortController();
+    expect(await client.getFairLock(fair).tryLock({ waitTime: 50, signal: passing.signal })).toBe(false);
+    expect(getEventListeners(passing.signal, 'abort')).toHaveLength(0);
   });
 
   test('10 000 aborted waits leave no queue entry and no client state', async () => {

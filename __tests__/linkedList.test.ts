@@ -2,7 +2,7 @@
 // queue entries): order, O(1) removal, and a removed link that points at nothing any more,
 // which is what keeps V8's young-generation collector from promoting dead waiters (LinkedList).
 import { getEventListeners } from 'node:events';
-import { onAbort } from '../src/services/abortListeners';
+import { keepListening, onAbort } from '../src/services/abortListeners';
 import { LinkedList } from '../src/services/LinkedList';
 
 test('keeps insertion order; removes any link once; shift and drain take from the front', () => {
@@ -18,7 +18,9 @@ test('keeps insertion order; removes any link once; shift and drain take from th
   list.push('e');
   expect(list.drain()).toEqual(['c', 'e']);
   expect([list.size, list.shift(), c!.linked]).toEqual([0, undefined, false]);
-  expect(new LinkedList<number>().remove(c as never)).toBe(false);
+  const linkedElsewhere = list.push('f');
+  expect(new LinkedList<string>().remove(linkedElsewhere)).toBe(false);
+  expect([linkedElsewhere.linked, list.size]).toEqual([true, 1]);
 });
 
 test('a removed link keeps no reference to its value or its neighbours', () => {
@@ -52,4 +54,57 @@ test('onAbort: one EventTarget listener per signal however many wait on it; each
   expect(told).toEqual(Array.from({ length: 100 }, (_, i) => i).filter((i) => i !== 5));
   controller.abort();
   expect(told).toHaveLength(99);
+});
+
+test('onAbort: a listener undone by an earlier one while the abort is told is not told', () => {
+  const controller = new AbortController();
+  const told: string[] = [];
+  let undoSecond = (): void => undefined;
+  onAbort(controller.signal, () => {
+    told.push('first');
+    undoSecond();
+  });
+  undoSecond = onAbort(controller.signal, () => told.push('second'));
+  onAbort(controller.signal, () => told.push('third'));
+  controller.abort();
+  expect(told).toEqual(['first', 'third']);
+});
+
+test('onAbort: a listener that throws does not keep the others from being told; its error is thrown again on the next tick', () => {
+  const controller = new AbortController();
+  const told: string[] = [];
+  const failure = new Error('listener failed');
+  onAbort(controller.signal, () => {
+    throw failure;
+  });
+  onAbort(controller.signal, () => told.push('second'));
+  const scheduled: (() => void)[] = [];
+  const nextTick = jest.spyOn(process, 'nextTick').mockImplementation(((fn: () => void) => void scheduled.push(fn)) as never);
+  try {
+    controller.abort();
+  } finally {
+    nextTick.mockRestore();
+  }
+  expect(told).toEqual(['second']);
+  expect(scheduled).toHaveLength(1);
+  expect(scheduled[0]).toThrow(failure);
+});
+
+test('onAbort: the shared listener goes when the last wait on a signal ends (so the signal can be collected), but not on a kept signal', () => {
+  const passing = new AbortController();
+  const undos = [onAbort(passing.signal, () => undefined), onAbort(passing.signal, () => undefined)];
+  undos[0]!();
+  expect(getEventListeners(passing.signal, 'abort')).toHaveLength(1);
+  undos[1]!();
+  expect(getEventListeners(passing.signal, 'abort')).toHaveLength(0);
+  // A new wait afterwards listens again.
+  const told: number[] = [];
+  onAbort(passing.signal, () => told.push(1));
+  passing.abort();
+  expect(told).toEqual([1]);
+
+  const clientLife = new AbortController();
+  keepListening(clientLife.signal);
+  onAbort(clientLife.signal, () => undefined)();
+  expect(getEventListeners(clientLife.signal, 'abort')).toHaveLength(1);
 });

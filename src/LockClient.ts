@@ -6,6 +6,7 @@ import { nanoid } from 'nanoid';
 import { ClientClosedError, type LockLostError } from './errors';
 import { diagnostics } from './diagnostics';
 import { reviveWhenEnded } from './services/reviveEnded';
+import { keepListening } from './services/abortListeners';
 import { CommandRunner } from './services/CommandRunner';
 import { nameConnection, openConnection, quitWithin, subscriberOf } from './services/connection';
 import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
@@ -83,7 +84,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   constructor(options: LockClientOptions) {
     super();
-    setMaxListeners(0, this.closing.signal); // one listener per parked waiter, by design
+    // Every wait listens to it through one shared listener, kept for the client's life (abortListeners.ts).
+    keepListening(this.closing.signal);
+    setMaxListeners(0, this.closing.signal);
     const checked = checkClientOptions(options);
     this.keyPrefix = checked.keyPrefix;
     this.watchdogTimeout = checked.watchdogTimeout;

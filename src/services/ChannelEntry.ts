@@ -1,6 +1,7 @@
 import { PERMITS_CUT_MESSAGE } from '../names';
 import type { LocalHandoff } from './LocalHandoff';
 import { boundedWait } from './bounds';
+import { LinkedList } from './LinkedList';
 import { WakeQueue } from './WakeQueue';
 
 /**
@@ -83,7 +84,7 @@ export class ChannelEntry {
   /** When the last SUBSCRIBE was sent (performance.now()). */
   subscribeSentAt = 0;
   /** Told when a SUBSCRIBE of this entry is answered (confirmed or failed). */
-  readonly onSubscribeSettled = new Set<() => void>();
+  readonly onSubscribeSettled = new LinkedList<() => void>();
   /**
    * Targeted wake-ups (a fair lock's grants): the message names the owner field it is for.
    * Waiters register before they ask to be queued, because a grant can beat the reply to that
@@ -185,6 +186,13 @@ export class ChannelEntry {
 
   /** From now on a message naming `field` is a grant for this waiter. */
   expectGrant(field: string): Expectation {
+    // Expected already (a wait that joined again): a grant that came early and when it first
+    // asked to be queued still count.
+    const existing = this.expected.get(field);
+    if (existing) {
+      existing.parked = undefined;
+      return existing;
+    }
     const expectation: Expectation = { parked: undefined, early: undefined, queuingSince: undefined };
     this.expected.set(field, expectation);
     return expectation;
@@ -244,9 +252,9 @@ export class ChannelEntry {
     return boundedWait(ms, stops, (done) => {
       // The latest SUBSCRIBE's outcome: one may be sent again while waiters wait (see followSlots).
       const settled = (): void => done();
-      this.onSubscribeSettled.add(settled);
+      const link = this.onSubscribeSettled.push(settled);
       void this.subscribed.then(settled);
-      return () => this.onSubscribeSettled.delete(settled);
+      return () => void this.onSubscribeSettled.remove(link);
     });
   }
 

@@ -42,11 +42,11 @@ export class CommandRunner {
   /** The last connection error of a connection we own (we do not listen on one passed in). */
   private lastError: Error | undefined;
   /** Calls waiting for the connection to be ready: told on ready, and on a first attempt's failure. */
-  private readonly waitingForReady = new Set<(error?: Error) => void>();
+  private readonly waitingForReady = new LinkedList<(error?: Error) => void>();
   private readonly onReady = (): void => {
     this.everReady = true;
     this.lastError = undefined;
-    for (const wake of [...this.waitingForReady]) wake();
+    for (const wake of this.waitingForReady.drain()) wake();
   };
 
   constructor(
@@ -67,7 +67,7 @@ export class CommandRunner {
         // ioredis reconnects; waiting calls keep waiting, unless a connection that was never ready
         // met an error that says it will not be (refused, no such host, bad password, certificate).
         if (this.everReady || !isDefinitive(error)) return;
-        for (const wake of [...this.waitingForReady]) wake(error);
+        for (const wake of this.waitingForReady.drain()) wake(error);
       });
     }
   }
@@ -250,15 +250,14 @@ export class CommandRunner {
     const unlisten: (() => void)[] = [];
     const stop = (): void => {
       clearTimeout(timer);
-      this.waitingForReady.delete(wake);
+      this.waitingForReady.remove(waiting);
       for (const undo of unlisten) undo();
     };
-    const wake = (error?: Error): void => {
+    const waiting = this.waitingForReady.push((error?: Error): void => {
       stop();
       if (error) fail(this.unreachable(name, error));
       else send();
-    };
-    this.waitingForReady.add(wake);
+    });
     for (const signal of signals) unlisten.push(onAbort(signal, (aborted) => fail(aborted.reason as Error)));
     return stop;
   }

@@ -107,7 +107,7 @@ export class LockPubSub {
       return false;
     });
     void entry.subscribed.then(() => {
-      for (const settled of [...entry.onSubscribeSettled]) settled();
+      for (const link of entry.onSubscribeSettled.links()) link.value?.();
     });
   }
 
