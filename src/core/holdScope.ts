@@ -14,7 +14,10 @@ export function watchHold(
   const undo: (() => void)[] = [];
   const follow = (source: AbortSignal | undefined): void => {
     if (!source) return;
-    if (source.aborted) scope.abort(source.reason);
+    if (source.aborted) {
+      scope.abort(source.reason);
+      return;
+    }
     undo.push(onAbort(source, () => scope.abort(source.reason)));
   };
   sources.forEach(follow);
