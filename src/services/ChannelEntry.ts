@@ -228,7 +228,7 @@ export class ChannelEntry {
   /** Resolves with the grant for `field`, undefined after `ms` or on `wakeAll`; rejects like `untilSubscribed` on abort. */
   async untilGranted(field: string, ms: number, stops: AbortSignal[]): Promise<Grant | undefined> {
     let granted: Grant | undefined;
-    const expectation = this.expected.get(field) ?? this.expectGrant(field);
+    const expectation = this.expectGrant(field);
     await boundedWait(ms, stops, (done) => {
       if (expectation.early) {
         granted = expectation.early;

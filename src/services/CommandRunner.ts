@@ -2,7 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { ClientClosedError, RedisCommandError, RedisUnreachableError } from '../errors';
 import { redactError } from '../redact';
 import { CallCutShort, IN_FLIGHT_GRACE_MS } from './bounds';
-import { onAbort } from './abortListeners';
+import { onAbort, onAbortOfAny } from './abortListeners';
 import { addressOf } from './connection';
 import { LinkedList } from './LinkedList';
 import type { CommandBound } from './LockContext';
@@ -247,18 +247,17 @@ export class CommandRunner {
       const state = this.lastError ? `last error: ${this.lastError.message}` : `connection ${this.redis.status}`;
       fail(this.unreachable(name, Object.assign(new Error(`no connection within ${Math.round(waitMs)} ms (${state})`), { code: 'ETIMEDOUT' })));
     }, waitMs);
-    const unlisten: (() => void)[] = [];
     const stop = (): void => {
       clearTimeout(timer);
       this.waitingForReady.remove(waiting);
-      for (const undo of unlisten) undo();
+      unlisten();
     };
     const waiting = this.waitingForReady.push((error?: Error): void => {
       stop();
       if (error) fail(this.unreachable(name, error));
       else send();
     });
-    for (const signal of signals) unlisten.push(onAbort(signal, (aborted) => fail(aborted.reason as Error)));
+    const unlisten = onAbortOfAny(signals, (aborted) => fail(aborted.reason as Error));
     return stop;
   }
 

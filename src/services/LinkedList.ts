@@ -6,9 +6,9 @@
  * a new hash table every few additions, and the table it replaces keeps a pointer to the new one
  * and to the values it held. V8's young-generation collector cannot tell that the old table is
  * dead, so every table made since the last full GC, and every waiter, closure and promise they
- * held, survived every scavenge and was promoted: about 4 KiB per contended fair-lock
- * acquisition, a full GC every few seconds (docs/benchmarks.md, "Where the fair lock's CPU
- * went"). A removed link here is cleared (value and neighbours), so nothing dead points at
+ * held, survived every scavenge and was promoted: about 6 KiB per contended fair-lock
+ * acquisition, a full GC every few seconds (docs/benchmarks.md, "The garbage collector and the
+ * warm-up"). A removed link here is cleared (value and neighbours), so nothing dead points at
  * anything young.
  */
 export class Link<T> {

@@ -214,7 +214,6 @@ export function localHandoffOf(entry: ChannelEntry, clientId: string): LocalHand
  * that claimed the waiter but then sent the lock to another client (PARK_AGAIN) puts it back to
  * sleep at the front of the line, for what is left of `ms`.
  */
-
 export async function sleepAsCandidate(
   entry: ChannelEntry,
   clientId: string,

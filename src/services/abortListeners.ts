@@ -24,6 +24,14 @@ export function keepListening(signal: AbortSignal): void {
   kept.add(signal);
 }
 
+/** `onAbort` on each of `signals` (none of them aborted yet); returns one undo for all. */
+export function onAbortOfAny(signals: readonly AbortSignal[], listener: (signal: AbortSignal) => void): () => void {
+  const undos = signals.map((signal) => onAbort(signal, listener));
+  return () => {
+    for (const undo of undos) undo();
+  };
+}
+
 /** Calls `listener` once when `signal` aborts (not when it already has); returns the undo. */
 export function onAbort(signal: AbortSignal, listener: (signal: AbortSignal) => void): () => void {
   let listeners = listenersOf.get(signal);

@@ -1,5 +1,5 @@
 /** The bounds every wait and every unanswered call share. */
-import { onAbort } from './abortListeners';
+import { onAbortOfAny } from './abortListeners';
 
 /**
  * The least time an unanswered call is given before its deadline or an abort may end it: a reply
@@ -33,19 +33,18 @@ export function boundedWait(
     let finished = false;
     // Declared up front: `start` may call done() before it returns (a grant that came early).
     const cleanup: { end?: () => void } = {};
-    const unlisten: (() => void)[] = [];
     const finish = (error?: unknown): void => {
       if (finished) return;
       finished = true;
       if (timer !== undefined) clearTimeout(timer);
-      for (const undo of unlisten) undo();
+      unlisten();
       cleanup.end?.();
       if (error === undefined) resolve();
       else reject(error);
     };
     const aborted = (stop: AbortSignal): void => finish(stop.reason ?? new Error('aborted'));
     const timer = Number.isFinite(ms) ? setTimeout(() => finish(), Math.max(0, ms)) : undefined;
-    for (const stop of stops) unlisten.push(onAbort(stop, aborted));
+    const unlisten = onAbortOfAny(stops, aborted);
     cleanup.end = start(() => finish());
     if (finished) cleanup.end?.();
   });
