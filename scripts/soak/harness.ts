@@ -14,7 +14,7 @@ import { injectFaults } from './faults';
 import { judgeRecords, type SoakReport } from './judge';
 import { PRIMITIVES } from './primitives';
 import { lockWakeChannels } from './primitives/channels';
-import type { FaultKind, WorkerConfig, WorkerLine } from './records';
+import type { FaultKind, RunClock, WorkerArgs, WorkerLine } from './records';
 
 export type { SoakReport } from './judge';
 
@@ -60,22 +60,24 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const data = dataServer.connect();
   const keyPrefix = `soak:${process.pid}:${Date.now()}:`;
   const locks = [...Array.from({ length: options.hotLocks }, (_, i) => `hot${i}`), CHAOS_LOCK];
-  const start = now();
-  const deadline = start + options.durationMs;
+  // Set once the first workers are ready (see waitReady).
+  let clock: RunClock | undefined;
   const lines: WorkerLine[] = [];
   // Streamed, not built at the end: a long run's lines outgrow the longest string V8 can make.
   const linesOut = options.linesFile ? createWriteStream(options.linesFile) : undefined;
   const workers: WorkerProcess[] = [];
+  const ready = new Readiness(options.processes);
   const spawnWorker = (): void => {
     const worker = workers.length;
-    const config: WorkerConfig = {
+    const args: WorkerArgs = {
       url: server.url, dataUrl: `redis://127.0.0.1:${dataServer.port}`, keyPrefix, worker, tasks: options.tasksPerProcess, locks,
-      primitive: options.primitive, watchdogTimeout: options.watchdogTimeout, leaseTime: options.leaseTime, deadline, start,
-      giveUpAt: deadline + options.leaseTime + 1000,
+      primitive: options.primitive, watchdogTimeout: options.watchdogTimeout, leaseTime: options.leaseTime, ...clock,
     };
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], { stdio: [clock ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     createInterface({ input: child.stdout! }).on('line', (line) => {
-      lines.push(JSON.parse(line) as WorkerLine);
+      const parsed = JSON.parse(line) as WorkerLine;
+      if (parsed.k === 'ready') return void ready.add(parsed.w);
+      lines.push(parsed);
       linesOut?.write(`${line}\n`);
     });
     let stderr = '';
@@ -88,6 +90,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   };
   try {
     for (let i = 0; i < options.processes; i++) spawnWorker();
+    await ready.all(workers);
+    const start = now();
+    const deadline = start + options.durationMs;
+    clock = { start, deadline, giveUpAt: deadline + options.leaseTime + 1000 };
+    for (const w of workers) w.child.stdin!.end(`${JSON.stringify(clock)}\n`);
     const warmup = Math.min(2000, options.durationMs / 5);
     const records = await injectFaults(server, {
       kinds: options.faults,
@@ -141,6 +148,33 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     admin.disconnect();
     data.disconnect();
     await Promise.all([server.stop(), dataServer.stop()]);
+  }
+}
+
+/**
+ * The first workers' readiness: the run's clock starts once every one of them has set up (tsx
+ * compiles the library in each; on a busy machine that took seconds and ate short runs).
+ */
+class Readiness {
+  private readonly seen = new Set<number>();
+  private resolve!: () => void;
+  private readonly done = new Promise<void>((resolve) => (this.resolve = resolve));
+
+  constructor(private readonly count: number) {}
+
+  add(worker: number): void {
+    this.seen.add(worker);
+    if (this.seen.size === this.count) this.resolve();
+  }
+
+  /** Resolves once all are ready; rejects when one of them exits first. */
+  async all(workers: WorkerProcess[]): Promise<void> {
+    const exited = workers.map(async (w) => {
+      const { code, signal, stderr } = await w.closed;
+      if (this.seen.size === this.count) return;
+      throw new Error(`worker ${w.worker} exited with ${code ?? signal} before it was ready: ${stderr.slice(0, 2000)}`);
+    });
+    await Promise.race([this.done, ...exited]);
   }
 }
 

@@ -70,7 +70,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
     else if (line.k === 'err') errors.push(line);
     else if (line.k === 'op') opLines.push(line);
     else if (line.k === 'opr') opReplies.set(`${line.w}.${line.id}`, line);
-    else done.push(line);
+    else if (line.k === 'done') done.push(line);
   }
   const holds: Hold[] = [];
   for (const [key, g] of grants) {

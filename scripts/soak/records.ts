@@ -118,6 +118,12 @@ export interface Op extends Omit<OpLine, 'k'> {
   ok: boolean;
 }
 
+/** A worker line: the worker is set up and waits for the run's clock (the first workers only). */
+export interface ReadyLine {
+  k: 'ready';
+  w: number;
+}
+
 /** A worker line: the worker finished; its client's internal state must be empty. */
 export interface DoneLine {
   k: 'done';
@@ -125,7 +131,7 @@ export interface DoneLine {
   stats: Record<string, number>;
 }
 
-export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | OpLine | OpReplyLine | DoneLine;
+export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | OpLine | OpReplyLine | ReadyLine | DoneLine;
 
 /** A hold as the checker sees it: the grant and end lines merged. */
 export interface Hold extends Omit<GrantLine, 'k'>, Omit<EndLine, 'k' | 'w' | 'id'> {}
@@ -180,6 +186,12 @@ export interface WorkerConfig {
   /** Monotonic ms at which the run started (a latch's generations count from it). */
   start: number;
 }
+
+/** The run's clock: the first workers get it on stdin once all of them are ready. */
+export type RunClock = Pick<WorkerConfig, 'start' | 'deadline' | 'giveUpAt'>;
+
+/** What a worker gets on its command line: everything, or everything but the clock. */
+export type WorkerArgs = Omit<WorkerConfig, keyof RunClock> & Partial<RunClock>;
 
 /**
  * Whether `fault` is a restart that lost Redis's data between `sent` and `granted`: the server

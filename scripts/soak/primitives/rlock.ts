@@ -6,14 +6,14 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { LockLostError, LockTimeoutError, NotLockOwnerError, type LockClient, type RLock } from '../../../src';
 import type { Invariant } from '../checker';
 import type { ErrorReading, Recorder } from '../recorder';
-import { FAULT_KINDS, type WorkerConfig } from '../records';
+import { FAULT_KINDS, type WorkerArgs, type WorkerConfig } from '../records';
 
 export interface PrimitiveAdapter {
   readonly errors: ErrorReading;
   /** Connects the library's grant and loss reports to the recorder; returns the undo. */
   setup(client: LockClient, recorder: Recorder): () => void;
   /** Runs once in each worker before its tasks start (a semaphore sets its permits). */
-  prepare?(client: LockClient, config: WorkerConfig): Promise<void>;
+  prepare?(client: LockClient, config: WorkerArgs): Promise<void>;
   /**
    * One round of one task: pick a lock and a path, acquire, work, release. Waits without a
    * bound take `stop`, which aborts once the run is over (a starved waiter would stretch it).
