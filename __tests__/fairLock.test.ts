@@ -7,7 +7,8 @@ import { startFixture, type FixtureProcess, runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts, scriptCallCount } from './helpers/testRedis';
 import { until } from './helpers/time';
-import { InvalidArgumentError, LockUsageError } from '../src';
+import { Redis } from 'ioredis';
+import { type FairLock, InvalidArgumentError, LockUsageError } from '../src';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -219,7 +220,7 @@ describe('dead and stopped waiters', () => {
     expect(performance.now() - released).toBeLessThan(3_000);
   }, 30_000);
 
-  test('W1..W5 queued from five processes in order, W1..W3 killed: the release skips all three, W4 holds at once, then W5 (Redisson #1353, #4595)', async () => {
+  test('W1..W5 queued from five processes in order, W1..W3 killed: the release passes all three over, W4 holds at once, then W5 (Redisson #1353, #4595)', async () => {
     const name = uniqueName();
     const holder = redis.client().getFairLock(name);
     await holder.lock();
@@ -241,7 +242,10 @@ describe('dead and stopped waiters', () => {
     // Far below one 30 s queue timeout, let alone three in turn: the dead entries cost nothing.
     expect(w4 - released).toBeLessThan(3_000);
     expect(w5).toBeGreaterThan(w4);
-    expect(await queueLength(name)).toBe(0);
+    // Left: the killed waiters' entries, passed over in place until their deadline (a process
+    // whose subscriber only reconnects keeps its turn so: "a waiter whose subscriber is reconnecting").
+    const left = (await redis.client().getFairLock(name).inspect()).queue!.map((waiter) => waiter.clientId);
+    expect(left).toEqual(clientIds.slice(0, 3));
   }, 30_000);
 
   test('a stopped process is skipped once its entries run out: k stopped waiters cost one queue timeout together', async () => {
@@ -356,6 +360,48 @@ describe('dead and stopped waiters', () => {
     await scripted.context.redis.rlock_fairLock_release(name, `rlock__queue:{${name}}`, `rlock__queue_expiry:{${name}}`, `rlock__unlock_latch:{${name}}:x`, field, 1000, queueTimeout, 'nowhere:', 'publish', 0, a.id);
     expect(await waiting).toBe(true);
     expect(performance.now() - released).toBeLessThan(queueTimeout / 3 + 3_000);
+  }, 30_000);
+});
+
+describe('a subscriber that reconnects', () => {
+  test("a waiter whose subscriber is reconnecting keeps its place: the grant made meanwhile goes to the next in line, the one after it to that waiter", async () => {
+    const name = uniqueName();
+    const holder = redis.client().getFairLock(name);
+    await holder.lock();
+    // Its subscriber comes back 400 ms after it is cut (ioredis waits that long to reconnect).
+    const connection = new Redis(redis.server.url, { retryStrategy: () => 400 });
+    const blipped = redis.client({ redis: connection });
+    try {
+      const order: string[] = [];
+      const take = async (lock: FairLock, id: string): Promise<FairLock> => {
+        await lock.lock();
+        order.push(id);
+        return lock;
+      };
+      const a = take(blipped.getFairLock(name), 'a');
+      await until('a is queued', async () => (await queueLength(name)) === 1);
+      const b = take(redis.client().getFairLock(name), 'b');
+      await until('b is queued', async () => (await queueLength(name)) === 2);
+      const c = take(redis.client().getFairLock(name), 'c');
+      await until('c is queued', async () => (await queueLength(name)) === 3);
+      const subscribers = String(await redis.admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub')).split('\n').filter((line) => line.includes(blipped.id));
+      expect(subscribers).toHaveLength(1);
+      await redis.admin.client('KILL', 'ID', /(?:^| )id=(\d+)/.exec(subscribers[0]!)![1]!);
+      // Released while a's subscriber is down: the grant's message would reach nobody.
+      await holder.unlock();
+      const bLock = await b;
+      expect(order).toEqual(['b']);
+      expect((await blipped.getFairLock(name).inspect()).queue?.map((waiter) => waiter.clientId)[0]).toBe(blipped.id);
+      const channel = `rlock__grant:{${name}}:${blipped.id}`;
+      await until("a's subscriber is back", async () => Number(((await redis.admin.pubsub('NUMSUB', channel)) as [string, number])[1]) === 1);
+      await bLock.unlock();
+      await (await a).unlock();
+      await (await c).unlock();
+      expect(order).toEqual(['b', 'a', 'c']);
+    } finally {
+      await blipped.close();
+      connection.disconnect();
+    }
   }, 30_000);
 });
 

@@ -18,23 +18,29 @@ local function clock()
 end
 
 -- Hands the free lock to the first live waiter (direct handoff: the waiter need not come back to
--- ask). Takes heads off the queue until one is granted; `self` is the caller's own member, which
--- is returned without a message (the caller takes the lock itself: it is alive, it is calling).
--- A head past its deadline is dead, and so is every other entry past it: they all go at once,
+-- ask). Goes down the queue until one is granted; `self` is the caller's own member, which is
+-- returned without a message (the caller takes the lock itself: it is alive, it is calling).
+-- An entry past its deadline is dead, and so is every other entry past it: they all go at once,
 -- so k dead waiters cost one queue timeout together (queue.lua's purgeExpired). A grant lives
 -- min(lease, queueTimeout): a waiter that is gone (stopped) holds the lock up the queue timeout
--- at most; a live one extends it. PUBLISH reaching nobody means the waiter's process is gone
--- (its subscription went with its connection): skipped in the same call, unless receivers cannot
--- be counted (classic pub/sub on a Cluster counts one node only). `localClient` (a release's own
--- client) gets no message either: its waiter is told from the script's reply. The message (and
--- the told field) is "<field>@<µs>", `nowUs` being the grant's time (see clock).
+-- at most; a live one extends it. PUBLISH reaching nobody means the waiter cannot hear now: its
+-- process is gone (its subscription went with its connection), or its subscriber is reconnecting.
+-- It is passed over in the same call, but keeps its place: a live one asks again once subscribed
+-- (and its heartbeat keeps the entry), so a blip costs it the grants made meanwhile, not its turn;
+-- a dead one's entries run out at their deadline, passed over by every grant until then. Unless
+-- receivers cannot be counted (classic pub/sub on a Cluster counts one node only): then the grant
+-- stands. `localClient` (a release's own client) gets no message either: its waiter is told from
+-- the script's reply. The message (and the told field) is "<field>@<µs>", `nowUs` being the
+-- grant's time (see clock).
 -- Returns the member granted, or false; and "<field>@<µs>" when it went to `localClient`
 -- without a message.
 local function grantNext(nowMs, nowUs, self, queueTimeout, channelPrefix, publishCommand, trustReceivers, localClient)
   -- %d: Lua's own number-to-string keeps 14 digits, which would round the stamp to 100 µs.
   local stamp = '@' .. string.format('%d', nowUs)
+  -- Entries before `at` are live but could not hear: passed over, in place.
+  local at = 0
   while true do
-    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+    local head = redis.call('zrange', KEYS[2], at, at)[1]
     if not head then
       return false
     end
@@ -44,20 +50,22 @@ local function grantNext(nowMs, nowUs, self, queueTimeout, channelPrefix, publis
     end
     local deadline = tonumber(redis.call('zscore', KEYS[3], head))
     if deadline == nil or deadline <= nowMs then
-      -- Dead: it and every other dead entry go in one sweep (and a head without a deadline).
+      -- Dead: it and every other dead entry go in one sweep (and a head without a deadline). None
+      -- of those passed over is dead, so `at` names the next entry now.
       purgeExpired(nowMs)
       redis.call('zrem', KEYS[2], head)
     else
-      removeEntry(head)
       local lease, field = string.match(head, '^(%d+):(.*)$')
       local clientId = string.match(field, '^([^:]*):')
       local told = clientId == localClient
       local grant = field .. stamp
       if told or redis.call(publishCommand, channelPrefix .. clientId, grant) > 0 or trustReceivers ~= '1' then
+        removeEntry(head)
         redis.call('hset', KEYS[1], field, 1)
         redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
         return head, told and grant or nil
       end
+      at = at + 1
     end
   end
 end
