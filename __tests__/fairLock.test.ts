@@ -197,12 +197,13 @@ describe('dead and stopped waiters', () => {
     for (const at of taken) expect(at - released).toBeLessThan(queueTimeout * 2.5);
   }, 30_000);
 
-  test('waiters of a killed process are skipped by the release itself, all of them at once', async () => {
+  test('waiters of a killed process are skipped by the release itself, all of them at once, its channel published to once', async () => {
     const name = uniqueName();
     const holder = redis.client().getFairLock(name);
     await holder.lock();
     const dead = waiterProcess(name, 30_000, 0);
-    const live = waiterProcess(name, 30_000, 0);
+    // Holds a while, so that its own release comes after the count below.
+    const live = waiterProcess(name, 30_000, 3_000);
     await Promise.all([dead, live].map((p) => p.line((line) => line.startsWith('ready'))));
     for (const id of ['d1', 'd2', 'd3']) dead.send(`wait ${id}`);
     await until('3 dead-to-be waiters are queued', async () => (await queueLength(name)) === 3);
@@ -213,8 +214,12 @@ describe('dead and stopped waiters', () => {
       const [, count] = (await redis.admin.pubsub('NUMSUB', `rlock__grant:{${name}}:${dead.lines[0]!.split(' ')[1]}`)) as [string, number];
       return Number(count) === 0;
     });
+    const publishes = async (): Promise<number> => (await commandCounts(redis.admin)).publish ?? 0;
+    const publishedBefore = await publishes();
     const released = performance.now();
     await holder.unlock();
+    // One message to the dead client (its receiver count tells for its three entries), one to the live one.
+    expect((await publishes()) - publishedBefore).toBe(2);
     await live.line((line) => line.startsWith('acquired l1'));
     // Well below the 30 s queue timeout: the dead entries cost nothing.
     expect(performance.now() - released).toBeLessThan(3_000);

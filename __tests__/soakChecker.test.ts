@@ -127,6 +127,17 @@ test('FIFO: a waiter queued first must not be granted after one queued later, un
   expect(checkFifo([first, hold(2, 10, 12)], [], [])).toEqual([]);
 });
 
+test("FIFO: a waiter passed over while its worker's subscriber was down (it could not hear its grant) is excused; another worker's outage is not", () => {
+  const first = hold(0, 13, 20, { w: 1, queuedSent: 0, queuedReplied: 1 });
+  const second = hold(2, 10, 12, { w: 2, queuedSent: 2, queuedReplied: 3 });
+  expect(checkFifo([first, second], [], [], [{ w: 1, from: 5, to: 11 }])).toEqual([]);
+  expect(checkFifo([first, second], [], [], [{ w: 1, from: 5, to: null }])).toEqual([]);
+  // Down before it queued, or after its grant, or another worker's: still a violation.
+  expect(checkFifo([first, second], [], [], [{ w: 1, from: -5, to: -1 }])).toHaveLength(1);
+  expect(checkFifo([first, second], [], [], [{ w: 1, from: 14, to: 16 }])).toHaveLength(1);
+  expect(checkFifo([first, second], [], [], [{ w: 2, from: 5, to: 11 }])).toHaveLength(1);
+});
+
 describe('the read-write lock: no writer beside anyone', () => {
   const rw = readWriteLock.invariant;
   const write = (sent: number, granted: number, end: number, more: Partial<Hold> = {}): Hold => {

@@ -2,7 +2,10 @@
 // synthetic event lists. It proves exclusion from the holders' own records and attributes every
 // overlap exactly: an overlap is excused only by a fault that removed one of the two holds
 // before the other was granted, and only when that hold's owner was told.
-import { restartLostDataBetween, type Fault, type Force, type Hold } from './records';
+import { restartLostDataBetween, type DeafLine, type Fault, type Force, type Hold } from './records';
+
+/** A worker's subscriber down from `from` to `to` (null: until the end). */
+export type Deafness = Omit<DeafLine, 'k'>;
 
 /** What a primitive promises about its holds on one resource (see invariants.ts for the rest). */
 export interface Invariant {
@@ -166,14 +169,18 @@ export function describe({ lock, a, b }: Overlap, forces: Force[], faults: Fault
  * A waiter queued strictly before another (its last queueing reply came before the other's
  * first queueing attempt was sent) must then be granted before it, unless a fault fell between
  * its queueing and its grant (a restart empties the queue, a pause or a killed connection can
- * let its entry run out, a force hands the lock on).
+ * let its entry run out, a force hands the lock on), or its worker's subscriber was down in
+ * between (`deaf`): a release passes over a waiter that cannot hear its grant, which keeps its
+ * place for the release after it hears again. A fault's record ends when it was made, while
+ * the subscribers it cut reconnect up to a few hundred ms later.
  */
-export function checkFifo(holds: Hold[], forces: Force[], faults: Fault[]): string[] {
+export function checkFifo(holds: Hold[], forces: Force[], faults: Fault[], deaf: Deafness[] = []): string[] {
   const violations: string[] = [];
   const queuedHolds = holds.filter((hold) => hold.queuedSent !== null && hold.queuedReplied !== null); // others never queued
   const faultBetween = (lock: string, from: number, to: number): boolean =>
     forces.some((f) => f.lock === lock && f.holders.length > 0 && f.done >= from && f.sent <= to) ||
     faults.some((f) => f.end >= from && f.at <= to);
+  const deafBetween = (worker: number, from: number, to: number): boolean => deaf.some((d) => d.w === worker && (d.to ?? Infinity) >= from && d.from <= to);
   for (const [lock, queued] of byLock(queuedHolds)) {
     const byQueued = [...queued].sort((x, y) => x.queuedReplied! - y.queuedReplied!);
     const byQueueSent = [...queued].sort((x, y) => x.queuedSent! - y.queuedSent!);
@@ -186,7 +193,7 @@ export function checkFifo(holds: Hold[], forces: Force[], faults: Fault[]): stri
         if (!latest || byQueued[i]!.granted > latest.granted) latest = byQueued[i];
         i++;
       }
-      if (latest && latest.granted > b.granted && !faultBetween(lock, latest.queuedSent!, latest.granted)) {
+      if (latest && latest.granted > b.granted && !faultBetween(lock, latest.queuedSent!, latest.granted) && !deafBetween(latest.w, latest.queuedSent!, latest.granted)) {
         violations.push(`FIFO on ${lock}: ${describeHold(latest)} was queued before ${describeHold(b)} but granted after it`);
       }
     }

@@ -60,7 +60,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const data = dataServer.connect();
   const keyPrefix = `soak:${process.pid}:${Date.now()}:`;
   const locks = [...Array.from({ length: options.hotLocks }, (_, i) => `hot${i}`), CHAOS_LOCK];
-  // Set once the first workers are ready (see waitReady).
+  // Set once the first workers are ready (see Readiness).
   let clock: RunClock | undefined;
   const lines: WorkerLine[] = [];
   // Streamed, not built at the end: a long run's lines outgrow the longest string V8 can make.
@@ -94,7 +94,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const start = now();
     const deadline = start + options.durationMs;
     clock = { start, deadline, giveUpAt: deadline + options.leaseTime + 1000 };
-    for (const w of workers) w.child.stdin!.end(`${JSON.stringify(clock)}\n`);
+    for (const w of workers) {
+      w.child.stdin!.on('error', () => undefined); // a worker dead already: its exit is reported below
+      w.child.stdin!.end(`${JSON.stringify(clock)}\n`);
+    }
     const warmup = Math.min(2000, options.durationMs / 5);
     const records = await injectFaults(server, {
       kinds: options.faults,
@@ -151,6 +154,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   }
 }
 
+/** How long the first workers may take to set up (a loaded machine took seconds). */
+const READY_TIMEOUT_MS = 60_000;
+
 /**
  * The first workers' readiness: the run's clock starts once every one of them has set up (tsx
  * compiles the library in each; on a busy machine that took seconds and ate short runs).
@@ -160,21 +166,31 @@ class Readiness {
   private resolve!: () => void;
   private readonly done = new Promise<void>((resolve) => (this.resolve = resolve));
 
-  constructor(private readonly count: number) {}
+  constructor(private readonly count: number) {
+    if (count === 0) this.resolve();
+  }
 
   add(worker: number): void {
     this.seen.add(worker);
     if (this.seen.size === this.count) this.resolve();
   }
 
-  /** Resolves once all are ready; rejects when one of them exits first. */
-  async all(workers: WorkerProcess[]): Promise<void> {
+  /** Resolves once all are ready; rejects when one of them exits first, or after `timeoutMs`. */
+  async all(workers: WorkerProcess[], timeoutMs = READY_TIMEOUT_MS): Promise<void> {
     const exited = workers.map(async (w) => {
       const { code, signal, stderr } = await w.closed;
       if (this.seen.size === this.count) return;
-      throw new Error(`worker ${w.worker} exited with ${code ?? signal} before it was ready: ${stderr.slice(0, 2000)}`);
+      throw new Error(`worker ${w.worker} exited with ${code ?? signal} before the run started: ${stderr.slice(0, 2000)}`);
     });
-    await Promise.race([this.done, ...exited]);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${this.count - this.seen.size} of ${this.count} workers not ready after ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      await Promise.race([this.done, late, ...exited]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
 

@@ -6,7 +6,7 @@ import type { FaultRecords } from './faults';
 import { duringFault, toldAfterFault, waitsAfterFaults, waitsOf, type Spread } from './figures';
 import type { SoakOptions } from './harness';
 import { checkCapacity, checkLatch, checkTokens, type InvariantResult } from './invariants';
-import type { DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, Op, OpLine, OpReplyLine, WorkerLine } from './records';
+import type { DeafLine, DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, Op, OpLine, OpReplyLine, WorkerLine } from './records';
 
 export interface SoakReport {
   options: SoakOptions;
@@ -63,6 +63,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   const done: DoneLine[] = [];
   const opLines: OpLine[] = [];
   const opReplies = new Map<string, OpReplyLine>();
+  const deaf: DeafLine[] = [];
   for (const line of lines) {
     if (line.k === 'g') grants.set(`${line.w}.${line.id}`, line);
     else if (line.k === 'e') ends.set(`${line.w}.${line.id}`, line);
@@ -70,6 +71,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
     else if (line.k === 'err') errors.push(line);
     else if (line.k === 'op') opLines.push(line);
     else if (line.k === 'opr') opReplies.set(`${line.w}.${line.id}`, line);
+    else if (line.k === 'deaf') deaf.push(line);
     else if (line.k === 'done') done.push(line);
   }
   const holds: Hold[] = [];
@@ -94,7 +96,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   const alive = holds.filter((h) => h.outcome !== 'killed');
   const exclusion = checkExclusion(alive, forces, faults, input.invariant);
   violations.push(...exclusion.violations);
-  if (input.invariant.fifo) violations.push(...checkFifo(alive, forces, faults));
+  if (input.invariant.fifo) violations.push(...checkFifo(alive, forces, faults, deaf));
   const ops: Op[] = opLines.map(({ k: _, ...op }) => {
     const reply = opReplies.get(`${op.w}.${op.id}`);
     return { ...op, replied: reply?.replied ?? null, ok: reply?.ok ?? false };

@@ -81,6 +81,29 @@ export class Recorder {
   }
 
   /**
+   * Records when the subscriber the library makes from `redis` (its `duplicate()`) is down: from
+   * its first `close` to its next `ready`. Returns the finish: a window still open is recorded
+   * as open-ended.
+   */
+  hookSubscriber(redis: Redis): () => void {
+    let downSince: number | undefined;
+    const duplicate = redis.duplicate.bind(redis);
+    redis.duplicate = ((...args: Parameters<Redis['duplicate']>) => {
+      const subscriber = duplicate(...args);
+      subscriber.on('close', () => (downSince ??= now()));
+      subscriber.on('ready', () => {
+        if (downSince !== undefined) this.emit({ k: 'deaf', w: this.worker, from: downSince, to: now() });
+        downSince = undefined;
+      });
+      return subscriber;
+    }) as Redis['duplicate'];
+    return () => {
+      if (downSince !== undefined) this.emit({ k: 'deaf', w: this.worker, from: downSince, to: null });
+      downSince = undefined;
+    };
+  }
+
+  /**
    * Records the attempts the library sends on `redis` (its command connection) for the call in
    * whose context they are sent: scripts sent before the grant are acquire attempts.
    */

@@ -118,6 +118,18 @@ export interface Op extends Omit<OpLine, 'k'> {
   ok: boolean;
 }
 
+/**
+ * A worker line: its client's subscriber connection was down from `from` to `to` (closed, then
+ * ready again; `to` null: still down when the worker finished). Its waiters could not hear a
+ * grant meanwhile, so a release passed them over (fair lock).
+ */
+export interface DeafLine {
+  k: 'deaf';
+  w: number;
+  from: number;
+  to: number | null;
+}
+
 /** A worker line: the worker is set up and waits for the run's clock (the first workers only). */
 export interface ReadyLine {
   k: 'ready';
@@ -131,7 +143,7 @@ export interface DoneLine {
   stats: Record<string, number>;
 }
 
-export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | OpLine | OpReplyLine | ReadyLine | DoneLine;
+export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | OpLine | OpReplyLine | DeafLine | ReadyLine | DoneLine;
 
 /** A hold as the checker sees it: the grant and end lines merged. */
 export interface Hold extends Omit<GrantLine, 'k'>, Omit<EndLine, 'k' | 'w' | 'id'> {}

@@ -23,6 +23,7 @@ commands.on('error', () => undefined);
 data.on('error', () => undefined);
 const recorder = new Recorder(args.worker, args.keyPrefix, data, primitive.adapter.errors);
 recorder.hookCommands(commands);
+const finishDeafness = recorder.hookSubscriber(commands);
 const client = new LockClient({ redis: commands, keyPrefix: args.keyPrefix, watchdogTimeout: args.watchdogTimeout, name: `soak-${args.worker}` });
 const undo = primitive.adapter.setup(client, recorder);
 
@@ -62,6 +63,7 @@ async function main(): Promise<void> {
   const overTimer = setTimeout(() => over.abort(new DOMException('the soak is over', 'TimeoutError')), Math.max(0, config.giveUpAt - now()));
   const stopProbe = process.env.SOAK_DEBUG ? startPubSubProbe(client, config) : () => undefined;
   await Promise.all(Array.from({ length: config.tasks }, () => task(config)));
+  finishDeafness();
   recorder.emit({ k: 'done', w: config.worker, stats: client.stats });
   clearTimeout(overTimer);
   undo();

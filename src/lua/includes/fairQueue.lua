@@ -20,52 +20,63 @@ end
 -- Hands the free lock to the first live waiter (direct handoff: the waiter need not come back to
 -- ask). Goes down the queue until one is granted; `self` is the caller's own member, which is
 -- returned without a message (the caller takes the lock itself: it is alive, it is calling).
--- An entry past its deadline is dead, and so is every other entry past it: they all go at once,
--- so k dead waiters cost one queue timeout together (queue.lua's purgeExpired). A grant lives
--- min(lease, queueTimeout): a waiter that is gone (stopped) holds the lock up the queue timeout
--- at most; a live one extends it. PUBLISH reaching nobody means the waiter cannot hear now: its
--- process is gone (its subscription went with its connection), or its subscriber is reconnecting.
--- It is passed over in the same call, but keeps its place: a live one asks again once subscribed
--- (and its heartbeat keeps the entry), so a blip costs it the grants made meanwhile, not its turn;
--- a dead one's entries run out at their deadline, passed over by every grant until then. Unless
--- receivers cannot be counted (classic pub/sub on a Cluster counts one node only): then the grant
--- stands. `localClient` (a release's own client) gets no message either: its waiter is told from
--- the script's reply. The message (and the told field) is "<field>@<µs>", `nowUs` being the
--- grant's time (see clock).
+-- Entries past their deadline are dead and go first, all at once, so k dead waiters cost one
+-- queue timeout together (queue.lua's purgeExpired). A grant lives min(lease, queueTimeout): a
+-- waiter that is gone (stopped) holds the lock up the queue timeout at most; a live one extends
+-- it. PUBLISH reaching nobody means the waiter's client cannot hear now: its process is gone (its
+-- subscription went with its connection), or its subscriber is reconnecting. Its entries are
+-- passed over in the same call but keep their place: a live client asks again once subscribed
+-- (its heartbeat keeps the entries meanwhile), so a blip costs its waiters the grants made
+-- meanwhile, not their turn; a dead one's entries run out at their deadline. A client found deaf
+-- is not published to again in the call (its receiver count cannot change inside a script), and
+-- the queue is read in batches, so a dead process's k entries cost each grant one PUBLISH and a
+-- read of k members. Unless receivers cannot be counted (classic pub/sub on a Cluster counts one
+-- node only): then the grant stands. `localClient` (a release's own client) gets no message
+-- either: its waiter is told from the script's reply. The message (and the told field) is
+-- "<field>@<µs>", `nowUs` being the grant's time (see clock).
 -- Returns the member granted, or false; and "<field>@<µs>" when it went to `localClient`
 -- without a message.
 local function grantNext(nowMs, nowUs, self, queueTimeout, channelPrefix, publishCommand, trustReceivers, localClient)
   -- %d: Lua's own number-to-string keeps 14 digits, which would round the stamp to 100 µs.
   local stamp = '@' .. string.format('%d', nowUs)
-  -- Entries before `at` are live but could not hear: passed over, in place.
-  local at = 0
+  purgeExpired(nowMs)
+  local deaf = {}
+  -- Entries before `from` were passed over, in place. The head alone first: it is granted
+  -- unless its client cannot hear.
+  local from, size = 0, 1
   while true do
-    local head = redis.call('zrange', KEYS[2], at, at)[1]
-    if not head then
+    local batch = redis.call('zrange', KEYS[2], from, from + size - 1)
+    size = 32
+    if #batch == 0 then
       return false
     end
-    if head == self then
-      removeEntry(head)
-      return head
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-    if deadline == nil or deadline <= nowMs then
-      -- Dead: it and every other dead entry go in one sweep (and a head without a deadline). None
-      -- of those passed over is dead, so `at` names the next entry now.
-      purgeExpired(nowMs)
-      redis.call('zrem', KEYS[2], head)
-    else
-      local lease, field = string.match(head, '^(%d+):(.*)$')
-      local clientId = string.match(field, '^([^:]*):')
-      local told = clientId == localClient
-      local grant = field .. stamp
-      if told or redis.call(publishCommand, channelPrefix .. clientId, grant) > 0 or trustReceivers ~= '1' then
-        removeEntry(head)
-        redis.call('hset', KEYS[1], field, 1)
-        redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
-        return head, told and grant or nil
+    local kept = #batch
+    for i = 1, #batch do
+      local member = batch[i]
+      if member == self then
+        removeEntry(member)
+        return member
       end
-      at = at + 1
+      local lease, field = string.match(member, '^(%d+):(.*)$')
+      local clientId = string.match(field, '^([^:]*):')
+      if not deaf[clientId] then
+        if not redis.call('zscore', KEYS[3], member) then
+          -- No deadline (never refreshed): dead.
+          redis.call('zrem', KEYS[2], member)
+          kept = kept - 1
+        else
+          local told = clientId == localClient
+          local grant = field .. stamp
+          if told or redis.call(publishCommand, channelPrefix .. clientId, grant) > 0 or trustReceivers ~= '1' then
+            removeEntry(member)
+            redis.call('hset', KEYS[1], field, 1)
+            redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
+            return member, told and grant or nil
+          end
+          deaf[clientId] = true
+        end
+      end
     end
+    from = from + kept
   end
 end
