@@ -180,6 +180,27 @@ test('watch refreshes until interrupted', async () => {
   expect(frames[0]).toMatchObject({ name: 'w', locked: false });
 });
 
+test('watch stops at Ctrl-C while Redis does not answer its refresh, not after --timeout', async () => {
+  const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--timeout', '30000', '--json', 'watch', 'w2', '--interval', '100'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  await until('watch printed a frame', () => stdout.includes('\n'), 20_000);
+  redis.server.pause();
+  try {
+    // No frame can come while Redis is paused: ten intervals on, a refresh waits for its reply.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const frames = stdout.split('\n').filter(Boolean).length;
+    const interrupted = performance.now();
+    child.kill('SIGINT');
+    expect(await closed).toBe(0);
+    expect(performance.now() - interrupted).toBeLessThan(5_000);
+    expect(stdout.split('\n').filter(Boolean)).toHaveLength(frames);
+  } finally {
+    redis.server.resume();
+  }
+}, 60_000);
+
 test('watch shows what inspect recognises: a write-held read-write lock as locked in write mode, not free', async () => {
   const client = redis.client();
   await client.getReadWriteLock('ww').writeLock().lock();

@@ -290,9 +290,16 @@ function buildProgram(): Command {
         const onSignal = (): void => stop.abort();
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);
+        const stopped = new Promise<undefined>((resolve) => stop.signal.addEventListener('abort', () => resolve(undefined), { once: true }));
         try {
           while (!stop.signal.aborted) {
-            const { text, json } = await view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
+            // Ctrl-C during a refresh that Redis does not answer stops now, not after --timeout:
+            // closing the client ends the refresh.
+            const refresh = (async () => view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind)))();
+            refresh.catch(() => undefined);
+            const frame = await Promise.race([refresh, stopped]);
+            if (!frame) break;
+            const { text, json } = frame;
             if (options.json) console.log(JSON.stringify({ at: new Date().toISOString(), ...json }));
             else {
               if (process.stdout.isTTY) process.stdout.write('\x1b[2J\x1b[H');

@@ -1,5 +1,8 @@
 // Fault 3: the subscriber connection is killed (CLIENT KILL TYPE pubsub) while waiters wait.
+import { Redis } from 'ioredis';
 import { holdAllWithWaiters } from '../helpers/contenders';
+import type { ChannelEntry } from '../../src/services/ChannelEntry';
+import { LockPubSub } from '../../src/services/LockPubSub';
 import { commandCounts } from '../helpers/testRedis';
 import { usePrivateRedis, parkedWaiters, subscribers } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
@@ -91,5 +94,45 @@ test('every primitive: releases published while the subscriber is away (killed) 
     // A latch's await has no bound at all; every other wait would last its 30 s lease.
     expect(gotAt() - releasedAt).toBeLessThan(3_000);
     console.log(`subscriber killed, ${kind}: the waiter had it ${Math.round(gotAt() - releasedAt)} ms after the release`);
+  }
+});
+
+test("a channel joined while the subscriber's handshake runs is subscribed after it: the ready check is not refused and the connection is not dropped", async () => {
+  // ioredis writes a SUBSCRIBE at once while the connection is up but not ready (SUBSCRIBE may run
+  // while Redis loads), ahead of its ready check's INFO, which Redis then refuses in subscriber
+  // mode: the connection was dropped and made again, and waiters could not hear meanwhile (the
+  // fair-lock soak saw grants passed over then).
+  const subscriber = new Redis(redis.server.url, { connectionName: 'handshake-test' });
+  const events: string[] = [];
+  subscriber.on('close', () => events.push('close'));
+  subscriber.on('error', (error: Error) => events.push(`error: ${error.message}`));
+  const pubsub = new LockPubSub(() => subscriber, async () => 'publish');
+  try {
+    const joined = new Promise<ChannelEntry>((resolve) => subscriber.once('connect', () => resolve(pubsub.join('handshake:channel'))));
+    const entry = await joined;
+    expect(await entry.subscribed).toBe(true);
+    expect(Number(((await redis.admin.pubsub('NUMSUB', 'handshake:channel')) as [string, number])[1])).toBe(1);
+    expect(subscriber.status).toBe('ready');
+    expect(events).toEqual([]);
+  } finally {
+    await pubsub.close();
+  }
+});
+
+test('a client on a lazyConnect connection: its subscriber connects, and a release wakes the waiter by message', async () => {
+  const connection = new Redis(redis.server.url, { lazyConnect: true });
+  const client = redis.client({ redis: connection });
+  try {
+    const holder = redis.client().getLock('lazy-subscriber');
+    await holder.lock(); // 30 s watchdog lease: a waiter left to its pttl would wait that long
+    const waiting = client.getLock('lazy-subscriber').tryLock({ waitTime: 20_000 });
+    await until('the waiter subscribed', async () => (await subscribers(redis.admin, 'lazy-subscriber')) === 1);
+    const released = performance.now();
+    await holder.unlock();
+    expect(await waiting).toBe(true);
+    expect(performance.now() - released).toBeLessThan(3_000);
+  } finally {
+    await client.close();
+    connection.disconnect();
   }
 });

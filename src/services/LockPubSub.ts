@@ -132,10 +132,14 @@ export class LockPubSub {
 
   /**
    * Sends the (un)subscribes one after another, in the order join/leave asked for them, so a later
-   * SUBSCRIBE wins; the next is sent without waiting for the reply. On a Cluster each waits until
-   * the subscriber is ready: ioredis would queue it offline and, on ready, route it by a slot map
-   * that may lack the slot (a slot not served), and the TypeError that ioredis 5/6 then throws
-   * escapes into the process. Sent while ready, the same failure is a rejection here.
+   * SUBSCRIBE wins; the next is sent without waiting for the reply. Each waits until the
+   * subscriber is ready. A single connection that is up but not ready yet writes a SUBSCRIBE at
+   * once (ioredis lets commands that may run while Redis loads through), ahead of its ready
+   * check's INFO, which Redis then refuses in subscriber mode: ioredis dropped the connection and
+   * made it again, and waiters could not hear meanwhile (the fair-lock soak saw grants passed
+   * over). On a Cluster ioredis would queue it offline and, on ready, route it by a slot map that
+   * may lack the slot (a slot not served), and the TypeError that ioredis 5/6 then throws escapes
+   * into the process. Sent while ready, the same failure is a rejection here.
    */
   private serially<T>(send: (subscriber: Redis | Cluster, sharded: boolean) => Promise<T>): Promise<T> {
     const turn = this.queue.then(async () => {
@@ -146,8 +150,11 @@ export class LockPubSub {
       // would open a new one (an UNSUBSCRIBE of a waiter that left just before close() did).
       if (this.closed) throw new Error('closed');
       const subscriber = this.connect(sharded);
-      if (subscriber.isCluster && subscriber.status !== 'ready') {
-        await new Promise((resolve) => subscriber.once('ready', resolve));
+      if (subscriber.status !== 'ready') {
+        const ready = new Promise((resolve) => subscriber.once('ready', resolve));
+        // A duplicate of a lazyConnect connection connects on its first command, which now waits.
+        if (subscriber.status === 'wait') subscriber.connect().catch(() => undefined);
+        await ready;
         if (this.closed) throw new Error('closed');
       }
       return { reply: send(subscriber, sharded) }; // boxed: the queue waits for the send, not the reply
