@@ -305,13 +305,10 @@ function buildProgram(): Command {
               if (process.stdout.isTTY) process.stdout.write('\x1b[2J\x1b[H');
               console.log(`${new Date().toISOString()}  (Ctrl-C to stop)\n${text}`);
             }
-            await new Promise<void>((resolve) => {
-              const timer = setTimeout(resolve, interval);
-              stop.signal.addEventListener('abort', () => {
-                clearTimeout(timer);
-                resolve();
-              }, { once: true });
-            });
+            // One listener for the whole watch (`stopped`): one per refresh would pile up.
+            let timer: NodeJS.Timeout | undefined;
+            await Promise.race([new Promise((resolve) => (timer = setTimeout(resolve, interval))), stopped]);
+            clearTimeout(timer);
           }
         } finally {
           process.off('SIGINT', onSignal);

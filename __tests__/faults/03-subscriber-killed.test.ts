@@ -136,3 +136,19 @@ test('a client on a lazyConnect connection: its subscriber connects, and a relea
     connection.disconnect();
   }
 });
+
+test('a subscriber that ioredis gave up on (retryStrategy null, then killed): a later subscribe fails at once instead of queueing every later one behind it for good', async () => {
+  const subscriber = new Redis(redis.server.url, { retryStrategy: () => null, connectionName: 'ended-subscriber' });
+  subscriber.on('error', () => undefined);
+  const pubsub = new LockPubSub(() => subscriber, async () => 'publish');
+  try {
+    expect(await pubsub.join('ended:a').subscribed).toBe(true);
+    await redis.admin.client('KILL', 'TYPE', 'pubsub');
+    await until('ioredis ended the subscriber', () => subscriber.status === 'end');
+    const later = pubsub.join('ended:b');
+    expect(await later.subscribed).toBe(false);
+    expect(later.failed).toBe(true);
+  } finally {
+    await pubsub.close();
+  }
+});

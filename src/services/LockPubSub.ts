@@ -4,6 +4,29 @@ import { ChannelEntry } from './ChannelEntry';
 import type { PublishCommand } from './scripts';
 import { reviveWhenEnded } from './reviveEnded';
 
+/**
+ * Resolves when `subscriber` is ready; rejects when it ends first (closed by us, or given up by
+ * ioredis): a subscribe that fails so is tried again on the next 'ready' (retryFailed), and its
+ * waiters poll at their pttl meanwhile, instead of the serial queue waiting for good.
+ */
+function untilReady(subscriber: Redis | Cluster): Promise<void> {
+  if (subscriber.status === 'end') return Promise.reject(new Error('the subscriber connection ended'));
+  return new Promise((resolve, reject) => {
+    const onReady = (): void => {
+      subscriber.off('end', onEnd);
+      resolve();
+    };
+    const onEnd = (): void => {
+      subscriber.off('ready', onReady);
+      reject(new Error('the subscriber connection ended'));
+    };
+    subscriber.once('ready', onReady);
+    subscriber.once('end', onEnd);
+    // A duplicate of a lazyConnect connection connects on its first command, which now waits.
+    if (subscriber.status === 'wait') subscriber.connect().catch(() => undefined);
+  });
+}
+
 /** How long a sharded SUBSCRIBE may go unanswered before a slot refresh sends it again. */
 const SUBSCRIBE_ANSWER_MS = 1000;
 
@@ -150,13 +173,7 @@ export class LockPubSub {
       // would open a new one (an UNSUBSCRIBE of a waiter that left just before close() did).
       if (this.closed) throw new Error('closed');
       const subscriber = this.connect(sharded);
-      if (subscriber.status !== 'ready') {
-        const ready = new Promise((resolve) => subscriber.once('ready', resolve));
-        // A duplicate of a lazyConnect connection connects on its first command, which now waits.
-        if (subscriber.status === 'wait') subscriber.connect().catch(() => undefined);
-        await ready;
-        if (this.closed) throw new Error('closed');
-      }
+      if (subscriber.status !== 'ready') await untilReady(subscriber);
       return { reply: send(subscriber, sharded) }; // boxed: the queue waits for the send, not the reply
     });
     this.queue = turn.catch(() => undefined);
