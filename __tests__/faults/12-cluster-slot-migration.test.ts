@@ -110,3 +110,41 @@ describe("every primitive's waiter follows its slot to another master", () => {
     }
   }, 60_000);
 });
+
+test('holds of one slot, renewed in one call, keep their leases while the slot is half migrated (TRYAGAIN): the watchdog renews them one by one', async () => {
+  // Not shorter: ioredis retries a refused call 16 times, 100 ms apart, before it fails.
+  const lease = 6_000;
+  const connection = clusterOf().connect();
+  const client = new LockClient({ redis: connection, watchdogTimeout: lease });
+  const direct = clusterOf().servers.map((server) => server.connect());
+  const lost: string[] = [];
+  client.on('lockLost', ({ name }: { name: string }) => lost.push(name));
+  const names = ['{half-migrated}a', '{half-migrated}b'];
+  const slot = calculateSlot(names[0]!);
+  const fromPort = await slotOwnerPort(connection, names[0]!);
+  const fromIndex = clusterOf().servers.findIndex((server) => server.port === fromPort);
+  const toIndex = (fromIndex + 1) % clusterOf().servers.length;
+  const [from, to] = [direct[fromIndex]!, direct[toIndex]!];
+  const toPort = clusterOf().servers[toIndex]!.port;
+  try {
+    for (const name of names) await client.getLock(name).lock(); // kept by the watchdog, in one call
+    // Half migrated, as a reshard leaves a slot between two MIGRATE calls: one key moved.
+    await to.cluster('SETSLOT', slot, 'IMPORTING', await from.cluster('MYID'));
+    await from.cluster('SETSLOT', slot, 'MIGRATING', await to.cluster('MYID'));
+    await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', names[0]!);
+    const refused = await from.eval("return redis.call('pttl', KEYS[1])", 2, ...names).then(() => '', (error: Error) => error.message);
+    expect(refused).toMatch(/^TRYAGAIN/);
+    // Two leases: a call refused tick after tick would let both run out within the first.
+    const stop = performance.now() + 2 * lease;
+    while (performance.now() < stop && lost.length === 0) await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(lost).toEqual([]);
+    for (const name of names) expect(await connection.pttl(name)).toBeGreaterThan(0);
+  } finally {
+    await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', names[1]!).catch(() => undefined);
+    const toId = await to.cluster('MYID');
+    for (const node of [to, from]) await node.cluster('SETSLOT', slot, 'NODE', toId);
+    await client.close();
+    connection.disconnect();
+    for (const redis of direct) redis.disconnect();
+  }
+}, 60_000);

@@ -262,7 +262,8 @@ export class ExpirationRenewal {
     await Promise.all(calls);
   }
 
-  private async renewBatch(batch: RenewalEntry[]): Promise<void> {
+  /** `failed` hears a call that failed (the client's `renewalFailed`; once per batch of singles). */
+  private async renewBatch(batch: RenewalEntry[], failed = this.onFailed): Promise<void> {
     let renewed: (0 | 1)[];
     const sentAt = performance.now();
     try {
@@ -276,9 +277,19 @@ export class ExpirationRenewal {
         ...batch.map((entry) => entry.field),
       );
     } catch (error) {
+      // A Cluster slot half migrated refuses a call naming keys on both sides (TRYAGAIN, and
+      // ioredis gives up after its retries), tick after tick for as long as the migration lasts,
+      // and the locks would run out meanwhile: one call per hold then, which the slot's old or
+      // (by ASK) new master serves.
+      if (batch.length > 1 && slotInFlux(error)) {
+        let first: unknown;
+        await Promise.all(batch.map((entry) => this.renewBatch([entry], (single) => (first ??= single))));
+        if (first !== undefined) failed(first);
+        return;
+      }
       // A network error says nothing about the locks: keep them and try again next tick
       // (Redisson #2515, #3194 stopped renewing here and lost locks that were still held).
-      this.onFailed(error);
+      failed(error);
       return;
     }
     let earliest = Infinity;
@@ -320,4 +331,13 @@ function lostAt(sentAt: number, lease: number): number {
 
 function entryId(key: string, field: string): string {
   return `${key}\n${field}`;
+}
+
+/**
+ * A Cluster's refusal of a multi-key call while the keys' slot migrates: TRYAGAIN, or ioredis's
+ * "Too many Cluster redirections. Last error: ..." once its retries ran out (16, 100 ms apart;
+ * the last one may have met a MOVED or an ASK on the way, as a retry can go to another node).
+ */
+function slotInFlux(error: unknown): boolean {
+  return error instanceof Error && (/^TRYAGAIN /.test(error.message) || error.message.startsWith('Too many Cluster redirections'));
 }
