@@ -279,13 +279,19 @@ export class ExpirationRenewal {
     } catch (error) {
       // A Cluster slot half migrated refuses a call naming keys on both sides (TRYAGAIN, and
       // ioredis gives up after its retries), tick after tick for as long as the migration lasts,
-      // and the locks would run out meanwhile: one call per hold then, which the slot's old or
-      // (by ASK) new master serves.
-      if (batch.length > 1 && slotInFlux(error)) {
-        let first: unknown;
-        await Promise.all(batch.map((entry) => this.renewBatch([entry], (single) => (first ??= single))));
-        if (first !== undefined) failed(first);
-        return;
+      // and the locks would run out meanwhile: one call per lock then, which the slot's old or
+      // (by ASK) new master serves. Reported once, if any of them fails.
+      if (slotMigrating(error)) {
+        // Only holds still kept: one given up meanwhile (ioredis retried for ~1.6 s) must not be
+        // renewed again. One call per set of keys: holds naming the same keys fail alike.
+        const kept = batch.filter((entry) => this.entries.get(entryId(entry.key, entry.field)) === entry);
+        const groups = batchesOf(kept, (entry) => (entry.renewKeys ?? [entry.key]).join('\n'), BATCH_SIZE);
+        if (groups.length > 1) {
+          let first: unknown;
+          await Promise.all(groups.map((group) => this.renewBatch(group, (single) => (first ??= single))));
+          if (first !== undefined) failed(first);
+          return;
+        }
       }
       // A network error says nothing about the locks: keep them and try again next tick
       // (Redisson #2515, #3194 stopped renewing here and lost locks that were still held).
@@ -335,9 +341,11 @@ function entryId(key: string, field: string): string {
 
 /**
  * A Cluster's refusal of a multi-key call while the keys' slot migrates: TRYAGAIN, or ioredis's
- * "Too many Cluster redirections. Last error: ..." once its retries ran out (16, 100 ms apart;
- * the last one may have met a MOVED or an ASK on the way, as a retry can go to another node).
+ * "Too many Cluster redirections. Last error: ReplyError: ..." once its retries ran out (16, 100
+ * ms apart), the last one a TRYAGAIN, or a MOVED or an ASK met on the way (a retry goes to a
+ * random node). Not CLUSTERDOWN or a closed connection: a node down, which splitting the call
+ * would only hit once per hold.
  */
-function slotInFlux(error: unknown): boolean {
-  return error instanceof Error && (/^TRYAGAIN /.test(error.message) || error.message.startsWith('Too many Cluster redirections'));
+function slotMigrating(error: unknown): boolean {
+  return error instanceof Error && /^TRYAGAIN |^Too many Cluster redirections\. Last error: \w*Error: (?:TRYAGAIN|MOVED|ASK) /.test(error.message);
 }
