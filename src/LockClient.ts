@@ -37,7 +37,7 @@ export interface LockLostEvent {
 export interface LockClientEvents {
   /** A lock the watchdog kept was found no longer held by its owner (by a renewal, or by the owner's release). */
   lockLost: [LockLostEvent];
-  /** A watchdog renewal call failed (network, Redis error), once per batch of holds; it is retried next tick. */
+  /** A watchdog renewal call failed (network, Redis error), once per batch of holds (a batch a migrating Cluster slot refused: only if its per-lock resend failed too); it is retried next tick. */
   renewalFailed: [unknown];
 }
 

@@ -2,7 +2,7 @@
 // Calls follow the slot (MOVED/ASK); the sharded subscription follows it on the subscriber's
 // next slots refresh, and the waiter retries then, instead of sleeping out its pttl.
 import calculateSlot from 'cluster-key-slot';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { LockClient } from '../../src';
 import { contenderNames, contenders } from '../helpers/contenders';
 import { holdWithWaiter, slotOwnerPort, useCluster } from '../helpers/handoff';
@@ -22,6 +22,36 @@ async function migrateSlot(slot: number, from: Redis, to: Redis, toPort: number)
     await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...keys);
   }
   for (const node of [to, from]) await node.cluster('SETSLOT', slot, 'NODE', toId);
+}
+
+/**
+ * A reshard of `key`'s slot from its master (`from`) to the next one (`to`) that stops between two
+ * MIGRATE calls (`half`), and its end (`finish`, for a clean-up: it never throws).
+ */
+async function halfMigration(connection: Cluster, key: string) {
+  const direct = clusterOf().servers.map((server) => server.connect());
+  const slot = calculateSlot(key);
+  const fromPort = await slotOwnerPort(connection, key);
+  const fromIndex = clusterOf().servers.findIndex((server) => server.port === fromPort);
+  const toIndex = (fromIndex + 1) % clusterOf().servers.length;
+  const [from, to] = [direct[fromIndex]!, direct[toIndex]!];
+  const toPort = clusterOf().servers[toIndex]!.port;
+  return {
+    from,
+    /** Marks the slot migrating and moves `keys` only. */
+    async half(...keys: string[]): Promise<void> {
+      await to.cluster('SETSLOT', slot, 'IMPORTING', await from.cluster('MYID'));
+      await from.cluster('SETSLOT', slot, 'MIGRATING', await to.cluster('MYID'));
+      await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...keys);
+    },
+    async finish(): Promise<void> {
+      const left = await from.cluster('GETKEYSINSLOT', slot, 100).catch(() => [] as string[]);
+      if (left.length) await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...left).catch(() => undefined);
+      const toId = await to.cluster('MYID').catch(() => undefined);
+      for (const node of [to, from]) if (toId) await node.cluster('SETSLOT', slot, 'NODE', toId).catch(() => undefined);
+      for (const redis of direct) redis.disconnect();
+    },
+  };
 }
 
 test('a waiter on a lock whose slot moves still gets the lock after the release', async () => {
@@ -116,22 +146,14 @@ test('holds of one slot, renewed in one call, keep their leases while the slot i
   const lease = 6_000;
   const connection = clusterOf().connect();
   const client = new LockClient({ redis: connection, watchdogTimeout: lease });
-  const direct = clusterOf().servers.map((server) => server.connect());
   const lost: string[] = [];
   client.on('lockLost', ({ name }: { name: string }) => lost.push(name));
   const names = ['{half-migrated}a', '{half-migrated}b'];
-  const slot = calculateSlot(names[0]!);
-  const fromPort = await slotOwnerPort(connection, names[0]!);
-  const fromIndex = clusterOf().servers.findIndex((server) => server.port === fromPort);
-  const toIndex = (fromIndex + 1) % clusterOf().servers.length;
-  const [from, to] = [direct[fromIndex]!, direct[toIndex]!];
-  const toPort = clusterOf().servers[toIndex]!.port;
+  const migration = await halfMigration(connection, names[0]!);
+  const { from } = migration;
   try {
     for (const name of names) await client.getLock(name).lock(); // kept by the watchdog, in one call
-    // Half migrated, as a reshard leaves a slot between two MIGRATE calls: one key moved.
-    await to.cluster('SETSLOT', slot, 'IMPORTING', await from.cluster('MYID'));
-    await from.cluster('SETSLOT', slot, 'MIGRATING', await to.cluster('MYID'));
-    await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', names[0]!);
+    await migration.half(names[0]!); // one key moved
     const refused = await from.eval("return redis.call('pttl', KEYS[1])", 2, ...names).then(() => '', (error: Error) => error.message);
     expect(refused).toMatch(/^TRYAGAIN/);
     // Two leases: a call refused tick after tick would let both run out within the first.
@@ -142,10 +164,45 @@ test('holds of one slot, renewed in one call, keep their leases while the slot i
   } finally {
     await client.close();
     connection.disconnect();
-    // The slot's migration finished (the last test on this cluster; a failure here must not hide the test's own).
-    await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...names).catch(() => undefined);
-    const toId = await to.cluster('MYID').catch(() => undefined);
-    for (const node of [to, from]) if (toId) await node.cluster('SETSLOT', slot, 'NODE', toId).catch(() => undefined);
-    for (const redis of direct) redis.disconnect();
+    await migration.finish();
+  }
+}, 60_000);
+
+test("fair-lock waiters of locks in one slot keep their queue entries while the slot is half migrated: the heartbeat refreshes them one call per lock", async () => {
+  // The heartbeat beats every queueTimeout / 3; not shorter: ioredis retries a refused call ~1.6 s.
+  const queueTimeout = 6_000;
+  const connection = clusterOf().connect();
+  const holderConnection = clusterOf().connect();
+  const waiting = new LockClient({ redis: connection, queueTimeout });
+  const holder = new LockClient({ redis: holderConnection });
+  const names = ['{half-queued}a', '{half-queued}b'];
+  const migration = await halfMigration(connection, names[0]!);
+  const { from } = migration;
+  const deadlineAhead = async (name: string): Promise<number> => {
+    const [member] = await connection.zrange(`rlock__queue_expiry:${name}`, 0, 0);
+    if (member === undefined) return -Infinity; // the entry ran out (and its keys with it)
+    const deadline = Number(await connection.zscore(`rlock__queue_expiry:${name}`, member));
+    const [seconds, micros] = await from.time();
+    return deadline - (Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
+  };
+  const waits: Promise<boolean>[] = [];
+  try {
+    // Held with a lease (no watchdog) well past the test: the waiters stay queued.
+    for (const name of names) await holder.getFairLock(name).lock({ leaseTime: 60_000 });
+    // They end with ClientClosedError at the clean-up.
+    for (const name of names) waits.push(waiting.getFairLock(name).tryLock({ waitTime: 50_000 }).catch(() => false));
+    await until('both waiters are queued', async () => (await Promise.all(names.map((name) => connection.zcard(`rlock__queue:${name}`)))).every((n) => n === 1));
+    // Lock a's keys (hash, queue, deadlines) moved, lock b's not.
+    await migration.half(names[0]!, `rlock__queue:${names[0]}`, `rlock__queue_expiry:${names[0]}`);
+    // Two queue timeouts: entries the heartbeat could not refresh would be past their deadline.
+    await new Promise((resolve) => setTimeout(resolve, 2 * queueTimeout));
+    for (const name of names) expect(await deadlineAhead(name)).toBeGreaterThan(0);
+  } finally {
+    await waiting.close();
+    await holder.close();
+    await Promise.all(waits);
+    connection.disconnect();
+    holderConnection.disconnect();
+    await migration.finish();
   }
 }, 60_000);

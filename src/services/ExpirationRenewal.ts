@@ -1,5 +1,5 @@
 import { LockLostError } from '../errors';
-import { batchesOf } from './batches';
+import { batchesOf, slotMigrating } from './batches';
 import type { ScriptedRedis } from './scripts';
 import type { LockOwner } from './LockOwner';
 
@@ -337,15 +337,4 @@ function lostAt(sentAt: number, lease: number): number {
 
 function entryId(key: string, field: string): string {
   return `${key}\n${field}`;
-}
-
-/**
- * A Cluster's refusal of a multi-key call while the keys' slot migrates: TRYAGAIN, or ioredis's
- * "Too many Cluster redirections. Last error: ReplyError: ..." once its retries ran out (16, 100
- * ms apart), the last one a TRYAGAIN, or a MOVED or an ASK met on the way (a retry goes to a
- * random node). Not CLUSTERDOWN or a closed connection: a node down, which splitting the call
- * would only hit once per hold.
- */
-function slotMigrating(error: unknown): boolean {
-  return error instanceof Error && /^TRYAGAIN |^Too many Cluster redirections\. Last error: \w*Error: (?:TRYAGAIN|MOVED|ASK) /.test(error.message);
 }
