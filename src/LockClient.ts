@@ -1,4 +1,4 @@
-import { EventEmitter, setMaxListeners } from 'node:events';
+import { EventEmitter } from 'node:events';
 import { inspect } from 'node:util';
 import type { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
@@ -86,7 +86,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     super();
     // Every wait listens to it through one shared listener, kept for the client's life (abortListeners.ts).
     keepListening(this.closing.signal);
-    setMaxListeners(0, this.closing.signal);
     const checked = checkClientOptions(options);
     this.keyPrefix = checked.keyPrefix;
     this.watchdogTimeout = checked.watchdogTimeout;

@@ -10,22 +10,31 @@ import { until } from '../helpers/time';
 
 const clusterOf = useCluster({ masters: 3 });
 
-/** Moves `slot` and its keys from one master to another, as `redis-cli --cluster reshard` does. */
-async function migrateSlot(slot: number, from: Redis, to: Redis, toPort: number): Promise<void> {
-  const fromId = await from.cluster('MYID');
-  const toId = await to.cluster('MYID');
-  await to.cluster('SETSLOT', slot, 'IMPORTING', fromId);
-  await from.cluster('SETSLOT', slot, 'MIGRATING', toId);
+/** Marks `slot` as moving from one master to another, as `redis-cli --cluster reshard` does first. */
+async function beginMigration(slot: number, from: Redis, to: Redis): Promise<void> {
+  await to.cluster('SETSLOT', slot, 'IMPORTING', await from.cluster('MYID'));
+  await from.cluster('SETSLOT', slot, 'MIGRATING', await to.cluster('MYID'));
+}
+
+/** Moves the keys `slot` still has on `from`, then gives the slot to `to`. */
+async function endMigration(slot: number, from: Redis, to: Redis, toPort: number): Promise<void> {
   for (;;) {
     const keys = await from.cluster('GETKEYSINSLOT', slot, 100);
     if (keys.length === 0) break;
     await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...keys);
   }
+  const toId = await to.cluster('MYID');
   for (const node of [to, from]) await node.cluster('SETSLOT', slot, 'NODE', toId);
 }
 
+/** Moves `slot` and its keys from one master to another. */
+async function migrateSlot(slot: number, from: Redis, to: Redis, toPort: number): Promise<void> {
+  await beginMigration(slot, from, to);
+  await endMigration(slot, from, to, toPort);
+}
+
 /**
- * A reshard of `key`'s slot from its master (`from`) to the next one (`to`) that stops between two
+ * A reshard of `key`'s slot from its master (`from`) to the next one that stops between two
  * MIGRATE calls (`half`), and its end (`finish`, for a clean-up: it never throws).
  */
 async function halfMigration(connection: Cluster, key: string) {
@@ -40,15 +49,11 @@ async function halfMigration(connection: Cluster, key: string) {
     from,
     /** Marks the slot migrating and moves `keys` only. */
     async half(...keys: string[]): Promise<void> {
-      await to.cluster('SETSLOT', slot, 'IMPORTING', await from.cluster('MYID'));
-      await from.cluster('SETSLOT', slot, 'MIGRATING', await to.cluster('MYID'));
+      await beginMigration(slot, from, to);
       await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...keys);
     },
     async finish(): Promise<void> {
-      const left = await from.cluster('GETKEYSINSLOT', slot, 100).catch(() => [] as string[]);
-      if (left.length) await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...left).catch(() => undefined);
-      const toId = await to.cluster('MYID').catch(() => undefined);
-      for (const node of [to, from]) if (toId) await node.cluster('SETSLOT', slot, 'NODE', toId).catch(() => undefined);
+      await endMigration(slot, from, to, toPort).catch(() => undefined);
       for (const redis of direct) redis.disconnect();
     },
   };

@@ -2,13 +2,13 @@
 // primitive's adapter until the deadline and print what they did as JSON lines; the checker,
 // not this file, decides whether the primitive kept its promise.
 import { setMaxListeners } from 'node:events';
+import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { LockClient } from '../../src';
 import { now } from './clock';
 import { PRIMITIVES } from './primitives';
 import { startPubSubProbe } from './pubsubProbe';
 import { Recorder } from './recorder';
-import { createInterface } from 'node:readline';
 import type { RunClock, WorkerArgs, WorkerConfig } from './records';
 
 const args = JSON.parse(process.argv[2]!) as WorkerArgs;

@@ -1,5 +1,5 @@
 import { LockLostError } from '../errors';
-import { batchesOf, slotMigrating } from './batches';
+import { batchesOf, splitOnMigration } from './batches';
 import type { ScriptedRedis } from './scripts';
 import type { LockOwner } from './LockOwner';
 
@@ -281,17 +281,15 @@ export class ExpirationRenewal {
       // ioredis gives up after its retries), tick after tick for as long as the migration lasts,
       // and the locks would run out meanwhile: one call per lock then, which the slot's old or
       // (by ASK) new master serves. Reported once, if any of them fails.
-      if (slotMigrating(error)) {
-        // Only holds still kept: one given up meanwhile (ioredis retried for ~1.6 s) must not be
-        // renewed again. One call per set of keys: holds naming the same keys fail alike.
-        const kept = batch.filter((entry) => this.entries.get(entryId(entry.key, entry.field)) === entry);
-        const groups = batchesOf(kept, (entry) => (entry.renewKeys ?? [entry.key]).join('\n'), BATCH_SIZE);
-        if (groups.length > 1) {
-          let first: unknown;
-          await Promise.all(groups.map((group) => this.renewBatch(group, (single) => (first ??= single))));
-          if (first !== undefined) failed(first);
-          return;
-        }
+      // Only holds still kept: one given up meanwhile (ioredis retried for ~1.6 s) must not be
+      // renewed again.
+      const kept = batch.filter((entry) => this.entries.get(entryId(entry.key, entry.field)) === entry);
+      const groups = splitOnMigration(error, kept, (entry) => (entry.renewKeys ?? [entry.key]).join('\n'));
+      if (groups) {
+        let first: unknown;
+        await Promise.all(groups.map((group) => this.renewBatch(group, (single) => (first ??= single))));
+        if (first !== undefined) failed(first);
+        return;
       }
       // A network error says nothing about the locks: keep them and try again next tick
       // (Redisson #2515, #3194 stopped renewing here and lost locks that were still held).

@@ -1,4 +1,4 @@
-import { batchesOf, slotMigrating } from './batches';
+import { batchesOf, splitOnMigration } from './batches';
 import { type Link, LinkedList } from './LinkedList';
 import type { ScriptedRedis } from './scripts';
 
@@ -103,10 +103,8 @@ export class QueueHeartbeat {
     } catch (error) {
       // A slot half migrated refuses a call naming the keys of locks on both sides, beat after
       // beat, and the entries would run out: one call per lock then (ExpirationRenewal does the same).
-      if (slotMigrating(error)) {
-        const groups = batchesOf(links.filter((link) => link.linked), (link) => link.value!.lockKey, BATCH_SIZE);
-        if (groups.length > 1) await Promise.all(groups.map((group) => this.beatBatch(group)));
-      }
+      const groups = splitOnMigration(error, links.filter((link) => link.linked), (link) => link.value!.lockKey);
+      if (groups) await Promise.all(groups.map((group) => this.beatBatch(group)));
       return; // the next beat tries again; an entry runs out only after three missed beats
     }
     batch.forEach((entry, i) => {

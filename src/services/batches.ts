@@ -25,6 +25,17 @@ export function batchesOf<T>(items: Iterable<T>, groupOf: (item: T) => string | 
  * random node). Not CLUSTERDOWN or a closed connection: a node down, which splitting the call
  * would only hit once per hold.
  */
-export function slotMigrating(error: unknown): boolean {
+function slotMigrating(error: unknown): boolean {
   return error instanceof Error && /^TRYAGAIN |^Too many Cluster redirections\. Last error: \w*Error: (?:TRYAGAIN|MOVED|ASK) /.test(error.message);
+}
+
+/**
+ * For a batch call that failed with `error`: when a migrating slot refused it (slotMigrating),
+ * `items` split into one group per set of keys, to be sent as calls of their own, if that makes
+ * more than one (items naming the same keys would fail alike); otherwise undefined.
+ */
+export function splitOnMigration<T>(error: unknown, items: T[], keysOf: (item: T) => string): T[][] | undefined {
+  if (!slotMigrating(error)) return undefined;
+  const groups = batchesOf(items, keysOf, Infinity);
+  return groups.length > 1 ? groups : undefined;
 }
