@@ -548,6 +548,33 @@ describe('in-process handoff', () => {
     await sem.release();
   });
 
+  test('a client that missed the cut learns it from the reply of a release that went to Redis: its next release goes back to Redis too (before: handed to its waiter while the yield ran)', async () => {
+    const { name, channel, client, sem } = await newSemaphore(2);
+    await sem.acquire();
+    await sem.acquire(); // both held here, none free
+    const got: string[] = [];
+    const first = client.getSemaphore(name).acquire().then(() => got.push('first'));
+    const second = client.getSemaphore(name).acquire().then(() => got.push('second'));
+    await until('2 waiters are parked', () => parkedOnChannel(client, channel) === 2);
+    await sem.release(); // handed to the first in-process: a run starts
+    await first;
+    await sleep(30); // past the run's 20 ms: the next release goes to Redis
+    // A cut to a total of 0 whose message this client never hears (as during a reconnect of its
+    // subscriber): only the counter says so.
+    await redis.admin.decrby(name, 2);
+    await sem.release(); // to Redis, which answers -1 (one permit still owed); the client yields
+    expect(await redis.admin.get(name)).toBe('-1');
+    expect(handoffsSuspended(client, channel)).toBe(true);
+    await sem.release(); // the first waiter's permit: pays off the cut, no waiter gets it
+    expect(await redis.admin.get(name)).toBe('0');
+    await sleep(100); // past the 50 ms yield: the second waiter asks, and is refused
+    expect(got).toEqual(['first']);
+    await redis.client().getSemaphore(name).addPermits(1); // its message wakes the second waiter
+    await second;
+    expect(await redis.admin.get(name)).toBe('0');
+    await sem.release();
+  });
+
   test('a handoff gives a waiter no more than the released permits: a 2-permit waiter is passed over for a 1-permit release', async () => {
     const { name, client, sem } = await takenSemaphore();
     const order: string[] = [];

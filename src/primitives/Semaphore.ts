@@ -144,7 +144,10 @@ export class Semaphore extends Primitive {
     if (left === 0) return;
     const sentAt = performance.now();
     const [free, reached] = await this.giveBackToRedis(left);
-    if (free >= 0) this.context.pubsub.peek(this.channel)?.local?.resume(sentAt);
+    // Below 0: permits are owed after a cut whose message this client may have missed (its
+    // subscriber was reconnecting); its next releases must pay them off, not go to its waiters.
+    if (free < 0) this.context.pubsub.peek(this.channel)?.local?.suspend();
+    else this.context.pubsub.peek(this.channel)?.local?.resume(sentAt);
     if (!yielded || reached > 1) return;
     // No other client waits (the message reached ours alone, or no one): no turn to give; our
     // waiters, which the message may have found still standing back, try again now.
