@@ -26,6 +26,13 @@ function fixture(name: string, args: string[]): FixtureProcess {
 
 const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
 
+/** 2 processes of 4 readers each re-taking reads of `name` with overlapping holds of `holdMs`, once every reader read. */
+async function streamingReaders(name: string, holdMs: number): Promise<FixtureProcess[]> {
+  const processes = [0, 1].map(() => fixture('rwReaders.ts', [redis.server.url, name, '4', String(holdMs)]));
+  await Promise.all(processes.map((child) => child.line((line) => line === 'reading')));
+  return processes;
+}
+
 /** Waits until the script calls stop moving for 300 ms; resolves with their count. */
 const settledScriptCalls = (): Promise<number> => settled('the script calls', scriptCalls, 300);
 
@@ -318,7 +325,7 @@ describe('waking by message, not polling', () => {
     expect((await writer.inspect()).holders).toHaveLength(6);
   }, 20_000);
 
-  test('a write release wakes one writer per process; a read release wakes writers only when it frees the lock', async () => {
+  test('a write release (a downgrade too) wakes one writer per process; the read release that frees the lock does too', async () => {
     const name = uniqueName();
     const holder = redis.client().getReadWriteLock(name).writeLock();
     await holder.lock();
@@ -344,25 +351,44 @@ describe('waking by message, not polling', () => {
     // The release, then one writer of each process tried; the loser went back to sleep.
     expect((await settledScriptCalls()) - before).toBe(1 + 2);
 
-    // Reads come and go without freeing the lock: no writer wakes.
+    // A downgrade (the writer keeps its reads) wakes one writer of each process too: their
+    // entries were cleared with the readers' turn, so they ask again and queue anew, which keeps
+    // newcomer readers out.
     before = await settledScriptCalls();
     const downgraded = acquired[0]!;
     await downgraded.readLock().lock();
     await downgraded.writeLock().unlock();
+    expect((await settledScriptCalls()) - before).toBe(2 + 2);
     const reader = redis.client().getReadWriteLock(name).readLock();
-    expect(await reader.tryLock()).toBe(true);
-    await downgraded.readLock().unlock();
-    expect((await settledScriptCalls()) - before).toBe(4);
+    expect(await reader.tryLock()).toBe(false);
 
     // The last read release frees it: one writer of each process tries.
     before = await settledScriptCalls();
-    await reader.unlock();
+    await downgraded.readLock().unlock();
     await until('the next writer got in', () => acquired.length === 2);
     expect((await settledScriptCalls()) - before).toBe(1 + 2);
     autoRelease = true;
     await acquired[1]!.writeLock().unlock();
     expect(await Promise.all(writing)).toEqual([true, true, true, true]);
   }, 40_000);
+
+  test('a read release that leaves other readers in wakes no writer; the last one wakes one writer per process', async () => {
+    const name = uniqueName();
+    const readers = [redis.client(), redis.client()].map((client) => client.getReadWriteLock(name).readLock());
+    for (const reader of readers) await reader.lock();
+    const clients = [redis.client({ queueTimeout: 60_000 }), redis.client({ queueTimeout: 60_000 })];
+    const writing = clients.map((client) => client.getReadWriteLock(name).writeLock()).map((writer) => writer.tryLock({ waitTime: 30_000 }).then(async (ok) => (await writer.unlock(), ok)));
+    await until('a writer parked in each client', () => clients.every((client) => client.stats.waiters === 1));
+    let before = await settledScriptCalls();
+    await readers[0]!.unlock();
+    expect((await settledScriptCalls()) - before).toBe(1);
+    before = await settledScriptCalls();
+    await readers[1]!.unlock();
+    expect(await Promise.all(writing)).toEqual([true, true]);
+    // The release, one attempt of each writer (one gets in, the other queues again), the winner's
+    // release and the other's attempt, and its release.
+    expect((await settledScriptCalls()) - before).toBe(1 + 2 + 1 + 1 + 1);
+  });
 });
 
 describe('no writer starvation', () => {
@@ -403,12 +429,10 @@ describe('no writer starvation', () => {
     expect(await Promise.all(writing)).toEqual(Array(10).fill(true));
   }, 30_000);
 
-
   test('8 readers in 2 processes re-taking reads with overlapping holds: a writer asking gets in within a few read holds', async () => {
     const name = uniqueName();
     const holdMs = 300;
-    const processes = [0, 1].map(() => fixture('rwReaders.ts', [redis.server.url, name, '4', String(holdMs)]));
-    await Promise.all(processes.map((child) => child.line((line) => line === 'reading')));
+    const processes = await streamingReaders(name, holdMs);
     const writer = redis.client().getReadWriteLock(name).writeLock();
     // The readers overlap: the lock is never free for a writer that only tries.
     for (let i = 0; i < 5; i++) {
@@ -428,6 +452,49 @@ describe('no writer starvation', () => {
       expect(await child.exited()).toMatchObject({ code: 0 });
       expect(Number(child.lines.at(-1)!.split(' ')[1])).toBeGreaterThan(4);
     }
+  }, 30_000);
+
+  test('a waiting writer sleeps no longer than the first lease to run out: a reader left holding a short lease after the longest one was released lets it in then, with no message and no heartbeat', async () => {
+    const name = uniqueName();
+    const short = redis.client().getReadWriteLock(name).readLock();
+    await short.lock({ leaseTime: 1_500 }); // never released: runs out
+    const long = redis.client().getReadWriteLock(name).readLock();
+    await long.lock(); // the watchdog's 30 s lease
+    // A queue timeout of 60 s: the heartbeat comes every 20 s, long after the waitTime.
+    const writer = redis.client({ queueTimeout: 60_000 }).getReadWriteLock(name).writeLock();
+    const asked = performance.now();
+    const writing = writer.tryLock({ waitTime: 5_000 });
+    await until('the writer waits', async () => (await writer.inspect()).waitingWriters === 1);
+    await long.unlock(); // the lock stays held by the short lease: no message
+    expect(await writing).toBe(true);
+    const waited = performance.now() - asked;
+    expect(waited).toBeGreaterThanOrEqual(1_000);
+    expect(waited).toBeLessThan(3_000); // the short lease's end, and the writer's attempt
+    await writer.unlock();
+  }, 20_000);
+
+  test('a downgrade while a writer waits, readers streaming in: the writer asks again at once and gets in within a few read holds (before: its entry was cleared with no wake-up, and it slept out the write lease)', async () => {
+    const name = uniqueName();
+    const holdMs = 300;
+    const processes = await streamingReaders(name, holdMs);
+    const downgrading = redis.client().getReadWriteLock(name);
+    await downgrading.writeLock().lock(); // in after the readers inside; they wait now
+    await downgrading.readLock().lock();
+    const writer = redis.client().getReadWriteLock(name).writeLock();
+    // Its bound is the write lease (30 s): only a message can wake it within its waitTime.
+    const writing = writer.tryLock({ waitTime: 20 * holdMs });
+    await until('the writer waits', async () => (await writer.inspect()).waitingWriters === 1);
+    await downgrading.writeLock().unlock(); // a downgrade: the readers' turn, and the lock stays held
+    await sleep(holdMs); // readers of both processes are in again, overlapping
+    await downgrading.readLock().unlock();
+    const released = performance.now();
+    expect(await writing).toBe(true);
+    const waited = performance.now() - released;
+    console.log(`writer in ${Math.round(waited)} ms after the downgraded read went, readers holding ${holdMs} ms each`);
+    expect(waited).toBeLessThan(10 * holdMs);
+    await writer.unlock();
+    for (const child of processes) child.send('stop');
+    for (const child of processes) expect(await child.exited()).toMatchObject({ code: 0 });
   }, 30_000);
 });
 

@@ -19,8 +19,8 @@
     ARGV[4] how long a waiting writer's entry lives without a refresh (heartbeat.lua), in ms
 
   Output:
-    nil when the owner holds the write lock now; otherwise how long to sleep at most: the
-    lock's PTTL, or what is left of the other clients' turn.
+    nil when the owner holds the write lock now; otherwise how long to sleep at most: until the
+    first holder's lease runs out, or what is left of the other clients' turn.
 ]]
 --@include readWriteLock.lua
 local lease, field = tonumber(ARGV[1]), ARGV[2]
@@ -50,4 +50,11 @@ if redis.call('hexists', KEYS[1], field) == 1 then
   return nil
 end
 waitInLine()
+-- Until the first lease runs out, not the lock's PTTL (the longest one): a holder may release the
+-- longest lease without freeing the lock, which publishes nothing, and the shorter one left may
+-- then run out unreleased (its process gone), which publishes nothing either.
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+if first[2] then
+  return math.max(1, tonumber(first[2]) - now)
+end
 return redis.call('pttl', KEYS[1])

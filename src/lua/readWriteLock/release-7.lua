@@ -1,8 +1,9 @@
 --[[
   Gives back one read or write hold of an owner. When the owner's last hold of that kind goes:
   a write release lets the readers in (every waiting reader of every process is woken, and the
-  waiting writers' entries are cleared: it is the readers' turn) and, when the lock is free,
-  one writer per process; a read release that frees the lock wakes one writer per process.
+  waiting writers' entries are cleared: it is the readers' turn) and wakes one writer per
+  process, which asks again (and queues anew while readers hold: a downgrade); a read release
+  that frees the lock wakes one writer per process.
   A write release that frees the lock while writers of other clients waited gives them the
   turn (KEYS[7], see acquireWrite-4.lua): the releasing client's writers stand back for at most
   ARGV[6] ms, until one of them took it.
@@ -45,7 +46,10 @@ return releaseOwnHold(KEYS[1], KEYS[6], field, ARGV[2], function()
     redis.call('del', KEYS[3])
     redis.call(ARGV[3], KEYS[4], ARGV[4])
   end
-  if free then
+  -- A downgrade (the writer keeps its reads) also wakes the writers: their entries are gone, and
+  -- with readers streaming in no read release may free the lock; they ask again now, which
+  -- queues them anew and lets in no reader after those inside.
+  if free or isWriteField(field) then
     redis.call(ARGV[3], KEYS[5], ARGV[5])
   end
 end)
