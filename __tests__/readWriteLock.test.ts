@@ -117,6 +117,20 @@ describe('readers share, writers exclude', () => {
     expect(await a.readLock().isLocked()).toBe(false);
     expect(await redis.admin.exists(name, `rlock__rw_leases:{${name}}`)).toBe(0);
   });
+  test('a name held as a plain, fair or fenced lock is held for its readers too: a read is refused and the holder keeps its lease (before: the read joined the hash, cut its TTL to the read lease, and its release deleted the holder\'s hold)', async () => {
+    for (const kind of ['getLock', 'getFairLock', 'getFencedLock'] as const) {
+      const name = uniqueName();
+      const holder = redis.client()[kind](name);
+      await holder.lock();
+      const reader = redis.client().getReadWriteLock(name).readLock();
+      expect(await reader.tryLock({ leaseTime: 1_000 })).toBe(false);
+      expect(await redis.admin.pttl(name)).toBeGreaterThan(20_000); // the watchdog's 30 s lease
+      expect(await holder.isHeldByCurrentOwner()).toBe(true);
+      await holder.unlock();
+      expect(await reader.tryLock()).toBe(true);
+      await reader.unlock();
+    }
+  });
 });
 
 describe('downgrade and upgrade', () => {

@@ -21,6 +21,12 @@ local lease, field = tonumber(ARGV[1]), ARGV[2]
 local now = nowMs()
 purgeLeases(KEYS[1], KEYS[2], now)
 local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode and redis.call('exists', KEYS[1]) == 1 then
+  -- A hash with no mode is another kind of lock under this name (plain, fair, fenced): held, as
+  -- its own acquire scripts take a read-write hash to be. Its releases publish elsewhere: the
+  -- PTTL bounds the sleep.
+  return redis.call('pttl', KEYS[1])
+end
 if redis.call('hexists', KEYS[1], field) == 1 or (mode == 'write' and redis.call('hexists', KEYS[1], field .. WRITE_SUFFIX) == 1) then
   takeHold(KEYS[1], KEYS[2], field, now, lease)
   return nil
