@@ -9,7 +9,7 @@ import { scriptCallCount } from './helpers/testRedis';
 import { takeTurns } from './helpers/takeTurns';
 import { aborted, sleep, until } from './helpers/time';
 import type { Redis } from 'ioredis';
-import { LockLostError, PermitNotHeldError, RedisUnreachableError } from '../src';
+import { ClientClosedError, LockLostError, PermitNotHeldError, RedisUnreachableError } from '../src';
 import { defineScripts } from '../src/services/scripts';
 
 const redis = usePrivateRedis();
@@ -480,6 +480,40 @@ test('a handoff between permits the watchdog keeps is pipelined: the waiter hold
   expect(client.stats.renewals).toBe(0);
   expect(await sem.availablePermits()).toBe(1);
 });
+
+test('a pipelined handoff whose script never reaches Redis (the link went silent): the waiter stops before the released permit can run out in Redis (before: it held on to a full lease from the handoff, beside the next holder)', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const watchdogTimeout = 3_000;
+    const client = redis.client({ redis: proxy.url, watchdogTimeout, offlineTimeout: 500 });
+    const name = uniqueName();
+    const sem = client.getPermitExpirableSemaphore(name);
+    await sem.trySetPermits(1);
+    const first = await sem.acquire(); // kept by the watchdog: a handoff from it is pipelined
+    const acquiredAt = performance.now();
+    const lost: string[] = [];
+    client.on('lockLost', (event) => lost.push(event.ownerId));
+    let stoppedAt = Infinity;
+    const waiter = sem.withPermit((signal) => aborted(signal).then(() => (stoppedAt = performance.now())));
+    await until('the waiter is parked', () => parkedOnChannel(client, `rlock__permits_channel:{${name}}`) === 1);
+    // Late in the first permit's lease (not yet renewed), so that a full lease counted from the
+    // handoff ends well after it.
+    await sleep(watchdogTimeout / 4 - (performance.now() - acquiredAt));
+    proxy.silenced = true;
+    void sem.release(first).catch(() => undefined); // pipelined: the waiter holds from its send
+    const other = await redis.client().getPermitExpirableSemaphore(name).tryAcquire({ waitTime: 2 * watchdogTimeout });
+    const otherAt = performance.now();
+    expect(other).not.toBeNull(); // the first permit ran out in Redis: the slot is free
+    expect(stoppedAt).toBeLessThan(otherAt);
+    expect(lost.filter((id) => id !== first)).toHaveLength(1); // the waiter's permit, reported lost
+    // Its release in withPermit's finally waits on the silent link: close() ends it.
+    const rejected = expect(waiter).rejects.toBeInstanceOf(ClientClosedError);
+    await client.close();
+    await rejected;
+  } finally {
+    await proxy.close();
+  }
+}, 20_000);
 
 test('a holder process killed -9: its permit comes back after the lease', async () => {
   const name = uniqueName();

@@ -13,6 +13,8 @@ export class TcpProxy {
   newConnectionDelayMs = 0;
   /** Replies swallowed by cuts so far. */
   cuts = 0;
+  /** Nothing passes either way while set (a link gone silent, connections left open). */
+  silenced = false;
 
   private listenPort = 0;
 
@@ -60,8 +62,13 @@ export class TcpProxy {
     const pair: [Socket, Socket] = [downstream, upstream];
     this.pairs.add(pair);
     const delay = this.newConnectionDelayMs;
-    downstream.on('data', (chunk) => (delay > 0 ? setTimeout(() => upstream.write(chunk), delay) : upstream.write(chunk)));
+    downstream.on('data', (chunk) => {
+      if (this.silenced) return;
+      if (delay > 0) setTimeout(() => upstream.write(chunk), delay);
+      else upstream.write(chunk);
+    });
     upstream.on('data', (chunk) => {
+      if (this.silenced) return;
       if (this.cutArmed) {
         this.cutArmed = false;
         this.cuts++;

@@ -1,4 +1,5 @@
 import { outcomeOf, watchHold } from '../core/holdScope';
+import type { Hold } from '../core/waitLoop';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
@@ -209,7 +210,10 @@ export class PermitExpirableSemaphore extends Primitive {
       }
       return reply;
     });
-    if (pipelined) next.deliver({ sentAt });
+    // Until the script runs, only the released permit fills the slot in Redis, and only until
+    // `deadline` for certain (its last renewal's): should the script never run (the link went
+    // silent), the waiter must stop by then, not a full lease after the handoff.
+    if (pipelined) next.deliver({ sentAt, expiresAt: deadline });
     let result: 0 | 1 | 2 | 3 | undefined;
     try {
       result = await call;
@@ -355,9 +359,9 @@ export class PermitExpirableSemaphore extends Primitive {
     };
     // Parked, the waiter may be handed a permit by a release of this client (see handOver).
     if (leaseTime === undefined) keptByWatchdog.add(id);
-    let sentAt: number | undefined;
+    let hold: Hold | undefined;
     try {
-      sentAt = await this.wait(id, this.channel, attempt, waitTime, signal, {
+      hold = await this.wait(id, this.channel, attempt, waitTime, signal, {
         // A release that claimed the waiter waits for its script's reply unless pipelined; a
         // waiter that stops meanwhile ends at once, and the permit handed over later goes back.
         // Never with syncReplicas: every permit must come from an acquire that WAIT vouched for.
@@ -371,11 +375,12 @@ export class PermitExpirableSemaphore extends Primitive {
     } finally {
       keptByWatchdog.delete(id);
     }
-    if (sentAt === undefined) return undefined;
+    if (hold === undefined) return undefined;
+    const { sentAt, expiresAt } = hold;
     owner.holds = 1;
     if (leaseTime === undefined) {
       // Keyed by the semaphore's name (what `lost` reports), renewed in its permits zset.
-      context.renewal.add({ name: this.name, key: this.key, field: id, owner, renewCommand: RENEW_COMMAND, renewKeys: [this.permitsKey] }, sentAt);
+      context.renewal.add({ name: this.name, key: this.key, field: id, owner, renewCommand: RENEW_COMMAND, renewKeys: [this.permitsKey] }, sentAt, expiresAt);
     }
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {

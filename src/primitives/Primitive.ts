@@ -56,8 +56,9 @@ export abstract class Primitive {
   /**
    * Waits through `waitFor`: `attempt` until it takes, sleeping between attempts until a message
    * on `channel` (or the bound the attempt gave). `park`, when given, replaces the plain wake-up
-   * sleep (the semaphore's waiters: a grant, or permits handed over in-process). Resolves with the send time
-   * of the attempt that took, undefined when `waitTime` ran out.
+   * sleep (the semaphore's waiters: a grant, or permits handed over in-process). Resolves with the hold
+   * taken (the send time of the attempt that took it, or of the handoff, and when Redis may end it
+   * at the earliest if sooner than a full lease), undefined when `waitTime` ran out.
    */
   protected async wait(
     ownerId: string,
@@ -66,7 +67,7 @@ export abstract class Primitive {
     waitTime: number,
     signal: AbortSignal | undefined,
     extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[], deadline: number, debt: WakeDebt) => Promise<Hold | undefined> | undefined; giveUp?: () => Promise<void> } = {},
-  ): Promise<number | undefined> {
+  ): Promise<Hold | undefined> {
     const protocol: WaitProtocol = {
       channel,
       attempt,
@@ -79,8 +80,7 @@ export abstract class Primitive {
       giveUp: extra.giveUp,
       ...waitReports(() => this.event(ownerId)),
     };
-    const hold: Hold | undefined = await waitFor(this.context, protocol, waitTime, signal);
-    return hold?.sentAt;
+    return waitFor(this.context, protocol, waitTime, signal);
   }
 
   /** Throws the reason of the first stop (the caller's signal, `close()`) that aborted, if any. */

@@ -333,7 +333,8 @@ export class Semaphore extends Primitive {
     };
     let sentAt: number | undefined;
     try {
-      sentAt = await this.wait(callId, this.channel, attempt, waitTime, signal, {
+      sentAt = (
+        await this.wait(callId, this.channel, attempt, waitTime, signal, {
         // The reservation's holder waits for its grant; the others may be handed permits by a
         // release of this client (see release()).
         park: (woken, ms, stops, _deadline, debt) => {
@@ -344,7 +345,8 @@ export class Semaphore extends Primitive {
           if (reservedAt === undefined) return;
           await this.leaveReservation(field).catch(() => undefined); // the reservation then runs out after queueTimeout
         },
-      });
+      })
+      )?.sentAt;
     } finally {
       entry?.forgetGrant(field);
     }
