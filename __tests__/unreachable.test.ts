@@ -5,7 +5,8 @@ import { LockClient, RedisUnreachableError } from '../src';
 import { freePort } from '../scripts/redisServer';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
-import { until } from './helpers/time';
+import { TcpProxy } from './helpers/tcpProxy';
+import { sleep, until } from './helpers/time';
 
 const redis = usePrivateRedis();
 const url = (): string => redis.server.url;
@@ -177,3 +178,34 @@ test('an outage after connecting: the semaphores and the latch settle within the
   await aborted;
   await redis.server.restart();
 });
+
+test('an outage where connections are accepted and closed at once, past ioredis\'s retries per request: the client reconnects once Redis is back (before: ioredis marked a dead connection ready and never reconnected; every call hung)', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    // maxRetriesPerRequest 2: ioredis gives up on the calls in flight at its third reconnect,
+    // not its twenty-first (~10 s), which is when the stale handshake of the dropped connection
+    // used to mark it ready.
+    const made = client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 2 }, offlineTimeout: 20_000 });
+    const lock = made.getLock('unreachable:accept-close');
+    expect(await lock.tryLock()).toBe(true);
+    await lock.unlock();
+    // A call in flight whose reply never comes, then every connection is taken and closed at once.
+    proxy.silenced = true;
+    let gaveUp = false;
+    void made.getLock('unreachable:accept-close').tryLock().catch(() => (gaveUp = true));
+    await sleep(50);
+    proxy.closingNew = true;
+    proxy.silenced = false;
+    const acceptedBefore = proxy.accepted;
+    proxy.cutAll();
+    // Before, at the third reconnect ioredis marked the closed connection ready, and made none after it.
+    await until('ioredis gave up on the call in flight and went on reconnecting', () => gaveUp && proxy.accepted - acceptedBefore >= 4, 10_000);
+    proxy.closingNew = false;
+    // Back: a call settles (it hung for good before).
+    const settled = await Promise.race([lock.tryLock(), sleep(8_000).then(() => 'hung')]);
+    expect(settled).toBe(true);
+    await lock.unlock();
+  } finally {
+    await proxy.close();
+  }
+}, 30_000);

@@ -15,6 +15,10 @@ export class TcpProxy {
   cuts = 0;
   /** Nothing passes either way while set (a link gone silent, connections left open). */
   silenced = false;
+  /** While set, a new connection is accepted and closed at once (a Redis at maxclients, a proxy whose Redis is down). */
+  closingNew = false;
+  /** Connections accepted so far. */
+  accepted = 0;
 
   private listenPort = 0;
 
@@ -58,6 +62,12 @@ export class TcpProxy {
   }
 
   private pipe(downstream: Socket, targetPort: number): void {
+    this.accepted++;
+    if (this.closingNew) {
+      downstream.on('error', () => undefined);
+      downstream.destroy();
+      return;
+    }
     const upstream = connect(targetPort, '127.0.0.1');
     const pair: [Socket, Socket] = [downstream, upstream];
     this.pairs.add(pair);
@@ -88,7 +98,8 @@ export class TcpProxy {
     }
   }
 
-  private cutAll(): void {
+  /** Cuts every open connection (the proxy keeps accepting). */
+  cutAll(): void {
     for (const [downstream, upstream] of this.pairs) {
       downstream.destroy();
       upstream.destroy();

@@ -14,6 +14,28 @@ const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
  */
 const NO_READY_CHECK = { enableReadyCheck: false } as const;
 
+/**
+ * Without the ready check, ioredis 5 marks a connection ready once its handshake (CLIENT SETNAME,
+ * CLIENT SETINFO) settles, with no check that it is still the connection it made (ioredis #2099,
+ * fixed in 6.0.0). When a connection closes during its handshake and ioredis then gives up on its
+ * calls (past `maxRetriesPerRequest`: a Redis at maxclients, or a proxy whose Redis is down,
+ * accepting and closing connections), the stale handshake marks the closed connection ready, the
+ * reconnect ioredis had scheduled is refused ("already connected"), and every call hangs for good.
+ * Such a `ready` is caught as it comes (its socket is closed already) and the status put back to
+ * what ioredis had made it: reconnecting (the scheduled reconnect then goes ahead), or ended when
+ * it had given up. Registered first, before any other `ready` listener. Reads ioredis internals
+ * (`stream`, `reconnectTimeout`, `setStatus`), kept to ioredis 5: on 6 such a `ready` never comes.
+ */
+function guardStaleReady<T extends Redis>(node: T): T {
+  if (node.options.enableReadyCheck !== false) return node;
+  const internals = node as unknown as { stream?: { destroyed?: boolean }; reconnectTimeout?: unknown; setStatus?: (status: string) => void };
+  node.on('ready', () => {
+    if (internals.stream?.destroyed !== true || typeof internals.setStatus !== 'function') return;
+    internals.setStatus.call(node, internals.reconnectTimeout ? 'reconnecting' : 'end');
+  });
+  return node;
+}
+
 /** The client's command connection, and whether the client made it (and so closes it). */
 export interface CommandConnection {
   readonly redis: Redis | Cluster;
@@ -56,6 +78,7 @@ export function openConnection(given: LockClientOptions['redis'], connName: stri
       ...clusterOptions,
       redisOptions: { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK, ...clusterOptions.redisOptions },
     });
+    redis.on('+node', guardStaleReady);
     return refuseIoredisPrefix({ redis, owned: true });
   }
   // failoverDetector (Sentinel only): on SENTINEL FAILOVER the old master lives on and
@@ -64,13 +87,13 @@ export function openConnection(given: LockClientOptions['redis'], connName: stri
   // move to the new master at once instead of renewing a lock nobody else can see.
   // A Sentinel connection keeps the ready check: ioredis checks the node's role in its INFO.
   const readyCheck = given.sentinels?.length ? {} : NO_READY_CHECK;
-  return refuseIoredisPrefix({ redis: new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given }), owned: true });
+  return refuseIoredisPrefix({ redis: guardStaleReady(new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given })), owned: true });
 }
 
 /** A connection to `url`; a URL ioredis cannot read is refused without being echoed (its TypeError holds the whole URL, password and all). */
 function fromUrl(url: string, connName: string): Redis {
   try {
-    return new Redis(url, { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK });
+    return guardStaleReady(new Redis(url, { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK }));
   } catch {
     throw new InvalidArgumentError('options.redis', 'must be a redis:// or rediss:// URL that ioredis can read, got one it cannot (not shown: it may hold a password)');
   }
@@ -90,8 +113,8 @@ export function subscriberOf(redis: Redis | Cluster, connName: string): (sharded
   return (sharded) =>
     redis.isCluster
       ? // Refreshing the slots now and then is how the subscriber notices a slot that moved.
-        (redis as Cluster).duplicate([], { shardedSubscribers: sharded, slotsRefreshInterval: SUBSCRIBER_SLOTS_REFRESH_MS })
-      : (redis as Redis).duplicate({ disconnectTimeout: 0, connectionName: connName });
+        (redis as Cluster).duplicate([], { shardedSubscribers: sharded, slotsRefreshInterval: SUBSCRIBER_SLOTS_REFRESH_MS }).on('+node', guardStaleReady)
+      : guardStaleReady((redis as Redis).duplicate({ disconnectTimeout: 0, connectionName: connName }));
 }
 
 /**
