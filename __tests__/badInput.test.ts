@@ -211,6 +211,9 @@ function semaphoreCases(): Case[] {
     ...badTimes.map(([label, value]): Case => ['CountDownLatch.await', `waitTime ${label}`, 'options.waitTime', () => latch().await({ waitTime: value as number })]),
     ...badSignals.map(([label, value]): Case => ['CountDownLatch.await', `signal ${label}`, 'options.signal', () => latch().await({ signal: value as never })]),
     ['CountDownLatch.await', 'requireInit "yes"', 'options.requireInit', () => latch().await({ requireInit: 'yes' as never })],
+    ...([5, '', 'x'.repeat(101), null] as unknown[]).map((id): Case => ['CountDownLatch.countDown', `operationId ${describeId(id)}`, 'options.operationId', () => latch().countDown({ operationId: id as string })]),
+    ['CountDownLatch.countDown', 'options a string', 'options', () => latch().countDown('op' as never)],
+    ['CountDownLatch.countDown', 'a misspelt option', 'options.operationID', () => latch().countDown({ operationID: 'x' } as never)],
     ...([undefined, null, 'fn', {}] as unknown[]).flatMap((fn): Case[] => [
       ['Semaphore.withPermits', `fn ${String(fn)}`, 'fn', () => sem().withPermits(fn as never)],
       ['PermitExpirableSemaphore.withPermit', `fn ${String(fn)}`, 'fn', () => pes().withPermit(fn as never)],

@@ -182,6 +182,19 @@ test('the same countDown operation run twice by the script counts once; another 
   expect(await latch.getCount()).toBe(2);
 });
 
+test("countDown with the caller's operationId counts once per id, so a call whose outcome is unknown may be made again; calls without one each count", async () => {
+  const latch = redis.client().getCountDownLatch(uniqueName());
+  await latch.trySetCount(4);
+  await latch.countDown({ operationId: 'job-17' });
+  await redis.client().getCountDownLatch(latch.name).countDown({ operationId: 'job-17' }); // retried by another process
+  expect(await latch.getCount()).toBe(3);
+  await latch.countDown({ operationId: 'job-18' });
+  expect(await latch.getCount()).toBe(2);
+  await latch.countDown();
+  await latch.countDown();
+  expect(await latch.getState()).toBe('open');
+});
+
 test('a countDown whose reply is lost is resent by ioredis after the reconnect and counts once', async () => {
   const proxy = await TcpProxy.start(redis.server.port);
   try {

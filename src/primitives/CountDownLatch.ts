@@ -4,7 +4,7 @@ import { subscriberCount, type LatchInfo, type LatchState } from '../introspecti
 import { kindKeyOf, latchChannelOf, latchOpsKeyOf, latchRoundsKeyOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
-import { checkCount, checkPermitOptions, type AwaitOptions } from './permitOptions';
+import { checkCount, checkCountDownOptions, checkPermitOptions, type AwaitOptions, type CountDownOptions } from './permitOptions';
 import { type Attempt, Primitive } from './Primitive';
 
 /** The scripts of src/lua/latch/, as `defineCommand` adds them. */
@@ -60,11 +60,18 @@ export class CountDownLatch extends Primitive {
     return (await this.context.command('trySetCount', (redis) => scripts(redis).rlock_latch_trySetCount(this.key, this.kindKey, latch, this.roundsKey, count, RELEASE_LATCH_TTL_MS))) === 1;
   }
 
-  /** Counts down by one (never below 0; once per call, even when resent after a reconnect); the one that reaches 0 opens the latch. */
-  async countDown(): Promise<void> {
+  /**
+   * Counts down by one (never below 0; once per call, even when resent after a reconnect); the one
+   * that reaches 0 opens the latch. With `operationId`, once per id for 10 minutes: a caller that
+   * does not know whether a failed call counted (the connection dropped past ioredis's retries)
+   * may call again with the same id.
+   */
+  async countDown(options?: CountDownOptions): Promise<void> {
+    const operationId = checkCountDownOptions(options);
     this.context.assertOpen();
     const publish = await this.publishCommand();
-    const opId = this.newId();
+    // A caller's id is kept apart from the calls' own ids (nanoids), which it could spell.
+    const opId = operationId === undefined ? this.newId() : `op:${operationId}`;
     await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, publish, opId, LATCH_OP_TTL_MS));
   }
 

@@ -72,6 +72,24 @@ function checkFlag(argument: string, value: unknown): boolean {
   return value === true;
 }
 
+export interface CountDownOptions {
+  /**
+   * The caller's id of this count down (1 to 100 characters): a second `countDown` with the same
+   * id within 10 minutes counts nothing, so a call whose outcome is unknown may be made again.
+   */
+  operationId?: string;
+}
+
+/** The `operationId` of `countDown` options, checked. */
+export function checkCountDownOptions(options: unknown): string | undefined {
+  if (options === undefined) return undefined;
+  const { operationId } = checkPlainObject('options', options, ['operationId']);
+  if (operationId !== undefined && (typeof operationId !== 'string' || operationId.length === 0 || operationId.length > 100)) {
+    throw new InvalidArgumentError('options.operationId', `must be a string of 1 to 100 characters, got ${describe(operationId)}`);
+  }
+  return operationId;
+}
+
 /** Checks a permit id given back to a permit-expirable semaphore. */
 export function checkPermitId(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > 64) {
