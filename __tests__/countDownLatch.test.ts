@@ -182,7 +182,7 @@ test('the same countDown operation run twice by the script counts once; another 
   expect(await latch.getCount()).toBe(2);
 });
 
-test("countDown with the caller's operationId counts once per id, so a call whose outcome is unknown may be made again; calls without one each count", async () => {
+test("countDown with the caller's operationId counts once per id, so a call whose outcome is unknown may be made again; calls without one each count; an id used in an earlier round counts nothing in the next", async () => {
   const latch = redis.client().getCountDownLatch(uniqueName());
   await latch.trySetCount(4);
   await latch.countDown({ operationId: 'job-17' });
@@ -193,6 +193,12 @@ test("countDown with the caller's operationId counts once per id, so a call whos
   await latch.countDown();
   await latch.countDown();
   expect(await latch.getState()).toBe('open');
+  // An idempotency key, remembered across rounds: an id used in an earlier round counts nothing in the next.
+  expect(await latch.trySetCount(2)).toBe(true);
+  await latch.countDown({ operationId: 'job-17' });
+  expect(await latch.getCount()).toBe(2);
+  await latch.countDown({ operationId: 'round-2:job-17' });
+  expect(await latch.getCount()).toBe(1);
 });
 
 test('a countDown whose reply is lost is resent by ioredis after the reconnect and counts once', async () => {

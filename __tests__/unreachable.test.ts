@@ -198,10 +198,20 @@ test('an outage where connections are accepted and closed at once, past ioredis\
     proxy.silenced = false;
     const acceptedBefore = proxy.accepted;
     proxy.cutAll();
+    await until('the client saw the connection drop', () => (made as unknown as { redis: { status: string } }).redis.status !== 'ready');
+    // Made while Redis is away: it waits for the connection (offlineTimeout), never handed to
+    // ioredis's offline queue, whose give-ups would reject it.
+    const madeWhileDown = made.getLock('unreachable:accept-close:2').tryLock({ waitTime: 15_000 });
     // Before, at the third reconnect ioredis marked the closed connection ready, and made none after it.
     await until('ioredis gave up on the call in flight and went on reconnecting', () => gaveUp && proxy.accepted - acceptedBefore >= 4, 10_000);
+    // Its backoff grows (50 ms more each attempt): about 10 attempts in 3 s, where a count reset
+    // by each stale handshake made one every 50 to 150 ms (30).
+    const windowStart = proxy.accepted;
+    await sleep(3_000);
+    expect(proxy.accepted - windowStart).toBeLessThan(15);
     proxy.closingNew = false;
-    // Back: a call settles (it hung for good before).
+    // Back: calls settle (they hung for good before), the one made while Redis was away too.
+    expect(await madeWhileDown).toBe(true);
     const settled = await Promise.race([lock.tryLock(), sleep(8_000).then(() => 'hung')]);
     expect(settled).toBe(true);
     await lock.unlock();

@@ -75,7 +75,9 @@ function checkFlag(argument: string, value: unknown): boolean {
 export interface CountDownOptions {
   /**
    * The caller's id of this count down (1 to 100 characters): a second `countDown` with the same
-   * id within 10 minutes counts nothing, so a call whose outcome is unknown may be made again.
+   * id counts nothing, so a call whose outcome is unknown may be made again. An idempotency key:
+   * unique for the latch across its rounds (a latch set again remembers the ids of the rounds
+   * before, until 10 minutes pass without a count down), so put the round or batch in it.
    */
   operationId?: string;
 }

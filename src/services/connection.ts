@@ -21,18 +21,28 @@ const NO_READY_CHECK = { enableReadyCheck: false } as const;
  * calls (past `maxRetriesPerRequest`: a Redis at maxclients, or a proxy whose Redis is down,
  * accepting and closing connections), the stale handshake marks the closed connection ready, the
  * reconnect ioredis had scheduled is refused ("already connected"), and every call hangs for good.
- * Such a `ready` is caught as it comes (its socket is closed already) and the status put back to
- * what ioredis had made it: reconnecting (the scheduled reconnect then goes ahead), or ended when
- * it had given up. Registered first, before any other `ready` listener. Reads ioredis internals
- * (`stream`, `reconnectTimeout`, `setStatus`), kept to ioredis 5: on 6 such a `ready` never comes.
+ * Such a `ready` is caught as ioredis emits it (its socket is closed already) and never reaches a
+ * listener: rlock's own would send the calls waiting for the connection into ioredis's offline
+ * queue, which the next give-up rejects. The status goes back to what ioredis had made it,
+ * reconnecting (the scheduled reconnect then goes ahead) or ended when it had given up, and so
+ * does its count of attempts, which the stale handshake reset (its backoff never grew: a full
+ * Redis was asked again every 50 to 150 ms). Reads ioredis internals (`stream`,
+ * `reconnectTimeout`, `retryAttempts`, `setStatus`), kept to ioredis 5: on 6 no such `ready` comes.
  */
 function guardStaleReady<T extends Redis>(node: T): T {
   if (node.options.enableReadyCheck !== false) return node;
-  const internals = node as unknown as { stream?: { destroyed?: boolean }; reconnectTimeout?: unknown; setStatus?: (status: string) => void };
-  node.on('ready', () => {
-    if (internals.stream?.destroyed !== true || typeof internals.setStatus !== 'function') return;
-    internals.setStatus.call(node, internals.reconnectTimeout ? 'reconnecting' : 'end');
-  });
+  const internals = node as unknown as { stream?: { destroyed?: boolean }; reconnectTimeout?: unknown; retryAttempts?: number; setStatus?: (status: string) => void };
+  let attempts = 0;
+  const emit = node.emit;
+  node.emit = function (this: T, event: string | symbol, ...args: unknown[]): boolean {
+    if (event === 'reconnecting') attempts = internals.retryAttempts ?? 0;
+    if (event === 'ready' && internals.stream?.destroyed === true && typeof internals.setStatus === 'function') {
+      internals.retryAttempts = attempts;
+      internals.setStatus.call(node, internals.reconnectTimeout ? 'reconnecting' : 'end');
+      return false;
+    }
+    return emit.call(this, event, ...args);
+  } as T['emit'];
   return node;
 }
 
