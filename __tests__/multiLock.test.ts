@@ -2,10 +2,10 @@
 // nothing, overlapping MultiLocks in two processes finish, a member lost is the whole lost.
 import { startFixture } from './helpers/child';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
-import { useReplyCuts } from './helpers/tcpProxy';
+import { TcpProxy, useReplyCuts } from './helpers/tcpProxy';
 import { scriptCallCount } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
-import { LockLostError, LockUsageError, MultiLock } from '../src';
+import { LockLostError, LockUsageError, MultiLock, RedisCommandError } from '../src';
 
 const servers: PrivateRedis[] = [usePrivateRedis(), usePrivateRedis(), usePrivateRedis()];
 let counter = 0;
@@ -91,6 +91,58 @@ test('leaseTime applies to each member; the whole is lost when the first lease e
     ),
   ).rejects.toThrow(LockLostError);
   expect(reason).toBeInstanceOf(LockLostError);
+});
+
+describe('a member that answers after another member is no longer held (Redis paused)', () => {
+  test('with a leaseTime: the lease of the fast member ran out while the slow one answered, and another client took it; the MultiLock is not returned as held and gives the slow one back (before: tryLock true with the whole expired)', async () => {
+    const name = uniqueName();
+    const multi = new MultiLock(servers.slice(0, 2).map((s) => s.client().getLock(name)));
+    await servers[1]!.admin.call('CLIENT', 'PAUSE', '800', 'ALL');
+    const trying = multi.tryLock({ leaseTime: 300 });
+    const other = servers[0]!.client().getLock(name);
+    await until("the fast member's lease ran out", async () => (await servers[0]!.admin.exists(name)) === 0);
+    expect(await other.tryLock()).toBe(true);
+    expect(await trying).toBe(false);
+    expect(await servers[1]!.admin.exists(name)).toBe(0); // given back
+    await other.unlock();
+  });
+
+  test('kept by watchdogs: the fast member was lost (its key deleted) while the slow one answered; the MultiLock is not returned as held (before: tryLock true, another client then took that member, and no loss was ever reported)', async () => {
+    const name = uniqueName();
+    const fastClient = servers[0]!.client({ watchdogTimeout: 300 });
+    const multi = new MultiLock([fastClient.getLock(name), servers[1]!.client().getLock(name)]);
+    const lost = jest.fn();
+    fastClient.on('lockLost', lost);
+    await servers[1]!.admin.call('CLIENT', 'PAUSE', '800', 'ALL');
+    const trying = multi.tryLock();
+    await until('the fast member is held', async () => (await servers[0]!.admin.exists(name)) === 1);
+    await servers[0]!.admin.del(name); // a force-unlock by hand
+    await until("the fast member's watchdog found it gone", () => lost.mock.calls.length === 1);
+    expect(await trying).toBe(false);
+    expect(await serversHolding(name)).toBe(0);
+  });
+});
+
+describe('a member whose acquire failed after it ran (its reply lost, and the resend too)', () => {
+  test('is given back once its server can be reached again, not left taken for its lease (before: 30 s)', async () => {
+    const proxy = await TcpProxy.start(servers[1]!.server.port);
+    try {
+      const name = uniqueName();
+      const cut = servers[1]!.client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 1 }, offlineTimeout: 10_000 });
+      const members = [servers[0]!.client().getLock(name), cut.getLock(name)];
+      expect(await members[1]!.isLocked()).toBe(false); // connected: the reply cut below is the acquire's
+      const multi = new MultiLock(members);
+      proxy.stopAccepting(); // the resend after the cut cannot reach Redis
+      proxy.cutOnNextReply();
+      await expect(multi.tryLock()).rejects.toThrow(RedisCommandError);
+      expect(await servers[1]!.admin.exists(name)).toBe(1); // it ran
+      await proxy.resumeAccepting();
+      await until('the member is given back', async () => (await servers[1]!.admin.exists(name)) === 0, 5_000);
+      expect(await serversHolding(name)).toBe(0);
+    } finally {
+      await proxy.close();
+    }
+  });
 });
 
 describe('a member whose acquire reply was cut', () => {

@@ -34,7 +34,11 @@ export class CompositeHold {
     };
     for (const { handle } of members) {
       const memberLost = handle.lostSignal();
-      if (!memberLost) continue;
+      if (!memberLost) {
+        // Kept by the watchdog, its entry is gone: lost already (with a leaseTime there is none).
+        if (validUntil === undefined && --held < needed) lose(`member "${handle.name}" was lost before the whole was held`);
+        continue;
+      }
       const listener = (): void => {
         held--;
         if (held < needed) lose(`member "${handle.name}" was lost (${String((memberLost.reason as Error)?.message)}); ${held} of ${members.length} held, ${needed} needed`);
@@ -71,6 +75,20 @@ export class CompositeHold {
     );
     if (failures.length > tolerate) throw failures[0];
   }
+}
+
+/**
+ * How many of the members a round just took are still held as far as this process knows: one the
+ * watchdog keeps (`watchdogKept`: no leaseTime) must still have its entry, not lost. A round whose
+ * slowest member answered late may find a faster one already lost (its watchdog found it gone
+ * meanwhile, and dropped it): the whole must not be returned as held.
+ */
+export function stillHeld(members: readonly TakenMember[], watchdogKept: boolean): number {
+  if (!watchdogKept) return members.length;
+  return members.filter(({ handle }) => {
+    const lost = handle.lostSignal();
+    return lost !== undefined && !lost.aborted;
+  }).length;
 }
 
 /** Settles like `promise`, or resolves with undefined after `ms` (leaving `promise` to run on). */

@@ -1,6 +1,7 @@
 import type { LockHandle } from '../../core/LockHandle';
 import { LockUsageError } from '../../errors';
-import { CompositeHold, pause } from './CompositeHold';
+import { scopedOwner } from '../../services/LockOwner';
+import { CompositeHold, pause, stillHeld } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
 
 /** The first random back-off after a round that could not take every member, in ms; it doubles up to MAX. */
@@ -55,12 +56,22 @@ export class MultiLock extends CompositeLock {
       if (!failure && refused === undefined) {
         const members = handles.map((handle, i) => ({ handle, sentAt: sentAt[i]! }));
         const validUntil = leaseTime === undefined ? undefined : Math.min(...members.map((member) => member.sentAt)) + leaseTime;
-        return new CompositeHold(this.name, members, members.length, validUntil, this.reportLost);
+        // Not if a member's lease ran out (or its watchdog found it gone) while a slower one
+        // answered: another owner may hold it already. Then the round goes again, as a refused one.
+        const fresh = validUntil === undefined ? stillHeld(members, true) === members.length : performance.now() < validUntil;
+        if (fresh) return new CompositeHold(this.name, members, members.length, validUntil, this.reportLost);
       }
       // One lock listed twice through two clients of one Redis refuses itself in every round.
       if (!failure && refused !== undefined) failure = await this.sameLockTwice(handles, sentAt, refused);
       // All or nothing: give back what this round took before anything else.
       await Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.unlock().catch(() => undefined))));
+      // A member whose acquire failed (its reply lost past ioredis's retries) may have run: it is
+      // given back too, once its server answers, without holding up the caller (its connection
+      // may be down for offlineTimeout); not when the caller aborted it, nor a member that
+      // entered the caller's own hold again (see RedLock's attempt).
+      handles.forEach((handle, i) => {
+        if (results[i]!.status === 'rejected' && !signal?.aborted && scopedOwner(handle.identity) === undefined) handle.unlock().catch(() => undefined);
+      });
       if (failure) throw failure.error;
       const left = deadline - performance.now();
       if (left <= 0) return undefined;

@@ -1,7 +1,7 @@
 import type { LockHandle } from '../../core/LockHandle';
 import { scopedOwner } from '../../services/LockOwner';
 import { InvalidArgumentError, QuorumUnavailableError, RedisCommandError } from '../../errors';
-import { CompositeHold, pause, within } from './CompositeHold';
+import { CompositeHold, pause, stillHeld, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
 
 export interface RedLockOptions {
@@ -94,7 +94,7 @@ export class RedLock extends CompositeLock {
       // other (a member's client closed, a usage error, a bug) fails every round the same way.
       const fatal = failures.find((failure) => failure !== undefined && !(failure instanceof RedisCommandError));
       const validUntil = start + lease - drift;
-      if (!signal?.aborted && fatal === undefined && taken.length >= this.quorum && performance.now() < validUntil) {
+      if (!signal?.aborted && fatal === undefined && stillHeld(taken, leaseTime === undefined) >= this.quorum && performance.now() < validUntil) {
         return new CompositeHold(this.name, taken, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost);
       }
       await this.giveBack(taken.map((member) => member.handle));
