@@ -122,6 +122,8 @@ const cases: Case[] = [
   ...([MultiLock, RedLock] as const).flatMap((Kind): Case[] => [
     ...([undefined, null, 'x', {}, []] as unknown[]).map((locks): Case => [Kind.name, `locks ${JSON.stringify(locks)}`, 'locks', () => new Kind(locks as never)]),
     [Kind.name, 'a member not a lock handle', 'locks[1]', () => new Kind([lock, {} as never])],
+    // eslint-disable-next-line no-sparse-arrays
+    [Kind.name, 'a hole in a sparse array', 'locks[1]', () => new Kind([lock, , client.getLock('bad-input-2')] as never)],
     [Kind.name, 'a fenced lock as member', 'locks[0]', () => new Kind([client.getFencedLock('f') as never])],
     [Kind.name, 'the same lock of one client twice', 'locks[1]', () => new Kind([lock, client.getLock('bad-input')])],
     ...badTimes.map(([label, value]): Case => [`${Kind.name}.tryLock`, `waitTime ${label}`, 'options.waitTime', () => new Kind([lock]).tryLock({ waitTime: value as number })]),
@@ -129,6 +131,7 @@ const cases: Case[] = [
     ...([undefined, 'fn'] as unknown[]).map((fn): Case => [`${Kind.name}.withLock`, `fn ${String(fn)}`, 'fn', () => new Kind([lock]).withLock(fn as never)]),
   ]),
   ['RedLock', 'options a number', 'options', () => new RedLock([lock], 5 as never)],
+  ['RedLock.lock', 'leaseTime within the drift (never valid: it looped for good)', 'options.leaseTime', () => new RedLock([lock]).lock({ leaseTime: 2 })],
   ['RedLock', 'a misspelt option', 'options.attemptTimout', () => new RedLock([lock], { attemptTimout: 5 } as never)],
   ...badTimes.map(([label, value]): Case => ['RedLock', `attemptTimeout ${label}`, 'options.attemptTimeout', () => new RedLock([lock], { attemptTimeout: value as number })]),
   ['RedLock', 'attemptTimeout 0', 'options.attemptTimeout', () => new RedLock([lock], { attemptTimeout: 0 })],

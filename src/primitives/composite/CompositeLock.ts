@@ -41,12 +41,14 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
       throw new InvalidArgumentError(argument, `must be a non-empty array of lock handles (client.getLock(name)), got ${Array.isArray(locks) ? 'an empty array' : typeof locks}`);
     }
     const seen = new Set<string>();
-    locks.forEach((lock: unknown, i) => {
+    // A plain loop, not forEach: forEach skips the holes of a sparse array (`[a, , b]`).
+    for (let i = 0; i < locks.length; i++) {
+      const lock: unknown = locks[i];
       if (!(lock instanceof LockHandle)) throw new InvalidArgumentError(`${argument}[${i}]`, 'must be a lock handle: client.getLock(), getFairLock(), or readLock() or writeLock() of a read-write lock');
       // The same lock of the same client twice would be one hold counted as two.
       if (seen.has(lock.identity)) throw new InvalidArgumentError(`${argument}[${i}]`, `is lock "${lock.name}" of a client already in the list`);
       seen.add(lock.identity);
-    });
+    }
     this.members = [...(locks as LockHandle[])];
     this.name = [...new Set(this.members.map((member) => member.name))].join('+');
   }

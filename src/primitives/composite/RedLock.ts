@@ -70,6 +70,8 @@ export class RedLock extends CompositeLock {
     const deadline = performance.now() + waitTime;
     const lease = leaseTime ?? Math.min(...this.members.map((member) => member.watchdogTimeout));
     const drift = Math.floor(lease * this.driftFactor) + 2;
+    // Never valid: every round would be given back, and lock() would go on for good.
+    if (lease <= drift) throw new InvalidArgumentError('options.leaseTime', `must be longer than the clock drift allowed for it (${drift} ms), got ${lease}`);
     for (;;) {
       signal?.throwIfAborted();
       const start = performance.now();
