@@ -248,6 +248,31 @@ test('a caller that joins its client\'s parked waiter without asking is served w
   expect(Math.max(...settledAt)).toBeLessThan(4_000);
 });
 
+test('an updateLeaseTime that failed after a watchdog tick found nothing to renew: the permit, back with the watchdog, is reported lost at its lease end while Redis stays away (before: never)', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const watchdogTimeout = 1_500; // a tick every 500 ms
+    const client = redis.client({ redis: proxy.url, offlineTimeout: 800, watchdogTimeout });
+    const lost = jest.fn();
+    client.on('lockLost', lost);
+    const sem = client.getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    const id = await sem.acquire(); // kept by the watchdog
+    const acquiredAt = performance.now();
+    // The connection drops and cannot come back.
+    proxy.stopAccepting();
+    proxy.cutAll();
+    await until('the client saw the connection drop', () => (client as unknown as { redis: { status: string } }).redis.status !== 'ready');
+    // Waits offlineTimeout (800 ms) for the connection, longer than a tick, which meanwhile finds no permit to renew.
+    await expect(sem.updateLeaseTime(id, 60_000)).rejects.toBeInstanceOf(RedisUnreachableError);
+    expect(client.stats.renewals).toBe(1); // back with the watchdog
+    await until('the permit is reported lost', () => lost.mock.calls.length === 1, 5_000);
+    expect(performance.now() - acquiredAt).toBeLessThan(watchdogTimeout + 1_000);
+  } finally {
+    await proxy.close();
+  }
+});
+
 test('an updateLeaseTime that never reached Redis leaves the permit with the watchdog, renewed, not run out unreported', async () => {
   const proxy = await TcpProxy.start(redis.server.port);
   try {

@@ -5,7 +5,8 @@ import type { ChannelEntry } from '../../src/services/ChannelEntry';
 import { LockPubSub } from '../../src/services/LockPubSub';
 import { commandCounts } from '../helpers/testRedis';
 import { usePrivateRedis, parkedWaiters, subscribers } from '../helpers/privateRedis';
-import { until } from '../helpers/time';
+import { TcpProxy } from '../helpers/tcpProxy';
+import { sleep, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
 
@@ -150,5 +151,26 @@ test('a subscriber that ioredis gave up on (retryStrategy null, then killed): a 
     expect(later.failed).toBe(true);
   } finally {
     await pubsub.close();
+  }
+});
+
+test('a channel whose subscribe failed (its subscriber ended before it was ever ready) and is tried again when the subscriber is back: its waiters retry then, and a latch opened meanwhile is seen (before: the await never resolved)', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const name = 'subscriber-failed-then-back';
+    const opener = redis.client();
+    // Gives up after 2 reconnects: the subscriber ends (rlock connects it again later).
+    const client = redis.client({ redis: { host: '127.0.0.1', port: proxy.port, retryStrategy: (times: number) => (times > 2 ? null : 50) } });
+    await opener.getCountDownLatch(name).trySetCount(1);
+    expect(await client.getCountDownLatch(name).getCount()).toBe(1); // the command connection is up
+    proxy.closingNew = true; // the subscriber cannot connect
+    const opened = client.getCountDownLatch(name).await();
+    const pubsub = (client as unknown as { pubsub: { entries: Map<string, ChannelEntry> } }).pubsub;
+    await until("the channel's subscribe failed", () => [...pubsub.entries.values()].some((entry) => entry.failed));
+    await opener.getCountDownLatch(name).countDown(); // published to nobody on this client
+    proxy.closingNew = false;
+    await expect(Promise.race([opened, sleep(8_000).then(() => 'still waiting')])).resolves.toBe(true);
+  } finally {
+    await proxy.close();
   }
 });

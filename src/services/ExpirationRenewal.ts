@@ -161,6 +161,8 @@ export class ExpirationRenewal {
     if (this.closed || this.entries.has(id) || !(removed instanceof RenewalEntry)) return;
     this.entries.set(id, removed);
     this.startTimer();
+    // Its deadline too: a tick that found no entry while it was away stopped the deadline timer.
+    this.armDeadline(removed.lostAt);
     this.armEarly(performance.now());
   }
 

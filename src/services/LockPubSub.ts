@@ -148,9 +148,13 @@ export class LockPubSub {
     });
   }
 
-  /** Subscriptions that failed, tried again (their waiters meanwhile sleep at most their pttl). */
+  /**
+   * Subscriptions that failed, tried again (their waiters meanwhile sleep at most their pttl, a
+   * latch's awaiter with no bound at all), and their waiters woken once subscribed: what was
+   * published meanwhile reached nobody here (a latch opened then was never seen).
+   */
   private retryFailed(): void {
-    for (const [channel, entry] of this.entries) if (entry.failed) this.subscribe(channel, entry);
+    for (const [channel, entry] of this.entries) if (entry.failed) this.resubscribe(channel, entry);
   }
 
   /**
