@@ -23,6 +23,17 @@ afterEach(() => {
 
 const scriptCalls = (): Promise<number> => scriptCallCount(redis.admin);
 
+/** A client through `proxy` (watchdog 1.5 s) with a permit kept by its watchdog, and its lockLost listener. */
+async function watchdogPermitThrough(proxy: TcpProxy, offlineTimeout: number) {
+  const client = redis.client({ redis: proxy.url, offlineTimeout, watchdogTimeout: 1_500 });
+  const lost = jest.fn();
+  client.on('lockLost', lost);
+  const sem = client.getPermitExpirableSemaphore(uniqueName());
+  await sem.trySetPermits(1);
+  const id = await sem.acquire(); // kept by the watchdog
+  return { client, lost, sem, id, watchdogTimeout: 1_500 };
+}
+
 /** A connection of the test's own with the library's scripts, to run the handoff script by itself. */
 const handoffConnection = () =>
   defineScripts(redis.admin.duplicate()) as unknown as {
@@ -251,13 +262,7 @@ test('a caller that joins its client\'s parked waiter without asking is served w
 test('an updateLeaseTime that failed after a watchdog tick found nothing to renew: the permit, back with the watchdog, is reported lost at its lease end while Redis stays away (before: never)', async () => {
   const proxy = await TcpProxy.start(redis.server.port);
   try {
-    const watchdogTimeout = 1_500; // a tick every 500 ms
-    const client = redis.client({ redis: proxy.url, offlineTimeout: 800, watchdogTimeout });
-    const lost = jest.fn();
-    client.on('lockLost', lost);
-    const sem = client.getPermitExpirableSemaphore(uniqueName());
-    await sem.trySetPermits(1);
-    const id = await sem.acquire(); // kept by the watchdog
+    const { client, lost, sem, id, watchdogTimeout } = await watchdogPermitThrough(proxy, 800); // a tick every 500 ms
     const acquiredAt = performance.now();
     // The connection drops and cannot come back.
     proxy.stopAccepting();
@@ -276,13 +281,7 @@ test('an updateLeaseTime that failed after a watchdog tick found nothing to rene
 test('an updateLeaseTime that never reached Redis leaves the permit with the watchdog, renewed, not run out unreported', async () => {
   const proxy = await TcpProxy.start(redis.server.port);
   try {
-    const watchdogTimeout = 1_500;
-    const client = redis.client({ redis: proxy.url, offlineTimeout: 300, watchdogTimeout });
-    const lost = jest.fn();
-    client.on('lockLost', lost);
-    const sem = client.getPermitExpirableSemaphore(uniqueName());
-    await sem.trySetPermits(1);
-    const id = await sem.acquire(); // kept by the watchdog
+    const { client, lost, sem, id, watchdogTimeout } = await watchdogPermitThrough(proxy, 300);
     // The connection drops and cannot come back for now.
     proxy.stopAccepting();
     proxy.cutOnNextReply();
