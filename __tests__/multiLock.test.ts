@@ -100,6 +100,7 @@ describe('a member that answers after another member is no longer held (Redis pa
     await servers[1]!.admin.call('CLIENT', 'PAUSE', '800', 'ALL');
     const trying = multi.tryLock({ leaseTime: 300 });
     const other = servers[0]!.client().getLock(name);
+    await until('the fast member is held', async () => (await servers[0]!.admin.exists(name)) === 1);
     await until("the fast member's lease ran out", async () => (await servers[0]!.admin.exists(name)) === 0);
     expect(await other.tryLock()).toBe(true);
     expect(await trying).toBe(false);

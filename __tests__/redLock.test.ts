@@ -326,14 +326,15 @@ test('a RedLock inside a withLock of one of its own members, whose acquire of th
 
 test('a member kept by its watchdog and lost while a slower member answers does not count toward the quorum: not returned as held (before: held with 2 of the 3 needed)', async () => {
   const name = uniqueName();
-  const clients = servers.map((s) => s.client({ watchdogTimeout: 300 }));
+  // Watchdog 600 ms: a renewal every 200 ms finds server 0's key gone well before the paused server answers (450 ms).
+  const clients = servers.map((s) => s.client({ watchdogTimeout: 600 }));
   await Promise.all(clients.map((client) => client.getLock('warm').isLocked())); // connected
   const others = [servers[3]!.client().getLock(name), servers[4]!.client().getLock(name)];
   for (const other of others) await other.lock(); // refused there: the quorum (3) needs servers 0, 1 and 2
   const lost = jest.fn();
   clients[0]!.on('lockLost', lost);
-  await servers[2]!.admin.call('CLIENT', 'PAUSE', '200', 'ALL');
-  const trying = redLock(name, clients, 280).tryLock();
+  await servers[2]!.admin.call('CLIENT', 'PAUSE', '450', 'ALL');
+  const trying = redLock(name, clients, 550).tryLock();
   await until('server 0 is held', async () => (await servers[0]!.admin.exists(name)) === 1);
   await servers[0]!.admin.del(name); // a force-unlock by hand
   await until("server 0's watchdog found it gone", () => lost.mock.calls.length === 1);
