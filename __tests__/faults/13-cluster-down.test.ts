@@ -6,9 +6,27 @@ import calculateSlot from 'cluster-key-slot';
 import { LockClient, RedisCommandError } from '../../src';
 import { slotOwnerPort, useCluster } from '../helpers/handoff';
 import { heldKindNames, heldKinds } from '../helpers/heldKinds';
-import { sleep } from '../helpers/time';
+import { sleep, until } from '../helpers/time';
 
 const clusterOf = useCluster({ masters: 3 });
+
+/**
+ * Sets every node's cluster-node-timeout: raised, the other masters keep serving through one
+ * frozen master, not yet a failure to them (with the suite's 1 s the whole Cluster would go
+ * down, as Redis decides).
+ */
+function setNodeTimeout(cluster: ReturnType<typeof clusterOf>, ms: number): Promise<unknown> {
+  return Promise.all(
+    cluster.servers.map(async (server) => {
+      const node = server.connect();
+      try {
+        await node.config('SET', 'cluster-node-timeout', String(ms));
+      } finally {
+        node.disconnect();
+      }
+    }),
+  );
+}
 
 test('a waiter rides out CLUSTERDOWN and takes the lock once the slot is served again', async () => {
   const redis = clusterOf().connect();
@@ -70,17 +88,7 @@ test("a frozen master does not stop the watchdog on the others: their holds are 
   const client = new LockClient({ redis: { clusterNodes: cluster.startupNodes }, watchdogTimeout: 1500 });
   const lost: string[] = [];
   client.on('lockLost', (event) => lost.push(event.name));
-  // The other masters keep serving through the freeze: not yet a failure to them (with the
-  // suite's 1 s node timeout the whole Cluster would go down, as Redis decides).
-  const nodeTimeout = (ms: number): Promise<unknown> =>
-    Promise.all(cluster.servers.map(async (server) => {
-      const node = server.connect();
-      try {
-        await node.config('SET', 'cluster-node-timeout', String(ms));
-      } finally {
-        node.disconnect();
-      }
-    }));
+  const nodeTimeout = (ms: number): Promise<unknown> => setNodeTimeout(cluster, ms);
   await nodeTimeout(20_000);
   try {
     const names = Array.from({ length: 12 }, (_, i) => `frozen-node:${i}`);
@@ -105,3 +113,46 @@ test("a frozen master does not stop the watchdog on the others: their holds are 
     await nodeTimeout(1_000);
   }
 }, 30_000);
+
+test("a fair-lock grant on a healthy master gets its early renewal while the watchdog's call to a frozen master is out: not lost after its short first lease", async () => {
+  const cluster = clusterOf();
+  const redis = cluster.connect();
+  // A tick every 3 s; a grant's first lease is queueTimeout (1.5 s), renewed early, halfway there.
+  const client = new LockClient({ redis: { clusterNodes: cluster.startupNodes }, watchdogTimeout: 9_000, queueTimeout: 1_500 });
+  const other = new LockClient({ redis: { clusterNodes: cluster.startupNodes } });
+  const lost: string[] = [];
+  client.on('lockLost', (event) => lost.push(event.name));
+  const nodeTimeout = (ms: number): Promise<unknown> => setNodeTimeout(cluster, ms);
+  await nodeTimeout(20_000);
+  try {
+    const frozenName = 'frozen-side';
+    const frozenPort = await slotOwnerPort(redis, frozenName);
+    let fairName = '';
+    for (let i = 0; !fairName; i++) if ((await slotOwnerPort(redis, `healthy-side:${i}`)) !== frozenPort) fairName = `healthy-side:${i}`;
+    await client.getLock(frozenName).lock(); // kept by the watchdog, on the master about to freeze
+    const fair = other.getFairLock(fairName);
+    await fair.lock();
+    const waiter = client.getFairLock(fairName);
+    const granted = waiter.lock();
+    await until('the waiter is queued', async () => (await fair.inspect()).queue?.length === 1);
+    const frozen = cluster.servers.find((server) => server.port === frozenPort)!;
+    frozen.pause();
+    try {
+      const renewal = (client as unknown as { renewal: { inFlight: Map<string, number> } }).renewal;
+      await until("a tick's call to the frozen master is out", () => renewal.inFlight.size > 0, 5_000);
+      await fair.unlock(); // the grant, with its short first lease
+      await granted;
+      await sleep(2_500); // past the grant's first lease, before the next tick
+      expect(lost).toEqual([]);
+      expect(await redis.pttl(fairName)).toBeGreaterThan(0);
+    } finally {
+      frozen.resume();
+    }
+    await waiter.unlock();
+  } finally {
+    await client.close();
+    await other.close();
+    redis.disconnect();
+    await nodeTimeout(1_000);
+  }
+}, 40_000);

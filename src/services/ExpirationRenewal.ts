@@ -73,6 +73,8 @@ export class ExpirationRenewal {
   private earlyAt = Infinity;
   /** The batch groups (renew command and slot) whose call of an earlier tick is still out, with how many. */
   private readonly inFlight = new Map<string, number>();
+  /** Groups an early renewal found out: their holds added since are renewed once the call is back. */
+  private readonly earlyAfter = new Set<string>();
   private closed = false;
 
   constructor(
@@ -123,9 +125,12 @@ export class ExpirationRenewal {
     this.earlyTimer = setTimeout(() => {
       this.earlyTimer = undefined;
       this.earlyAt = Infinity;
-      // A tick in flight was batched before this hold was added: come back right after it.
-      if (this.inFlight.size > 0) this.armEarly(performance.now() + 5);
-      else void this.renewAll();
+      // Every group whose call is not out goes now; one that is out was batched before this hold
+      // was added: its holds go right after that call is back. Not waiting for every call out
+      // (one frozen node's would hold back a grant's early renewal on a healthy one until its
+      // short first lease ran out, and re-armed every 5 ms meanwhile).
+      for (const group of this.inFlight.keys()) this.earlyAfter.add(group);
+      void this.renewAll();
     }, Math.max(0, at - performance.now())).unref();
   }
 
@@ -201,6 +206,7 @@ export class ExpirationRenewal {
     if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
     this.earlyTimer = undefined;
     this.earlyAt = Infinity;
+    this.earlyAfter.clear();
   }
 
   /** Makes sure the deadline timer fires no later than `at`. */
@@ -257,7 +263,10 @@ export class ExpirationRenewal {
         this.renewBatch(batch).finally(() => {
           const left = this.inFlight.get(group)! - 1;
           if (left > 0) this.inFlight.set(group, left);
-          else this.inFlight.delete(group);
+          else {
+            this.inFlight.delete(group);
+            if (this.earlyAfter.delete(group)) this.armEarly(performance.now());
+          }
         }),
       );
     }
