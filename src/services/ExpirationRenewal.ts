@@ -71,6 +71,8 @@ export class ExpirationRenewal {
   /** An extra renewal before the next tick, for a hold whose first lease is short (a fair-lock grant). */
   private earlyTimer: NodeJS.Timeout | undefined;
   private earlyAt = Infinity;
+  /** Whether the early renewal armed is for holds added since the calls out were batched (see armEarly). */
+  private earlyForNewHolds = false;
   /** The batch groups (renew command and slot) whose call of an earlier tick is still out, with how many. */
   private readonly inFlight = new Map<string, number>();
   /** Groups an early renewal found out: their holds added since are renewed once the call is back. */
@@ -118,18 +120,30 @@ export class ExpirationRenewal {
     if (lease < this.leaseMs) this.armEarly(now + (entry.lostAt - now) / 2);
   }
 
-  private armEarly(at: number): void {
-    if (at >= this.earlyAt) return;
+  /**
+   * An extra renewal at `at`. `forNewHolds`: for holds added since the calls now out were
+   * batched, so a group whose call is out gets one more renewal once that call is back. Not for
+   * that one more renewal itself: it would wait in turn for the calls it finds out (its own
+   * previous ones among them), and two groups would keep renewing each other back and forth.
+   */
+  private armEarly(at: number, forNewHolds = true): void {
+    if (at >= this.earlyAt) {
+      this.earlyForNewHolds ||= forNewHolds;
+      return;
+    }
     if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
+    else this.earlyForNewHolds = false;
+    this.earlyForNewHolds ||= forNewHolds;
     this.earlyAt = at;
     this.earlyTimer = setTimeout(() => {
       this.earlyTimer = undefined;
       this.earlyAt = Infinity;
-      // Every group whose call is not out goes now; one that is out was batched before this hold
-      // was added: its holds go right after that call is back. Not waiting for every call out
-      // (one frozen node's would hold back a grant's early renewal on a healthy one until its
-      // short first lease ran out, and re-armed every 5 ms meanwhile).
-      for (const group of this.inFlight.keys()) this.earlyAfter.add(group);
+      // Every group whose call is not out goes now; one that is out was batched before the new
+      // hold was added: its holds go right after that call is back. Not waiting for every call
+      // out (one frozen node's would hold back a grant's early renewal on a healthy one until
+      // its short first lease ran out, and re-armed every 5 ms meanwhile).
+      if (this.earlyForNewHolds) for (const group of this.inFlight.keys()) this.earlyAfter.add(group);
+      this.earlyForNewHolds = false;
       void this.renewAll();
     }, Math.max(0, at - performance.now())).unref();
   }
@@ -206,6 +220,7 @@ export class ExpirationRenewal {
     if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
     this.earlyTimer = undefined;
     this.earlyAt = Infinity;
+    this.earlyForNewHolds = false;
     this.earlyAfter.clear();
   }
 
@@ -265,7 +280,7 @@ export class ExpirationRenewal {
           if (left > 0) this.inFlight.set(group, left);
           else {
             this.inFlight.delete(group);
-            if (this.earlyAfter.delete(group)) this.armEarly(performance.now());
+            if (this.earlyAfter.delete(group)) this.armEarly(performance.now(), false);
           }
         }),
       );

@@ -43,10 +43,16 @@ export class MultiLock extends CompositeLock {
       const sentAt: (number | undefined)[] = [];
       if (blocker !== undefined) {
         // Holding nothing, wait for the member that refused us last round.
-        sentAt[blocker] = await handles[blocker]!.acquireHold(leaseTime, Math.max(0, deadline - performance.now()), signal);
+        const waited = handles[blocker]!;
+        sentAt[blocker] = await waited.acquireHold(leaseTime, Math.max(0, deadline - performance.now()), signal).catch((error: unknown) => {
+          if (mayHaveRun(waited, error, signal)) waited.unlock().catch(() => undefined);
+          throw error;
+        });
         if (sentAt[blocker] === undefined) return undefined;
       }
       const results = await Promise.allSettled(handles.map((handle, i) => (i === blocker ? Promise.resolve(sentAt[i]) : handle.acquireHold(leaseTime, 0, signal))));
+      // Read now: an abort while the give-back below is awaited does not make a failure an abort.
+      const undo = results.map((result, i) => result.status === 'rejected' && mayHaveRun(handles[i]!, result.reason, signal));
       let refused: number | undefined;
       let failure: { error: unknown } | undefined;
       results.forEach((result, i) => {
@@ -67,10 +73,9 @@ export class MultiLock extends CompositeLock {
       await Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.unlock().catch(() => undefined))));
       // A member whose acquire failed (its reply lost past ioredis's retries) may have run: it is
       // given back too, once its server answers, without holding up the caller (its connection
-      // may be down for offlineTimeout); not when the caller aborted it, nor a member that
-      // entered the caller's own hold again (see RedLock's attempt).
+      // may be down for offlineTimeout).
       handles.forEach((handle, i) => {
-        if (results[i]!.status === 'rejected' && !signal?.aborted && scopedOwner(handle.identity) === undefined) handle.unlock().catch(() => undefined);
+        if (undo[i]) handle.unlock().catch(() => undefined);
       });
       if (failure) throw failure.error;
       const left = deadline - performance.now();
@@ -100,4 +105,15 @@ export class MultiLock extends CompositeLock {
     }
     return undefined;
   }
+}
+
+/**
+ * Whether a member's acquire that rejected with `error` may have taken the member and must be
+ * undone: not when the rejection was the caller's abort (the acquire gives back what it took
+ * then), nor for a member that entered the caller's own hold again (its unlock would give back
+ * that scope's hold; a hold the acquire may have added goes with the scope: see RedLock's attempt).
+ */
+function mayHaveRun(handle: LockHandle, error: unknown, signal: AbortSignal | undefined): boolean {
+  if (signal?.aborted && error === signal.reason) return false;
+  return scopedOwner(handle.identity) === undefined;
 }
