@@ -6,7 +6,7 @@ import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { scriptCallCount } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
 import { TcpProxy } from './helpers/tcpProxy';
-import { ClientClosedError, type LockClient, LockLostError, LockTimeoutError, QuorumUnavailableError, RedLock } from '../src';
+import { ClientClosedError, type LockClient, LockLostError, LockTimeoutError, QuorumUnavailableError, RedisCommandError, RedLock } from '../src';
 
 const servers: PrivateRedis[] = Array.from({ length: 5 }, () => usePrivateRedis());
 const counterServer = usePrivateRedis();
@@ -341,4 +341,29 @@ test('a member kept by its watchdog and lost while a slower member answers does 
   expect(await trying).toBe(false);
   expect(await serversHolding(name, servers.slice(0, 3))).toBe(0);
   for (const other of others) await other.unlock();
+});
+
+test('unlock() with a majority of the servers not answering rejects (the holds expire with their lease); with a minority it resolves', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  await Promise.all(clients.map((client) => client.getLock('warm').isLocked()));
+  const red = redLock(name, clients, 200);
+  expect(await red.tryLock({ leaseTime: 10_000 })).toBe(true);
+  for (const s of servers.slice(2)) s.server.pause(); // 3 of 5
+  try {
+    const error = await red.unlock().catch((failure: unknown) => failure);
+    expect(error).toBeInstanceOf(RedisCommandError);
+    expect((error as RedisCommandError).code).toBe('ETIMEDOUT');
+  } finally {
+    for (const s of servers.slice(2)) s.server.resume();
+  }
+  await until('the late releases ran once the servers answer again', async () => (await serversHolding(name)) === 0, 3_000);
+  expect(await red.tryLock({ leaseTime: 10_000 })).toBe(true);
+  servers[4]!.server.pause(); // 1 of 5
+  try {
+    await red.unlock();
+  } finally {
+    servers[4]!.server.resume();
+  }
+  await until('the late release ran', async () => (await serversHolding(name)) === 0, 3_000);
 });

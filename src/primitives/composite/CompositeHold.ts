@@ -1,5 +1,5 @@
 import type { LockHandle } from '../../core/LockHandle';
-import { LockLostError, NotLockOwnerError } from '../../errors';
+import { LockLostError, NotLockOwnerError, RedisCommandError } from '../../errors';
 import { boundedWait } from '../../services/bounds';
 
 /** A member lock taken for a composite: its own handle (a fork) and when its acquire was sent. */
@@ -69,7 +69,15 @@ export class CompositeHold {
    */
   async release(timeout: number | undefined, tolerate: number): Promise<void> {
     for (const stop of this.undo.splice(0)) stop();
-    const results = await Promise.allSettled(this.members.map(({ handle }) => within(handle.unlock(), timeout)));
+    // A release that did not answer within `timeout` failed too, as far as the caller can know:
+    // unlock() resolved when every member's release timed out.
+    const unanswered = (handle: LockHandle): RedisCommandError =>
+      new RedisCommandError('unlock', new Error(`no answer within ${timeout} ms`), `unlock of "${handle.name}" got no answer within ${timeout} ms; the hold expires with its lease`, 'ETIMEDOUT');
+    const results = await Promise.allSettled(
+      this.members.map(async ({ handle }) => {
+        if ((await within(handle.unlock().then(() => true), timeout)) === undefined) throw unanswered(handle);
+      }),
+    );
     const failures = results.flatMap((result) =>
       result.status === 'rejected' && !(result.reason instanceof NotLockOwnerError) ? [result.reason as unknown] : [],
     );
