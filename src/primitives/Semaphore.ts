@@ -1,3 +1,4 @@
+import type { Hold } from '../core/waitLoop';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../errors';
 import { subscriberCount, type SemaphoreInfo } from '../introspection';
@@ -146,12 +147,12 @@ export class Semaphore extends Primitive {
     const [free, reached] = await this.giveBackToRedis(left);
     // Below 0: permits are owed after a cut whose message this client may have missed (its
     // subscriber was reconnecting); its next releases must pay them off, not go to its waiters.
-    if (free < 0) this.context.pubsub.peek(this.channel)?.local?.suspend();
-    else this.context.pubsub.peek(this.channel)?.local?.resume(sentAt);
+    const entry = this.context.pubsub.peek(this.channel);
+    if (free < 0) entry?.local?.suspend();
+    else entry?.local?.resume(sentAt);
     if (!yielded || reached > 1) return;
     // No other client waits (the message reached ours alone, or no one): no turn to give; our
     // waiters, which the message may have found still standing back, try again now.
-    const entry = this.context.pubsub.peek(this.channel);
     entry?.local?.stopYielding();
     entry?.wake(free);
   }
@@ -331,10 +332,9 @@ export class Semaphore extends Primitive {
       // The holder renews its reservation by attempting again well before it runs out.
       return { held: false, ttl: reserving ? Math.floor(context.queueTimeout / 3) : ttl };
     };
-    let sentAt: number | undefined;
+    let hold: Hold | undefined;
     try {
-      sentAt = (
-        await this.wait(callId, this.channel, attempt, waitTime, signal, {
+      hold = await this.wait(callId, this.channel, attempt, waitTime, signal, {
         // The reservation's holder waits for its grant; the others may be handed permits by a
         // release of this client (see release()).
         park: (woken, ms, stops, _deadline, debt) => {
@@ -345,12 +345,11 @@ export class Semaphore extends Primitive {
           if (reservedAt === undefined) return;
           await this.leaveReservation(field).catch(() => undefined); // the reservation then runs out after queueTimeout
         },
-      })
-      )?.sentAt;
+      });
     } finally {
       entry?.forgetGrant(field);
     }
-    if (sentAt === undefined) return undefined;
+    if (hold === undefined) return undefined;
     // Taken while the caller aborted or the client closed: give the permits back, leave nothing.
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {
@@ -359,6 +358,6 @@ export class Semaphore extends Primitive {
       throw stopped;
     }
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(callId), permits });
-    return sentAt;
+    return hold.sentAt;
   }
 }

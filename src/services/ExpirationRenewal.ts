@@ -127,13 +127,10 @@ export class ExpirationRenewal {
    * previous ones among them), and two groups would keep renewing each other back and forth.
    */
   private armEarly(at: number, forNewHolds = true): void {
-    if (at >= this.earlyAt) {
-      this.earlyForNewHolds ||= forNewHolds;
-      return;
-    }
-    if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
-    else this.earlyForNewHolds = false;
+    // False whenever no early renewal is armed (its timer and stopTimer() reset it).
     this.earlyForNewHolds ||= forNewHolds;
+    if (at >= this.earlyAt) return;
+    if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
     this.earlyAt = at;
     this.earlyTimer = setTimeout(() => {
       this.earlyTimer = undefined;
