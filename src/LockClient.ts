@@ -96,7 +96,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.ownsRedis = owned;
     this.unname = this.ownsRedis ? () => undefined : nameConnection(this.redis, connName);
     const redis = defineScripts(this.redis);
-    this.pubsub = new LockPubSub(subscriberOf(redis, connName), () => this.publishCommand());
+    this.pubsub = new LockPubSub(subscriberOf(redis, connName), () => this.learnPublishCommand());
     this.renewal = new ExpirationRenewal(
       redis,
       this.watchdogTimeout,
@@ -217,20 +217,34 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   /**
    * How releases are published: sharded (`SPUBLISH`, to the lock's shard only) on a Cluster
-   * whose servers know it (Redis >= 7), classic `PUBLISH` elsewhere. Asked once.
+   * whose servers know it (Redis >= 7), classic `PUBLISH` elsewhere. A call that could not ask
+   * publishes classic this once; the subscriber waits for the answer (see `learnPublishCommand`).
    */
   private publishCommand(): Promise<PublishCommand> {
+    return this.learnPublishCommand().catch(() => 'publish' as PublishCommand);
+  }
+
+  /**
+   * The answer, asked once. Rejects when Redis could not answer (a frozen or unreachable node):
+   * asked again next time, and the subscriber asks until it knows, since one made on a guess
+   * stayed deaf for good to every release published the other way (`13-cluster-down.test.ts`
+   * "a client whose first COMMAND INFO a frozen master left unanswered ..."). A refusal that
+   * will not change (an ACL without `command|info`, a server without COMMAND) is an answer:
+   * classic, for the releases and the subscriber alike.
+   */
+  private learnPublishCommand(): Promise<PublishCommand> {
     if (this.publishCommandAnswer) return this.publishCommandAnswer;
     if (!this.redis.isCluster) return (this.publishCommandAnswer = Promise.resolve('publish'));
     // Counted as a call under way: a give-back waits for it, and close() for the give-back.
     this.publishCommandAnswer = this.commands.counted(
-      this.redis
-        .call('COMMAND', 'INFO', 'SPUBLISH')
-        .then((info) => (this.publishCommandKnown = Array.isArray(info) && info[0] ? 'spublish' : 'publish'))
-        .catch(() => {
-          this.publishCommandAnswer = undefined; // ask again next time
-          return 'publish' as PublishCommand;
-        }),
+      this.redis.call('COMMAND', 'INFO', 'SPUBLISH').then(
+        (info) => (this.publishCommandKnown = Array.isArray(info) && info[0] ? 'spublish' : 'publish'),
+        (error: unknown) => {
+          if (refusedForGood(error)) return (this.publishCommandKnown = 'publish');
+          this.publishCommandAnswer = undefined;
+          throw error;
+        },
+      ),
     );
     return this.publishCommandAnswer;
   }
@@ -323,4 +337,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish(event);
     this.emit('lockLost', event);
   }
+}
+
+/** Redis's refusal of COMMAND INFO that asking again will not change: no permission, or no such command. */
+function refusedForGood(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : '';
+  return (error as { name?: unknown } | undefined)?.name === 'ReplyError' && (/^NOPERM/.test(message) || /unknown command/i.test(message));
 }

@@ -1,12 +1,12 @@
 // Fault 13: the lock's slot is not served for a while (CLUSTERDOWN), longer than ioredis's own
 // retries. A waiter keeps trying within its waitTime instead of failing; a single attempt fails
 // with a typed error that says the failure is transient.
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { LockClient, RedisCommandError } from '../../src';
 import { slotOwnerPort, useCluster } from '../helpers/handoff';
 import { heldKindNames, heldKinds } from '../helpers/heldKinds';
-import { sleep, until } from '../helpers/time';
+import { orAfter, sleep, until } from '../helpers/time';
 
 const clusterOf = useCluster({ masters: 3 });
 
@@ -156,3 +156,67 @@ test("a fair-lock grant on a healthy master gets its early renewal while the wat
     await nodeTimeout(1_000);
   }
 }, 40_000);
+
+test("a client whose first COMMAND INFO a frozen master left unanswered asks again: its waiters subscribe the way its releases publish, and a latch's awaiter is woken", async () => {
+  const cluster = clusterOf();
+  const admin = cluster.connect();
+  const name = 'publish-mode-on-a-hiccup';
+  const clients: LockClient[] = [];
+  const connections: Cluster[] = [];
+  await setNodeTimeout(cluster, 20_000); // the other masters frozen for a while are not a failure yet
+  try {
+    const keyOf = new LockClient({ redis: admin });
+    clients.push(keyOf);
+    const latchKey = keyOf.getCountDownLatch(name).key;
+    const latchPort = (await slotOwnerPort(admin, latchKey))!;
+    const latchNode = new Redis(latchPort, '127.0.0.1', { disconnectTimeout: 0 });
+    const infoAnswered = async (): Promise<number> => Number(/^cmdstat_command\|info:calls=(\d+)/m.exec(await latchNode.info('commandstats'))?.[1] ?? 0);
+    const others = cluster.servers.filter((server) => server.port !== latchPort);
+    try {
+      // The client's first COMMAND INFO (sent when its first waiter subscribes) goes to a master
+      // ioredis picks at random: tried until it went to a frozen one and timed out.
+      let awaiting: Promise<boolean> | undefined;
+      let client: LockClient | undefined;
+      for (let attempt = 0; attempt < 10 && !awaiting; attempt++) {
+        const redis = cluster.connect({ redisOptions: { commandTimeout: 400 } });
+        connections.push(redis);
+        const candidate = new LockClient({ redis });
+        clients.push(candidate);
+        const latch = candidate.getCountDownLatch(name);
+        await latch.trySetCount(1);
+        const answeredBefore = await infoAnswered();
+        for (const server of others) server.pause();
+        let waiting: Promise<boolean | unknown> | undefined;
+        try {
+          waiting = latch.await({ waitTime: 30_000 }).catch((error: unknown) => error);
+          let wentToLatchMaster = false;
+          const sentBy = performance.now() + 300;
+          while (!wentToLatchMaster && performance.now() < sentBy) wentToLatchMaster = (await infoAnswered()) > answeredBefore;
+          if (!wentToLatchMaster) {
+            await sleep(700); // past the call's commandTimeout: it failed
+            awaiting = waiting as Promise<boolean>;
+            client = candidate;
+          }
+        } finally {
+          for (const server of others) server.resume();
+        }
+        if (!awaiting) {
+          await candidate.close();
+          await waiting;
+        }
+      }
+      expect(client).toBeDefined();
+      const latch = client!.getCountDownLatch(name);
+      await until('the awaiter is subscribed', async () => (await latch.inspect()).waitingClients === 1, 10_000);
+      await latch.countDown(); // published sharded: the client knows now that the servers can
+      expect(await orAfter(awaiting!, 5_000, 'not woken')).toBe(true);
+    } finally {
+      latchNode.disconnect();
+    }
+  } finally {
+    for (const client of clients) await client.close();
+    for (const connection of connections) connection.disconnect();
+    admin.disconnect();
+    await setNodeTimeout(cluster, 1_000);
+  }
+}, 90_000);

@@ -30,6 +30,9 @@ function untilReady(subscriber: Redis | Cluster): Promise<void> {
 /** How long a sharded SUBSCRIBE may go unanswered before a slot refresh sends it again. */
 const SUBSCRIBE_ANSWER_MS = 1000;
 
+/** How long the subscriber waits before it asks again how releases are published. */
+const MODE_RETRY_MS = 500;
+
 /**
  * One subscriber connection per client, created on first need, shared by every lock's waiters:
  * one entry per channel, reference-counted; the last waiter to leave unsubscribes.
@@ -39,6 +42,8 @@ export class LockPubSub {
   private readonly entries = new Map<string, ChannelEntry>();
   private wasReady = false;
   private publishCommand: Promise<PublishCommand> | undefined;
+  /** The pause before the mode is asked again; close() ends it. */
+  private modeRetry: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
   private closed = false;
   private stopReviving: () => void = () => undefined;
   /** The tail of the (un)subscribe queue, see `serially`. */
@@ -46,7 +51,10 @@ export class LockPubSub {
 
   constructor(
     private readonly createSubscriber: (sharded: boolean) => Redis | Cluster,
-    /** `spublish` when releases are published sharded (Cluster, Redis >= 7), else `publish`. */
+    /**
+     * `spublish` when releases are published sharded (Cluster, Redis >= 7), else `publish`;
+     * rejects when Redis could not answer.
+     */
     private readonly detectPublishCommand: () => Promise<PublishCommand>,
   ) {}
 
@@ -104,6 +112,10 @@ export class LockPubSub {
   /** Disconnects; waiters still parked are woken by the caller's abort, not here. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.modeRetry) {
+      clearTimeout(this.modeRetry.timer);
+      this.modeRetry.resolve();
+    }
     for (const entry of this.entries.values()) {
       entry.wakeups.cancel();
       entry.local?.stopYielding();
@@ -205,7 +217,24 @@ export class LockPubSub {
   }
 
   private mode(): Promise<PublishCommand> {
-    return (this.publishCommand ??= this.detectPublishCommand());
+    return (this.publishCommand ??= this.learnMode());
+  }
+
+  /**
+   * Asked until Redis answers, the (un)subscribes waiting meanwhile (their waiters sleep at most
+   * their bound, and are woken once subscribed): a subscriber made on a guess stays in its mode,
+   * deaf to every release published the other way.
+   */
+  private async learnMode(): Promise<PublishCommand> {
+    for (;;) {
+      try {
+        return await this.detectPublishCommand();
+      } catch {
+        if (!this.closed) await new Promise<void>((resolve) => (this.modeRetry = { timer: setTimeout(resolve, MODE_RETRY_MS), resolve }));
+        this.modeRetry = undefined;
+        if (this.closed) throw new Error('closed');
+      }
+    }
   }
 
   private connect(sharded: boolean): Redis | Cluster {
