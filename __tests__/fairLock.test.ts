@@ -411,6 +411,29 @@ describe('a subscriber that reconnects', () => {
 });
 
 describe('giving up leaves nothing behind', () => {
+  test.each(['fair', 'plain'])("a %s lock's waiter of a client with a short queueTimeout that gives up does not take the queue with it: the others' entries live on, and the release wakes them", async (kind) => {
+    const name = uniqueName();
+    const get = (client: ReturnType<typeof redis.client>) => (kind === 'fair' ? client.getFairLock(name) : client.getLock(name));
+    const holder = get(redis.client());
+    await holder.lock();
+    const patient = get(redis.client({ queueTimeout: 60_000 })).tryLock({ waitTime: 30_000 });
+    const queueKey = kind === 'fair' ? `rlock__queue:{${name}}` : `rlock__clients:{${name}}`;
+    await until('the patient waiter is queued', async () => (await redis.admin.zcard(queueKey)) === 1);
+    const stop = new AbortController();
+    const hasty = get(redis.client({ queueTimeout: 300 })).tryLock({ waitTime: 30_000, signal: stop.signal }).catch(() => 'stopped');
+    await until('the hasty waiter is queued', async () => (await redis.admin.zcard(queueKey)) === 2);
+    stop.abort();
+    expect(await hasty).toBe('stopped');
+    // The keys lived 300 ms from the hasty waiter's join, the patient entry with them.
+    expect(await redis.admin.pttl(queueKey)).toBeGreaterThan(30_000);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(await redis.admin.zcard(queueKey)).toBe(1);
+    const releasedAt = performance.now();
+    await holder.unlock();
+    expect(await patient).toBe(true);
+    expect(performance.now() - releasedAt).toBeLessThan(2_000); // by the release's wake-up, not the 20 s heartbeat
+  }, 20_000);
+
   test('a timed-out or aborted waiter leaves the queue at once; others keep their place', async () => {
     const name = uniqueName();
     const holder = redis.client().getFairLock(name);
@@ -507,6 +530,78 @@ describe('the RLock interface', () => {
     expect(await outcome).toBe('done');
     expect(await redis.admin.exists(name)).toBe(0);
   });
+
+  test('a grant made by a client with a shorter queueTimeout: the waiter counts the lease Redis gave it, not its own queue timeout', async () => {
+    expect.assertions(4);
+    const name = uniqueName();
+    const granter = redis.client({ queueTimeout: 1_000 }).getFairLock(name);
+    const waiterClient = redis.client({ queueTimeout: 5_000, watchdogTimeout: 30_000 });
+    const lost: unknown[] = [];
+    waiterClient.on('lockLost', (event) => lost.push(event));
+    // With a leaseTime above the 1 s grant: confirmed by one more attempt, which sets the lease.
+    await granter.lock();
+    const leased = waiterClient.getFairLock(name);
+    const withLease = leased.withLock(async () => {
+      expect(await leased.remainTimeToLive()).toBeGreaterThan(2_000); // was at most 1 000 while the scope counted 3 000
+    }, { leaseTime: 3_000, waitTime: 10_000 });
+    await until('the waiter is queued', async () => (await queueLength(name)) === 1);
+    await granter.unlock();
+    await withLease;
+    // Under the watchdog: renewed early, before the grant's 1 s runs out (it counted 5 s before).
+    await granter.lock();
+    const watched = waiterClient.getFairLock(name);
+    const other = redis.client().getFairLock(name);
+    const withWatchdog = watched.withLock(async (signal) => {
+      await new Promise((resolve) => setTimeout(resolve, 1_600)); // past the grant's first lease
+      expect(signal.aborted).toBe(false);
+      expect(await other.tryLock()).toBe(false);
+    }, { waitTime: 10_000 });
+    await until('the waiter is queued', async () => (await queueLength(name)) === 1);
+    await granter.unlock();
+    await withWatchdog;
+    expect(lost).toEqual([]);
+  }, 20_000);
+
+  test('a waiter with a leaseTime below the queue timeout gets its whole lease from the grant, not from its last heartbeat', async () => {
+    expect.assertions(2);
+    const name = uniqueName();
+    const queueTimeout = 3_000; // a heartbeat every 1 s
+    const holder = redis.client({ queueTimeout }).getFairLock(name);
+    await holder.lock();
+    const waiting = redis.client({ queueTimeout }).getFairLock(name);
+    const outcome = waiting.withLock(async (signal) => {
+      await new Promise((resolve) => setTimeout(resolve, 1_500)); // within the 2 s lease from the grant
+      expect(signal.aborted).toBe(false);
+      return 'done';
+    }, { leaseTime: 2_000, waitTime: 10_000 });
+    await until('the waiter is queued', async () => (await queueLength(name)) === 1);
+    // Granted ~0.85 s after it queued: its scope's lease ran from then, and ended 1.15 s into it.
+    await new Promise((resolve) => setTimeout(resolve, 850));
+    await holder.unlock();
+    expect(await outcome).toBe('done');
+  }, 15_000);
+
+  test("a re-entry that finds its hold lost tells the scope at once, and the grant it then waits for is renewed before its short first lease runs out", async () => {
+    expect.assertions(4);
+    const name = uniqueName();
+    const client = redis.client({ queueTimeout: 1_000, watchdogTimeout: 9_000 }); // a tick every 3 s
+    const fair = client.getFairLock(name);
+    const other = redis.client().getFairLock(name);
+    const scope = fair.withLock(async (signal) => {
+      await redis.client().getFairLock(name).forceUnlock(); // the scope's hold is gone, no tick has seen it
+      expect(await other.tryLock({ leaseTime: 60_000 })).toBe(true);
+      const inner = client.getFairLock(name);
+      const entering = inner.lock();
+      await until('the re-entry is queued', async () => (await queueLength(name)) === 1);
+      expect(signal.aborted).toBe(true); // told by the re-entry: its hold is gone
+      await other.unlock(); // grants the re-entry, for 1 s at first
+      await entering;
+      await new Promise((resolve) => setTimeout(resolve, 1_600));
+      expect(await redis.client().getFairLock(name).tryLock()).toBe(false); // it ran out at 1 s before
+      await inner.unlock();
+    });
+    await expect(scope).rejects.toThrow(/was lost/);
+  }, 15_000);
 
   test('reentrant inside withLock, holds counted; forceUnlock hands the lock to the head of the queue', async () => {
     expect.assertions(4);

@@ -50,7 +50,7 @@ test('a grant message that arrives after its grant ran out and its waiter queued
   expect(held).toBe(true);
 });
 
-test("a grant message names the owner field and Redis's time in whole µs (not rounded), within the release's run", async () => {
+test("a grant message names the owner field, Redis's time in whole µs (not rounded) within the release's run, and the lease the grant got", async () => {
   const name = 'stamped-grant';
   const holder = redis.client().getFairLock(name);
   await holder.lock({ leaseTime: 60_000 });
@@ -71,10 +71,12 @@ test("a grant message names the owner field and Redis's time in whole µs (not r
   await waiting;
   await until('the grant message is seen', () => messages.length === 1);
   await listener.quit();
-  const [field, stamp] = messages[0]!.split('@');
+  const [field, stamped] = messages[0]!.split('@');
+  const [stamp, ttl] = stamped!.split(':');
   expect(field).toMatch(new RegExp(`^${waiter.id}:`));
   // Lua's own number-to-string keeps 14 digits: the stamp came as 1.7956132845478e+15 before.
   expect(stamp).toMatch(/^\d{16}$/);
+  expect(ttl).toBe('5000'); // min(60 s lease, the granter's 5 s queue timeout)
   expect(Number(stamp)).toBeGreaterThanOrEqual(before);
   expect(Number(stamp)).toBeLessThanOrEqual(after);
 });

@@ -99,9 +99,11 @@ export class FairLock extends ExclusiveLock {
     // once an attempt found none (the hold was lost) and queued, a field of its own is a grant,
     // taken as is (1 hold), as its message would give it.
     const holding = owner.holds > 0;
-    // The send time of the latest call that found this waiter still queued: no grant can be
-    // older, so a grant's TTL (min(lease, queueTimeout)) runs at the earliest from there.
+    // The send time of the latest call that found this waiter still queued (undefined: never queued).
     let queuedAt: number | undefined;
+    // The latest attempt's send time here and its run time in Redis (µs): a grant stamped G
+    // happened here no sooner than `sentAt + (G - redisMicros)`, whatever its message's delay.
+    let anchor: { sentAt: number; redisMicros: number } | undefined;
     // Redis's time (µs) of the latest attempt that found this owner not granted: a grant stamped
     // no later was made before it, so it is gone by now (run out, or passed on), whenever its
     // message comes (the soak had one published as Redis froze and read after the waiter queued
@@ -109,7 +111,6 @@ export class FairLock extends ExclusiveLock {
     let notGrantedAt = -Infinity;
     let entry: ChannelEntry | undefined;
     let beat: Link<QueuedEntry> | undefined;
-    const grantTtl = Math.min(lease, queueTimeout);
     try {
       return await waitFor(
         context,
@@ -146,7 +147,12 @@ export class FairLock extends ExclusiveLock {
             );
             if (reply === null) return { held: true, sentAt };
             const [ttl, redisMicros] = reply;
+            // A re-entry that found no hold of its own: the hold it entered was lost (run out,
+            // force-unlocked, a restart), and its scope is told now, not when a tick finds out
+            // (a grant to this field from now on would pass for the lost hold at that tick).
+            if (countsUp) context.renewal.reportLost(key, field, 'a re-entry found its hold gone');
             notGrantedAt = Math.max(notGrantedAt, redisMicros);
+            if (!anchor || redisMicros > anchor.redisMicros) anchor = { sentAt, redisMicros };
             if (listening) {
               queuedAt = sentAt;
               if (!beat) {
@@ -169,18 +175,21 @@ export class FairLock extends ExclusiveLock {
           sleep: async (woken, ms, stops) => {
             // (woken is the entry of the last attempt: waitFor keeps one entry for the whole wait.)
             const grant = await woken.untilGranted(field, ms, stops);
-            if (!grant || queuedAt === undefined) return undefined;
+            if (!grant || queuedAt === undefined || anchor === undefined) return undefined;
             // Made before an attempt found this owner not granted: stale. Asking again takes a
-            // grant that is still there (as is), and queues the owner again otherwise.
-            if (grant.redisMicros === undefined || grant.redisMicros <= notGrantedAt) return undefined;
-            const expiresAt = queuedAt + grantTtl;
-            // A grant that may already be half gone (the message came late, or the last call that
-            // dated this waiter's place was long before it), or shorter than an explicit lease, is
-            // confirmed by one more attempt, which takes it with the full lease. Also with a
-            // leaseTime: its scope's lease counts from `queuedAt`, and a late grant taken as is
-            // started the scope with its lease already run out (LockLostError for a live hold).
-            if ((leaseTime !== undefined && leaseTime > queueTimeout) || expiresAt - performance.now() < grantTtl / 2) return undefined;
-            return { sentAt: queuedAt, expiresAt };
+            // grant that is still there (as is), and queues the owner again otherwise. So does a
+            // grant whose lease is not known (a version that did not send it).
+            if (grant.redisMicros === undefined || grant.redisMicros <= notGrantedAt || grant.ttl === undefined) return undefined;
+            // When Redis granted it, on this process's clock at the earliest (less 0.1 % of the
+            // time since the anchor, for the two clocks' rates), and when Redis may expire it: its
+            // lease is min(lease, the granter's queueTimeout), which need not be this client's.
+            const sinceAnchor = (grant.redisMicros - anchor.redisMicros) / 1000;
+            const grantedAt = Math.min(performance.now(), anchor.sentAt + sinceAnchor * 0.999);
+            const expiresAt = grantedAt + grant.ttl;
+            // A grant that may already be half gone (its message came late), or shorter than an
+            // explicit lease, is confirmed by one more attempt, which takes it with the full lease.
+            if ((leaseTime !== undefined && leaseTime > grant.ttl) || expiresAt - performance.now() < grant.ttl / 2) return undefined;
+            return { sentAt: grantedAt, expiresAt };
           },
           giveUp: async () => {
             if (queuedAt === undefined) return;

@@ -11,20 +11,26 @@ import { WakeQueue } from './WakeQueue';
  */
 const COUNTED_MESSAGE = /^wake:(\d+|all)(?::([\w-]*))?(?::(.+))?$/s;
 
-/** A grant a message (or a release's reply) brought: `redisMicros`, when given, is Redis's time of the grant (a fair lock's). */
+/**
+ * A grant a message (or a release's reply) brought: `redisMicros`, when given, is Redis's time of
+ * the grant, and `ttl` the lease (ms) Redis gave it then (a fair lock's).
+ */
 export interface Grant {
   readonly redisMicros: number | undefined;
+  readonly ttl?: number;
 }
 
 /**
- * The owner field a grant names and its Redis time: `message` is the field, or (a fair lock's)
- * "<field>@<µs>". A stamp that is not a whole number of µs (forged, garbled) counts as none.
+ * The owner field a grant names, its Redis time and lease: `message` is the field, or (a fair
+ * lock's) "<field>@<µs>:<ttl ms>" ("<field>@<µs>" from a version before the lease came along).
+ * A stamp that is not a whole number of µs (forged, garbled) counts as none.
  */
 function parseGrant(message: string): { field: string; grant: Grant } {
   const at = message.lastIndexOf('@');
   if (at < 0) return { field: message, grant: { redisMicros: undefined } };
-  const stamp = Number(message.slice(at + 1));
-  return { field: message.slice(0, at), grant: { redisMicros: Number.isSafeInteger(stamp) ? stamp : undefined } };
+  const [micros, ttl] = message.slice(at + 1).split(':').map(Number);
+  const lease = ttl !== undefined && Number.isSafeInteger(ttl) && ttl > 0 ? ttl : undefined;
+  return { field: message.slice(0, at), grant: { redisMicros: Number.isSafeInteger(micros) ? micros : undefined, ttl: lease } };
 }
 
 /** A waiter of this client that expects a grant: its wake-up while parked, a grant that came before it parked, when it first asked to be queued. */
@@ -134,7 +140,7 @@ export class ChannelEntry {
 
   /**
    * Hands a grant to its waiter (kept until it parks); false when no such waiter is expected
-   * here. `message` is the owner field, or (a fair lock's) "<field>@<µs>" with the grant's Redis time.
+   * here. `message` is the owner field, or (a fair lock's) "<field>@<µs>:<ttl ms>" (see parseGrant).
    */
   private grant(message: string): boolean {
     if (this.expected.size === 0) return false;

@@ -14,6 +14,7 @@
     is not queued any more (granted, or dropped as dead) or the lock is free without anyone
     having been handed it (a grant or lease ran out unreleased): its waiter then asks again at once.
 ]]
+--@include queue.lua
 local t = redis.call('time')
 local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
 local queued = {}
@@ -21,8 +22,7 @@ for i = 1, #KEYS / 3 do
   local lock, queue, expiry, member = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i], ARGV[i + 1]
   if redis.call('zscore', expiry, member) then
     redis.call('zadd', expiry, deadline, member)
-    redis.call('pexpire', queue, ARGV[1])
-    redis.call('pexpire', expiry, ARGV[1])
+    keepQueueKeys(queue, expiry, tonumber(ARGV[1]))
     queued[i] = redis.call('exists', lock)
   else
     queued[i] = 0

@@ -33,9 +33,11 @@ end
 -- read of k members. Unless receivers cannot be counted (classic pub/sub on a Cluster counts one
 -- node only): then the grant stands. `localClient` (a release's own client) gets no message
 -- either: its waiter is told from the script's reply. The message (and the told field) is
--- "<field>@<µs>", `nowUs` being the grant's time (see clock).
--- Returns the member granted, or false; and "<field>@<µs>" when it went to `localClient`
--- without a message.
+-- "<field>@<µs>:<ttl ms>", `nowUs` being the grant's time (see clock) and ttl the grant's lease:
+-- the waiter dates its hold by both, as the queue timeout that capped it is the granter's, which
+-- need not be its own.
+-- Returns the member granted, or false; and "<field>@<µs>:<ttl ms>" when it went to
+-- `localClient` without a message.
 local function grantNext(nowMs, nowUs, self, queueTimeout, channelPrefix, publishCommand, trustReceivers, localClient)
   -- %d: Lua's own number-to-string keeps 14 digits, which would round the stamp to 100 µs.
   local stamp = '@' .. string.format('%d', nowUs)
@@ -66,11 +68,12 @@ local function grantNext(nowMs, nowUs, self, queueTimeout, channelPrefix, publis
           kept = kept - 1
         else
           local told = clientId == localClient
-          local grant = field .. stamp
+          local ttl = math.min(tonumber(lease), queueTimeout)
+          local grant = field .. stamp .. ':' .. ttl
           if told or redis.call(publishCommand, channelPrefix .. clientId, grant) > 0 or trustReceivers ~= '1' then
             removeEntry(member)
             redis.call('hset', KEYS[1], field, 1)
-            redis.call('pexpire', KEYS[1], math.min(tonumber(lease), queueTimeout))
+            redis.call('pexpire', KEYS[1], ttl)
             return member, told and grant or nil
           end
           deaf[clientId] = true

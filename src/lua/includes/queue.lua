@@ -34,9 +34,20 @@ local function popHead()
 end
 
 -- The queue keys outlive their last refresh by one timeout: by then every entry in them is dead.
+-- Never shortened: clients with different queue timeouts share a queue, and one with a short
+-- timeout cut the keys under the others' live entries (gone with them: a release then woke
+-- nobody, and the waiters slept until their heartbeat).
+local function keepQueueKeys(queueKey, expiryKey, queueTimeout)
+  if redis.call('pttl', queueKey) < queueTimeout then
+    redis.call('pexpire', queueKey, queueTimeout)
+  end
+  if redis.call('pttl', expiryKey) < queueTimeout then
+    redis.call('pexpire', expiryKey, queueTimeout)
+  end
+end
+
 local function touchQueue(queueTimeout)
-  redis.call('pexpire', KEYS[2], queueTimeout)
-  redis.call('pexpire', KEYS[3], queueTimeout)
+  keepQueueKeys(KEYS[2], KEYS[3], queueTimeout)
 end
 
 -- Puts `member` at the back of the queue unless it is in it already (then it keeps its place),

@@ -15,6 +15,7 @@
     (its wake-up went to a process that stopped, or Redis lost the queue): one of its waiters
     then tries again at once, which puts the client back in line.
 ]]
+--@include queue.lua
 local t = redis.call('time')
 local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
 local answers = {}
@@ -24,8 +25,7 @@ for i = 1, #KEYS / 3 do
   if redis.call('exists', lock) == 1 then
     if redis.call('zscore', expiry, clientId) then
       redis.call('zadd', expiry, deadline, clientId)
-      redis.call('pexpire', queue, ARGV[1])
-      redis.call('pexpire', expiry, ARGV[1])
+      keepQueueKeys(queue, expiry, tonumber(ARGV[1]))
       answer = 1
     else
       local prefix = clientId .. ':'
