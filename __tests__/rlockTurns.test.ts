@@ -191,3 +191,29 @@ describe('a release whose client stops waiting while it is out', () => {
     expect(heartbeatOf(c).timer).toBeUndefined();
   });
 });
+
+test("one client's waiters keep their place in its line when a sleep's bound runs out: 20 tasks of 100 ms holds on a 1 s lease all get the lock in turn", async () => {
+  const name = uniqueName();
+  const client = redis.client();
+  const runUntil = performance.now() + 5_000;
+  const holdsInRun = Array.from({ length: 20 }, () => 0);
+  let longestWait = 0;
+  await Promise.all(
+    holdsInRun.map(async (_, task) => {
+      const lock = client.getLock(name);
+      while (performance.now() < runUntil) {
+        const askedAt = performance.now();
+        await lock.lock({ leaseTime: 1_000 });
+        if (performance.now() < runUntil) {
+          holdsInRun[task]!++;
+          longestWait = Math.max(longestWait, performance.now() - askedAt);
+        }
+        await sleep(100);
+        await lock.unlock();
+      }
+    }),
+  );
+  // Parked at the back after each refused attempt, half the tasks got none in the run before.
+  expect(holdsInRun.filter((holds) => holds === 0)).toEqual([]);
+  expect(longestWait).toBeLessThan(4_500); // a turn of the line takes ~2 s
+}, 30_000);

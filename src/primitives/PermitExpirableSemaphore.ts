@@ -6,7 +6,7 @@ import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
-import { sleepAsCandidate } from '../services/LocalHandoff';
+import { type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { settledWithinGrace } from '../services/bounds';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import { LockOwner } from '../services/LockOwner';
@@ -335,6 +335,8 @@ export class PermitExpirableSemaphore extends Primitive {
     // acquire-4.lua), as the plain semaphore's waiters reserve: a release wakes a waiter in
     // every client, and the client always woken last would otherwise starve.
     const clock = starvingClock();
+    // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
+    const parking: Parking = { field: id, lease, giveBack: () => this.releasePermit(id) };
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
       // Only the first: a waiter woken by a message must try, or the wake-up is lost.
       const first = attempts++ === 0;
@@ -369,7 +371,7 @@ export class PermitExpirableSemaphore extends Primitive {
         park: (entry, ms, stops, deadline, debt) => {
           clock.parked();
           if (sync) return undefined;
-          return sleepAsCandidate(entry, context.clientId, { field: id, lease, giveBack: () => this.releasePermit(id) }, ms, stops, deadline, debt);
+          return sleepAsCandidate(entry, context.clientId, parking, ms, stops, deadline, debt);
         },
       });
     } finally {

@@ -3,7 +3,7 @@ import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
-import { PARK_AGAIN, sleepAsCandidate } from '../services/LocalHandoff';
+import { PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { type CommandBound, type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { LockOwner } from '../services/LockOwner';
@@ -96,6 +96,8 @@ export class RLock extends ExclusiveLock {
     const { channel } = this;
     const lease = leaseTime ?? this.context.watchdogTimeout;
     let first = true;
+    // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
+    const parking: Parking = { field: this.field(owner), lease, giveBack: () => this.giveBackUnbooked(owner) };
     const protocol: WaitProtocol = {
       channel,
       attempt: async (listening, bound) => {
@@ -121,8 +123,7 @@ export class RLock extends ExclusiveLock {
       // acquire (a fenced lock's token; syncReplicas's WAIT): such a waiter is never a
       // candidate, also for a release through a plain handle of the same name.
       sleep: this.handsOverLocally
-        ? (entry, ms, stops, deadline) =>
-            sleepAsCandidate(entry, this.context.clientId, { field: this.field(owner), lease, giveBack: () => this.giveBackUnbooked(owner) }, ms, stops, deadline)
+        ? (entry, ms, stops, deadline, debt) => sleepAsCandidate(entry, this.context.clientId, parking, ms, stops, deadline, debt)
         : async (entry, ms, stops) => {
             await entry.untilReleased(ms, stops);
             return undefined;

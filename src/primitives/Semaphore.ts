@@ -5,7 +5,7 @@ import { subscriberCount, type SemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
-import { localHandoffOf, sleepAsCandidate } from '../services/LocalHandoff';
+import { localHandoffOf, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { settledWithinGrace } from '../services/bounds';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
@@ -276,6 +276,8 @@ export class Semaphore extends Primitive {
     let reservedAt: number | undefined;
     let reservationOver = false;
     let attempts = 0;
+    // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
+    const parking: Parking = { field, lease: 0, permits };
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
       // Only a multi-permit request: one permit is always served in the end, and a waiter that
       // reserved because it starved would lose its place to every later one.
@@ -339,7 +341,7 @@ export class Semaphore extends Primitive {
         // release of this client (see release()).
         park: (woken, ms, stops, _deadline, debt) => {
           clock.parked();
-          return reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, { field, lease: 0, permits }, ms, stops, undefined, debt);
+          return reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, parking, ms, stops, undefined, debt);
         },
         giveUp: async () => {
           if (reservedAt === undefined) return;

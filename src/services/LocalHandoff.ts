@@ -29,9 +29,19 @@ export interface Candidate {
   claim(): ((outcome: Handover) => void) | undefined;
 }
 
-/** A candidate as its client's LocalHandoff keeps it: `parked` while it is in the line. */
+/** A candidate as its client's LocalHandoff keeps it: `parked` while it is in the line, at its `arrival`. */
 interface ParkedCandidate extends Candidate {
   parked: boolean;
+  arrival: number;
+}
+
+/**
+ * A waiter as it parks, sleep after sleep of one wait: `arrival` is set at its first park and
+ * kept, so that a sleep whose bound ran out (and the attempt that followed) does not cost it
+ * its place in the line.
+ */
+export interface Parking extends Pick<Candidate, 'field' | 'lease' | 'permits' | 'giveBack'> {
+  arrival?: number;
 }
 
 /**
@@ -60,7 +70,9 @@ const YIELD_MS = 50;
  * waiters and their new callers do not barge in, so the other processes get their turn.
  */
 export class LocalHandoff {
+  /** In order of arrival. */
   private readonly candidates: ParkedCandidate[] = [];
+  private arrivals = 0;
   /** Local handoffs since the lock last came from (or went to) another client. */
   private streak = 0;
   /** When the first handoff of the current streak was made (performance.now()). */
@@ -88,11 +100,22 @@ export class LocalHandoff {
     return this.yieldTimer !== undefined;
   }
 
-  /** `first`: a waiter that was claimed and is parked again keeps its place at the front. */
-  park(candidate: ParkedCandidate, first = false): void {
+  /** A number for a waiter's first park: its place in the line for the whole wait. */
+  nextArrival(): number {
+    return ++this.arrivals;
+  }
+
+  /**
+   * Parks a candidate at its place: after every waiter that arrived before it. A waiter parked
+   * again (claimed and sent back to sleep, or back from an attempt when its bound ran out) keeps
+   * the place of its first park; at the back, a line longer than the bound starved the same
+   * waiters for good (one client, 20 tasks of 100 ms holds on a 1 s lease: half got no hold).
+   */
+  park(candidate: ParkedCandidate): void {
     candidate.parked = true;
-    if (first) this.candidates.unshift(candidate);
-    else this.candidates.push(candidate);
+    let i = this.candidates.length;
+    while (i > 0 && this.candidates[i - 1]!.arrival > candidate.arrival) i--;
+    this.candidates.splice(i, 0, candidate);
   }
 
   /** Takes out a candidate that is still parked: a claimed one is out already, and costs no scan. */
@@ -212,12 +235,13 @@ export function localHandoffOf(entry: ChannelEntry, clientId: string): LocalHand
  * Sleeps on `entry` as a handoff candidate until a release message, a local handoff (resolves
  * with the hold handed over), or `ms`; the entry's LocalHandoff is made on first need. A release
  * that claimed the waiter but then sent the lock to another client (PARK_AGAIN) puts it back to
- * sleep at the front of the line, for what is left of `ms`.
+ * sleep at its place in the line (see `park`), for what is left of `ms`. The same `waiter`
+ * passed for every sleep of one wait keeps its place across them.
  */
 export async function sleepAsCandidate(
   entry: ChannelEntry,
   clientId: string,
-  waiter: Pick<Candidate, 'field' | 'lease' | 'permits' | 'giveBack'>,
+  waiter: Parking,
   ms: number,
   stops: AbortSignal[],
   deadline = Infinity,
@@ -225,8 +249,8 @@ export async function sleepAsCandidate(
 ): Promise<Hold | undefined> {
   const local = localHandoffOf(entry, clientId);
   const until = performance.now() + ms;
-  for (let first = false; ; first = true) {
-    const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, first, deadline, debt);
+  for (;;) {
+    const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, deadline, debt);
     if (outcome !== PARK_AGAIN) return outcome;
     if (until - performance.now() <= 0) return undefined;
   }
@@ -235,10 +259,9 @@ export async function sleepAsCandidate(
 async function parkOnce(
   entry: ChannelEntry,
   local: LocalHandoff,
-  waiter: Pick<Candidate, 'field' | 'lease' | 'permits' | 'giveBack'>,
+  waiter: Parking,
   ms: number,
   stops: AbortSignal[],
-  first: boolean,
   deadline: number,
   debt: WakeDebt | undefined,
 ): Promise<Handover> {
@@ -250,6 +273,7 @@ async function parkOnce(
     permits: waiter.permits,
     giveBack: waiter.giveBack,
     parked: false,
+    arrival: (waiter.arrival ??= local.nextArrival()),
     claim: () => {
       if (!interrupt) return undefined; // not parked (any more)
       let deliver!: (outcome: Handover) => void;
@@ -258,7 +282,7 @@ async function parkOnce(
       return deliver;
     },
   };
-  local.park(candidate, first);
+  local.park(candidate);
   try {
     await entry.untilReleased(ms, stops, (stop) => {
       interrupt = stop;
