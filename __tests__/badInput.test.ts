@@ -50,6 +50,8 @@ const badNames: [string, unknown][] = [
   ['an array', ['x']],
   ['a symbol', Symbol('x')],
   ['empty', ''],
+  // The library's own keys: a lock by that name could be another lock's queue or fence.
+  ['one of the library\'s own keys', 'rlock__queue:{invoices}'],
   ['over 1 KiB', 'x'.repeat(1025)],
   ['over 1 KiB in UTF-8', 'é'.repeat(513)],
 ];
@@ -117,6 +119,9 @@ const cases: Case[] = [
   ...(['', undefined, null, 42, 'a b', 'x:y:z', {}] as unknown[]).map((holder): Case => ['forceUnlockIfHolder', `holder ${JSON.stringify(holder)}`, 'holder', () => lock.forceUnlockIfHolder(holder as string)]),
   ...badNames.map(([label, name]): Case => ['client.inspect', label, 'name', () => client.inspect(name as string)]),
   ['FencedLock.fencedSet', 'dataKey empty', 'dataKey', () => client.getFencedLock('f').fencedSet('', 'v', 1n)],
+  // Written as a string, the lock's own hash was gone for good: every call on it failed with WRONGTYPE.
+  ['FencedLock.fencedSet', "dataKey the lock's own key", 'dataKey', () => client.getFencedLock('f').fencedSet('f', 'v', 1n)],
+  ['FencedLock.fencedSet', "dataKey one of the library's keys", 'dataKey', () => client.getFencedLock('f').fencedSet('rlock__fence:{g}', '1', 1n)],
   ['FencedLock.fencedSet', 'value a number', 'value', () => client.getFencedLock('f').fencedSet('k', 5 as never, 1n)],
   ...([5, '5', 0n, -1n, undefined] as unknown[]).map((token): Case => ['FencedLock.fencedSet', `token ${String(token)}`, 'token', () => client.getFencedLock('f').fencedSet('k', 'v', token as bigint)]),
   ...([MultiLock, RedLock] as const).flatMap((Kind): Case[] => [

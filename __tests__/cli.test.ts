@@ -234,6 +234,12 @@ test.each([
   [['inspect', ''], 2, 'rlock: name: must not be empty\n'],
   [['inspect', 'x'.repeat(1025)], 2, 'rlock: name: must be at most 1024 bytes long, got 1025\n'],
   [['bogus'], 2, "error: unknown command 'bogus'\n"],
+  // Commander quotes a mistyped option: the password in it is not.
+  [['--uri=redis://user:s3cret@127.0.0.1:1', 'inspect', 'x'], 2, "error: unknown option '--uri=redis://user:***@127.0.0.1:1'\n"],
+  // A password with a `#` in it is not shown in part either.
+  [['--url', 'redis://user:abc#def@127.0.0.1:1', 'inspect', 'x'], 2, 'rlock: not a Redis URL: redis://user:***@127.0.0.1:1\n'],
+  // A bad --prefix: the connection already made did not let the process exit (it hung).
+  [['--prefix', '{bad', 'inspect', 'x'], 2, 'rlock: options.keyPrefix: may hold a "{" only as a whole hash tag ("{tag}", non-empty), got "{bad"\n'],
 ])('bad input %j: exit %i with one clear line', async (args, code, stderr) => {
   const needsServer = !args.includes('--url');
   const result = await run(needsServer ? ['--url', redis.server.url, ...args] : args);

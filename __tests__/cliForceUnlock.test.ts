@@ -89,3 +89,29 @@ test('a fair lock with waiters: inspect shows its queue in order; force-unlock h
   await secondLock.unlock();
   expect(await redis.admin.exists('fq', 'rlock__queue:{fq}')).toBe(0);
 });
+
+test('Ctrl-C or Ctrl-D at the prompt: not confirmed (exit 1), nothing removed; it read as Redis unreachable (exit 3)', async () => {
+  const holder = redis.client().getLock('interrupted');
+  await holder.lock();
+  answers.push(async () => {
+    throw Object.assign(new Error('Aborted with Ctrl+C'), { name: 'AbortError', code: 'ABORT_ERR' });
+  });
+  expect(await atTerminal(() => runCli(['--url', redis.server.url, 'force-unlock', 'interrupted']))).toMatchObject({ code: 1, stderr: 'rlock: not confirmed: nothing removed\n' });
+  expect(await holder.isHeldByCurrentOwner()).toBe(true);
+});
+
+test('an interactive force-unlock of a read-write lock whose holders changed while the operator answered removes nothing', async () => {
+  const reader = redis.client({ name: 'reader' }).getReadWriteLock('rwswap').readLock();
+  const writer = redis.client({ name: 'writer' }).getReadWriteLock('rwswap').writeLock();
+  await reader.lock();
+  answers.push(async () => {
+    // While the prompt is open, the reader lets go and a writer takes the lock.
+    await reader.unlock();
+    await writer.lock();
+    return 'y';
+  });
+  const result = await atTerminal(() => runCli(['--url', redis.server.url, 'force-unlock', 'rwswap']));
+  expect(result).toMatchObject({ code: 1, stdout: '' });
+  expect(result.stderr).toMatch(/^rlock: rwswap changed hands meanwhile \(now held by \S+\): nothing removed\n$/);
+  expect(await writer.isHeldByCurrentOwner()).toBe(true);
+});

@@ -637,3 +637,18 @@ describe('force unlock, abort', () => {
     expect(await redis.admin.exists(`rlock__rw_writers:{${name}}`)).toBe(0);
   }, 30_000);
 });
+
+test.each(['plain', 'fair'])("a %s lock's forceUnlock of a read-write lock's name is refused (LockUsageError): it deleted the hash alone, and the reader's lease left behind blocked writers unseen", async (kind) => {
+  const name = `rw-forced-as-${kind}:${process.pid}`;
+  const reader = redis.client().getReadWriteLock(name).readLock();
+  await reader.lock({ leaseTime: 60_000 });
+  const admin = redis.client();
+  const handle = kind === 'plain' ? admin.getLock(name) : admin.getFairLock(name);
+  await expect(handle.forceUnlock()).rejects.toThrow(LockUsageError);
+  await expect(handle.forceUnlockIfHolder(redis.client().id)).rejects.toThrow(/is a read-write lock/);
+  expect(await reader.isHeldByCurrentOwner()).toBe(true);
+  // Its own force-unlock removes it whole: a writer gets it at once.
+  expect(await admin.getReadWriteLock(name).writeLock().forceUnlock()).toBe(true);
+  expect(await redis.client().getReadWriteLock(name).writeLock().tryLock()).toBe(true);
+});
+

@@ -46,6 +46,9 @@ test('redactUrls and displayUrl hide the password of a URL', () => {
   expect(redactUrls('rediss//host?Password=s3cret')).toBe('rediss//host?Password=***');
   expect(displayUrl('rediss//127.0.0.1:7402?password=s3cret#frag')).toBe('rediss//127.0.0.1:7402');
   expect(displayUrl('redis:127.0.0.1?pass=s3cret')).toBe('redis:127.0.0.1');
+  // A password with a `#` or `?` (not encoded): cut at it before redacting, its start showed.
+  expect(displayUrl('redis://user:abc#def@127.0.0.1:7841')).toBe('redis://user:***@127.0.0.1:7841');
+  expect(displayUrl('redis://:s3cr?et@127.0.0.1:7841')).toBe('redis://:***@127.0.0.1:7841');
 });
 
 test('a wrong password, in the URL or in options, shows in no error (nor its causes)', async () => {

@@ -38,6 +38,9 @@ function tagOfSlot(slot: number): string {
   return tag;
 }
 
+/** What every key and channel of the library's own starts with after the key prefix. */
+export const INTERNAL_KEY_MARK = 'rlock__';
+
 /**
  * `<keyPrefix>rlock__<kind>:` followed by the lock key, arranged to hash to the key's slot.
  * `keyPrefix` has no `{`, or a whole hash tag of its own (checkClientOptions makes sure), so the
@@ -48,7 +51,7 @@ function tagOfSlot(slot: number): string {
  *   slot, then the key, which keeps the name unique.
  */
 export function derivedName(keyPrefix: string, kind: string, key: string): string {
-  const head = `${keyPrefix}rlock__${kind}:`;
+  const head = `${keyPrefix}${INTERNAL_KEY_MARK}${kind}:`;
   if (hashTagOf(key) !== undefined) return head + key;
   if (!key.includes('}')) return `${head}{${key}}`;
   return `${head}{${tagOfSlot(calculateSlot(key))}}${key}`;

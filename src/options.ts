@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { InvalidArgumentError } from './errors';
-import { hashTagOf } from './names';
+import { hashTagOf, INTERNAL_KEY_MARK } from './names';
 import { redactUrls } from './redact';
 
 /** The longest wait or lease accepted, in ms: Node's timer limit (about 24.8 days). */
@@ -148,6 +148,8 @@ export function checkName(name: unknown, keyPrefix = ''): string {
     throw new InvalidArgumentError('name', `must be a string, got ${describe(name)}`);
   }
   if (name.length === 0) throw new InvalidArgumentError('name', 'must not be empty');
+  // The library's own keys are `<keyPrefix>rlock__...`: a name there could be another lock's queue.
+  if (name.startsWith(INTERNAL_KEY_MARK)) throw new InvalidArgumentError('name', `must not start with "${INTERNAL_KEY_MARK}": the library's own keys do`);
   if (Buffer.byteLength(name) > MAX_NAME_BYTES) {
     throw new InvalidArgumentError('name', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(name)}`);
   }

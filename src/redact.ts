@@ -40,6 +40,8 @@ export function redactError<T>(error: T): T {
  * an `@` is left that redactUrls could not place.
  */
 export function displayUrl(url: string): string {
-  const shown = redactUrls(url.replace(/[?#][\s\S]*$/, ''));
+  // Redacted before the query is cut: a password with a `?` or `#` in it (not encoded) would
+  // otherwise lose its `@` to the cut, and its start would show.
+  const shown = redactUrls(url).replace(/[?#][\s\S]*$/, '');
   return shown.includes('@') && !/\/\/([^/\s]*:)?\*\*\*@/.test(shown) ? '(not shown: it may hold a password)' : shown;
 }

@@ -1,3 +1,4 @@
+import { LockUsageError } from '../errors';
 import { checkHolder } from '../options';
 import { LockHandle } from './LockHandle';
 
@@ -34,4 +35,12 @@ export abstract class ExclusiveLock extends LockHandle {
 
   /** The script call: `holder` '' removes whoever holds it. */
   protected abstract forceUnlockCall(holder: string): Promise<ForceUnlockResult>;
+
+  /** What a force-unlock script's first number says; a read-write lock's name is refused (the script answered -1). */
+  protected forceUnlockAnswered(removed: number, holders: string[]): ForceUnlockResult {
+    if (removed === -1) {
+      throw new LockUsageError(`"${this.name}" is a read-write lock: force-unlock it with getReadWriteLock(name).writeLock().forceUnlock(), which removes its readers' leases and waiting writers too; nothing removed`);
+    }
+    return { removed: removed === 1, holders };
+  }
 }

@@ -49,7 +49,7 @@ export class FairLock extends ExclusiveLock {
     const [removed, ...holders] = await this.context.command('forceUnlock', (redis) =>
       redis.rlock_fairLock_forceUnlock(this.key, this.names.queue, this.names.expiry, this.context.queueTimeout, this.names.grantPrefix, publish, trust, holder),
     );
-    return { removed: removed === 1, holders };
+    return this.forceUnlockAnswered(removed, holders);
   }
 
   /** Holders, TTL, and the queue in order (who waits, with their leases and how long their entries live). */

@@ -2,7 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import { InvalidArgumentError } from '../errors';
 import { MAX_NAME_BYTES } from '../options';
 import type { LockInfo } from '../introspection';
-import { fencedByKeyOf, fenceKeyOf } from '../names';
+import { fencedByKeyOf, fenceKeyOf, INTERNAL_KEY_MARK } from '../names';
 import { type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
@@ -123,6 +123,11 @@ export class FencedLock {
     }
     if (typeof value !== 'string') throw new InvalidArgumentError('value', `must be a string, got ${typeof value}`);
     if (typeof token !== 'bigint' || token < 1n) throw new InvalidArgumentError('token', 'must be a token (a positive bigint) from lock(), tryLock() or withLock()');
+    // The lock's own keys are not data: written as a string, the lock's hash was gone for good
+    // (every call on the name failed with WRONGTYPE, forceUnlock and the CLI too).
+    if (dataKey === this.key || dataKey.startsWith(`${this.context.keyPrefix}${INTERNAL_KEY_MARK}`)) {
+      throw new InvalidArgumentError('dataKey', `must be a key of your data, not the lock's own key or one of the library's (under "${this.context.keyPrefix}${INTERNAL_KEY_MARK}"), got ${JSON.stringify(dataKey)}`);
+    }
     const fenceKey = fencedByKeyOf(this.context.keyPrefix, dataKey);
     // The script names both keys: on a Cluster they must share a slot. A keyPrefix with a hash
     // tag puts the fence in the prefix's slot; a data key without that tag is elsewhere, and every

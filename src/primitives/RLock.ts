@@ -52,15 +52,16 @@ export class RLock extends ExclusiveLock {
   protected async forceUnlockCall(holder: string): Promise<ForceUnlockResult> {
     const { publish, trust } = await queuePublishing(this.context);
     const [removed, ...holders] = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
+    const result = this.forceUnlockAnswered(removed, holders);
     // If the lock was with this client, it is not any more.
     const entry = this.context.pubsub.peek(this.channel);
     const waiting = entry?.keeper;
-    if (removed === 1 && waiting instanceof WaitingClient) {
+    if (result.removed && waiting instanceof WaitingClient) {
       const wasHere = waiting.heldHere;
       waiting.released(waiting.queued);
       if (wasHere && !waiting.queued) this.wakeOneJoined();
     }
-    return { removed: removed === 1, holders };
+    return result;
   }
 
   /**

@@ -48,7 +48,7 @@ export interface ScriptCommands {
     handToField?: string,
     handToLeaseMs?: number,
   ): Promise<0 | 1 | 2 | 3 | 4 | null>;
-  rlock_forceUnlock(key: string, clientsKey: string, clientsExpiryKey: string, publishCommand: PublishCommand, wakeChannelPrefix: string, trustReceivers: 0 | 1, ifHolder: string): Promise<[0 | 1, ...string[]]>;
+  rlock_forceUnlock(key: string, clientsKey: string, clientsExpiryKey: string, publishCommand: PublishCommand, wakeChannelPrefix: string, trustReceivers: 0 | 1, ifHolder: string): Promise<[-1 | 0 | 1, ...string[]]>;
   rlock_leave(key: string, clientsKey: string, clientsExpiryKey: string, clientId: string, publishCommand: PublishCommand, wakeChannelPrefix: string, trustReceivers: 0 | 1): Promise<0 | 1>;
   rlock_heartbeat(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
   rlock_renew(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
@@ -96,7 +96,7 @@ export interface ScriptCommands {
     publishCommand: PublishCommand,
     trustReceivers: 0 | 1,
     ifHolder: string,
-  ): Promise<[0 | 1, ...string[]]>;
+  ): Promise<[-1 | 0 | 1, ...string[]]>;
   rlock_fairLock_heartbeat(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
 }
 

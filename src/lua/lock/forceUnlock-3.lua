@@ -12,12 +12,18 @@
 
   Output:
     {1, field...} when the lock was deleted: the owner fields it had;
-    {0, field...} when it was not: nobody holds it (no fields), or the owners that hold it instead.
+    {0, field...} when it was not: nobody holds it (no fields), or the owners that hold it instead;
+    {-1} when the name is a read-write lock's (nothing removed).
     Naming them lets an operator (and the soak checker) know exactly whose hold a force removed,
     instead of guessing from timing.
 ]]
 --@include clientQueue.lua
 --@include holder.lua
+-- A read-write lock's hash (it has a `mode`) is not this kind's: deleting it alone would leave
+-- its readers' leases and waiting writers behind, a reader nobody sees blocking the writers.
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return {-1}
+end
 local holders = redis.call('hkeys', KEYS[1])
 if heldBy(holders, ARGV[4]) then
   redis.call('del', KEYS[1])
