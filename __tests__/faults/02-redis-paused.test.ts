@@ -172,6 +172,53 @@ test('a waiter claimed by a release that Redis does not answer still ends on its
   expect(await redis.client().getLock(name).tryLock()).toBe(true);
 }, 30_000);
 
+describe("a release that ioredis gives up on (its commandTimeout) while it claimed a waiter: Redis runs it later", () => {
+  const clientWithTimeout = (): LockClient => redis.client({ redis: { host: '127.0.0.1', port: redis.server.port, commandTimeout: 300 } });
+
+  test('the waiter had stopped: the hold handed over to it then is given back (it held the lock for a whole lease, nobody to release it)', async () => {
+    const client = clientWithTimeout();
+    const name = 'timed-out-handoff-stopped';
+    const holder = client.getLock(name);
+    await holder.lock();
+    const controller = new AbortController();
+    const waiting = client
+      .getLock(name)
+      .lock({ signal: controller.signal })
+      .then(() => 'held', (error: Error) => error.name);
+    await until('the waiter is parked as a handoff candidate', () => parkedWaiters(client, name) === 1);
+    const released = await whilePaused(async () => {
+      const releasing = holder.unlock().catch((error: unknown) => error);
+      await until('the release claimed the waiter', () => parkedWaiters(client, name) === 0);
+      controller.abort();
+      expect(await waiting).toBe('AbortError');
+      return releasing; // rejected by ioredis after 300 ms, Redis still paused
+    });
+    expect(String(released)).toMatch(/timed out/);
+    await until('the lock is free again', async () => (await redis.admin.exists(name)) === 0, 5_000);
+    expect(await redis.client().getLock(name).tryLock()).toBe(true);
+  }, 30_000);
+
+  test('the waiter still waits: it gives the handover back before it asks again, so Redis counts its hold once', async () => {
+    const client = clientWithTimeout();
+    const name = 'timed-out-handoff-waiting';
+    const holder = client.getLock(name);
+    await holder.lock();
+    const waiter = client.getLock(name);
+    const waiting = waiter.tryLock({ waitTime: 20_000 });
+    await until('the waiter is parked as a handoff candidate', () => parkedWaiters(client, name) === 1);
+    const released = await whilePaused(async () => {
+      const releasing = holder.unlock().catch((error: unknown) => error);
+      await until('the release claimed the waiter', () => parkedWaiters(client, name) === 0);
+      return releasing;
+    });
+    expect(String(released)).toMatch(/timed out/);
+    expect(await waiting).toBe(true);
+    expect(await waiter.getHoldCount()).toBe(1); // 2 before: the handover and its own attempt's
+    await waiter.unlock();
+    expect(await redis.admin.exists(name)).toBe(0);
+  }, 30_000);
+});
+
 test('a permit waiter claimed by a release that Redis does not answer still ends on its signal; the permit handed over later is given back', async () => {
   const client = redis.client();
   const name = 'paused-permit-handoff';

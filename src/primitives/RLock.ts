@@ -3,7 +3,7 @@ import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
-import { PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
+import { OUTCOME_UNKNOWN, PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { type CommandBound, type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { LockOwner } from '../services/LockOwner';
@@ -98,7 +98,15 @@ export class RLock extends ExclusiveLock {
     const lease = leaseTime ?? this.context.watchdogTimeout;
     let first = true;
     // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
-    const parking: Parking = { field: this.field(owner), lease, giveBack: () => this.giveBackUnbooked(owner) };
+    const parking: Parking = {
+      field: this.field(owner),
+      lease,
+      giveBack: () => this.giveBackUnbooked(owner),
+      // Sent at once, on the connection the release went by, so it runs after that release: a
+      // hold it handed over is taken away, and with none it answers nil. Not once the owner holds
+      // or acquires again: its own hold could be the one taken away.
+      giveBackIfUnknown: () => (owner.holds === 0 && owner.pending === 0 ? this.giveBackUnbooked(owner) : Promise.resolve()),
+    };
     const protocol: WaitProtocol = {
       channel,
       attempt: async (listening, bound) => {
@@ -155,7 +163,8 @@ export class RLock extends ExclusiveLock {
     } finally {
       // Handed over: the waiter holds the lock from the send of this call on. Sent to another
       // client while this one stays in line: the waiter sleeps on. Otherwise it asks again.
-      next?.deliver(result === 2 ? { sentAt } : result === 1 && stayInLine ? PARK_AGAIN : undefined);
+      // Rejected (ioredis gave up on it, its commandTimeout say): Redis may still run it and hand over.
+      next?.deliver(result === 2 ? { sentAt } : result === 1 && stayInLine ? PARK_AGAIN : result === undefined ? OUTCOME_UNKNOWN : undefined);
     }
     // Looked up afresh: the entry seen before the reply may have been dropped meanwhile (its last
     // waiter left, the client closed), and a heartbeat restarted on its WaitingClient ran for good.

@@ -5,8 +5,16 @@ import type { ChannelEntry, WakeDebt } from './ChannelEntry';
 /** What a release tells a waiter it claimed but could not hand the lock to: its client's turn is later, sleep on. */
 export const PARK_AGAIN = Symbol('park again');
 
-/** What a claimed waiter is told: the hold handed over, undefined to try again, or PARK_AGAIN. */
-export type Handover = Hold | undefined | typeof PARK_AGAIN;
+/**
+ * What a release tells a waiter it claimed when the release's own outcome is unknown (ioredis
+ * rejected the call, e.g. its `commandTimeout`, while Redis may still run it): the lock may be
+ * handed to the waiter later, when Redis runs it. Without a give-back, a waiter that had stopped
+ * meanwhile held the lock for a whole lease with nobody to release it.
+ */
+export const OUTCOME_UNKNOWN = Symbol('outcome unknown');
+
+/** What a claimed waiter is told: the hold handed over, undefined to try again, PARK_AGAIN or OUTCOME_UNKNOWN. */
+export type Handover = Hold | undefined | typeof PARK_AGAIN | typeof OUTCOME_UNKNOWN;
 
 /** A parked waiter of this client that a release of the same client may hand the lock to. */
 export interface Candidate {
@@ -22,6 +30,12 @@ export interface Candidate {
    * waiter waits for its outcome.
    */
   readonly giveBack?: () => Promise<unknown>;
+  /**
+   * The same for an outcome that is unknown (OUTCOME_UNKNOWN) once the waiter stopped: gives
+   * back only what can only be that handover (the waiter's owner holds nothing of its own by
+   * then); without it, nothing is given back.
+   */
+  readonly giveBackIfUnknown?: () => Promise<unknown>;
   /**
    * Takes the waiter out of its sleep for a handoff; returns how to tell it the outcome (the
    * hold, or undefined to try again), or undefined when it stopped waiting meanwhile.
@@ -40,7 +54,7 @@ interface ParkedCandidate extends Candidate {
  * kept, so that a sleep whose bound ran out (and the attempt that followed) does not cost it
  * its place in the line.
  */
-export interface Parking extends Pick<Candidate, 'field' | 'lease' | 'permits' | 'giveBack'> {
+export interface Parking extends Pick<Candidate, 'field' | 'lease' | 'permits' | 'giveBack' | 'giveBackIfUnknown'> {
   arrival?: number;
 }
 
@@ -251,6 +265,12 @@ export async function sleepAsCandidate(
   const until = performance.now() + ms;
   for (;;) {
     const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, deadline, debt);
+    if (outcome === OUTCOME_UNKNOWN) {
+      // Handed over or not, Redis will say when it runs the release: a give-back sent now runs
+      // after it (one connection), and takes the handover away if there was one; then ask.
+      await waiter.giveBack?.().catch(() => undefined);
+      return undefined;
+    }
     if (outcome !== PARK_AGAIN) return outcome;
     if (until - performance.now() <= 0) return undefined;
   }
@@ -272,6 +292,7 @@ async function parkOnce(
     lease: waiter.lease,
     permits: waiter.permits,
     giveBack: waiter.giveBack,
+    giveBackIfUnknown: waiter.giveBackIfUnknown,
     parked: false,
     arrival: (waiter.arrival ??= local.nextArrival()),
     claim: () => {
@@ -294,7 +315,7 @@ async function parkOnce(
   } finally {
     local.unpark(candidate);
   }
-  return outcome && waiter.giveBack ? untilHandedOver(outcome, stops, waiter.giveBack, deadline) : outcome;
+  return outcome && waiter.giveBack ? untilHandedOver(outcome, stops, waiter, deadline) : outcome;
 }
 
 /**
@@ -305,7 +326,7 @@ async function parkOnce(
  * attempts: a reply within it is taken), CallCutShort, which ends the wait as timed out. Either
  * way a hold the release handed over after all is given back.
  */
-async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[], giveBack: () => Promise<unknown>, deadline: number): Promise<Handover> {
+async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[], giveBack: Pick<Candidate, 'giveBack' | 'giveBackIfUnknown'>, deadline: number): Promise<Handover> {
   let answered = false;
   try {
     await boundedWait(Math.max(deadline - performance.now(), IN_FLIGHT_GRACE_MS), stops, (done) => {
@@ -326,9 +347,10 @@ async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[],
   return outcome;
 }
 
-function giveBackWhenHandedOver(outcome: Promise<Handover>, giveBack: () => Promise<unknown>): void {
+function giveBackWhenHandedOver(outcome: Promise<Handover>, { giveBack, giveBackIfUnknown }: Pick<Candidate, 'giveBack' | 'giveBackIfUnknown'>): void {
   void outcome.then((late) => {
     // Nobody waits for it: a failure leaves the hold to its lease.
-    if (late !== undefined && late !== PARK_AGAIN) giveBack().catch(() => undefined);
+    if (late === OUTCOME_UNKNOWN) giveBackIfUnknown?.().catch(() => undefined);
+    else if (late !== undefined && late !== PARK_AGAIN) giveBack?.().catch(() => undefined);
   });
 }
