@@ -349,7 +349,7 @@ describe('names chosen by an attacker stay under the prefix', () => {
     await redis.admin.call('ACL', 'LOG', 'RESET');
     const a = clientAs('app-exact', 'app:');
     const b = clientAs('app-exact', 'app:');
-    const names = ['{other:v}', 'a}b', '{}x', 'x{', '*', '?', '[a-z]*', 'line\nbreak', '}{', 'rlock__channel:{other:v}', 'x'.repeat(1020)];
+    const names = ['{other:v}', 'a}b', '{}x', 'x{', '*', '?', '[a-z]*', 'line\nbreak', '}{', 'rlock_channel:{other:v}', 'x'.repeat(1020)];
     for (const name of names) {
       await a.getLock(name).withLock(async () => {
         await a.getLock(name).withLock(async () => undefined); // a partial release: the latch
@@ -363,8 +363,10 @@ describe('names chosen by an attacker stay under the prefix', () => {
       });
     }
     expect(await aclDenials()).toEqual([]);
-    // A name one byte too long is refused before anything is sent.
+    // A name one byte too long is refused before anything is sent, and so is one under the
+    // library's own `rlock__` keys (it could be another lock's queue or wake channel).
     expect(() => a.getLock('x'.repeat(1021))).toThrow(InvalidArgumentError);
+    expect(() => a.getLock('rlock__channel:{other:v}')).toThrow(InvalidArgumentError);
   });
 });
 
@@ -383,9 +385,10 @@ describe('what an ACL cannot stop (docs/security.md says so)', () => {
     const field = member!.slice(member!.indexOf(':') + 1); // `<lease>:<clientId>:<ownerId>`
     const forger = new Redis(urlOf('app-exact'), { enableReadyCheck: false });
     try {
-      // A grant names its Redis time (`<field>@<µs>`): a bare field is confirmed by an attempt, so
-      // the forger stamps one later than any the waiter has seen.
-      expect(await forger.publish(`${grantChannelPrefixOf('app:', 'app:forged')}${waiter.id}`, `${field}@${Number.MAX_SAFE_INTEGER}`)).toBe(1);
+      // A grant names its Redis time and lease (`<field>@<µs>:<ttl ms>`): a bare field, or one
+      // without a lease, is confirmed by an attempt, so the forger stamps one later than any the
+      // waiter has seen, with a lease.
+      expect(await forger.publish(`${grantChannelPrefixOf('app:', 'app:forged')}${waiter.id}`, `${field}@${Number.MAX_SAFE_INTEGER}:5000`)).toBe(1);
     } finally {
       forger.disconnect();
     }
