@@ -5,7 +5,7 @@ import { runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { RedisServer } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
-import { RedisCommandError } from '../src';
+import { LockUsageError, RedisCommandError } from '../src';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -285,6 +285,17 @@ describe('holds', () => {
 });
 
 describe('fencedSet', () => {
+  test("refuses a data key that holds something other than a string (another lock's hash): a SET replaced it, and that lock was gone for good", async () => {
+    const other = redis.client().getLock(`fenced-victim:${process.pid}`);
+    await other.lock();
+    const fenced = redis.client().getFencedLock(`fenced-writer:${process.pid}`);
+    const token = await fenced.lock();
+    await expect(fenced.fencedSet(other.key, 'x', token)).rejects.toThrow(LockUsageError);
+    expect(await other.isHeldByCurrentOwner()).toBe(true);
+    await other.unlock();
+    await fenced.unlock();
+  });
+
   test('a holder that paused past its lease cannot overwrite its successor: its older token is refused', async () => {
     const name = uniqueName();
     const dataKey = `${name}:data`;

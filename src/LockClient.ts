@@ -339,8 +339,13 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 }
 
-/** Redis's refusal of COMMAND INFO that asking again will not change: no permission, or no such command. */
+/**
+ * Redis's refusal of COMMAND INFO that asking again will not change (no permission, no such
+ * command or subcommand, a server that implements it otherwise): any error reply but those of a
+ * server that is busy or changing (loading, failing over, a Cluster in flux).
+ */
 function refusedForGood(error: unknown): boolean {
+  if ((error as { name?: unknown } | undefined)?.name !== 'ReplyError') return false;
   const message = error instanceof Error ? error.message : '';
-  return (error as { name?: unknown } | undefined)?.name === 'ReplyError' && (/^NOPERM/.test(message) || /unknown command/i.test(message));
+  return !/^(LOADING|BUSY|CLUSTERDOWN|TRYAGAIN|MASTERDOWN|MOVED|ASK) /.test(message);
 }

@@ -183,8 +183,10 @@ export class FairLock extends ExclusiveLock {
             // When Redis granted it, on this process's clock at the earliest (less 0.1 % of the
             // time since the anchor, for the two clocks' rates), and when Redis may expire it: its
             // lease is min(lease, the granter's queueTimeout), which need not be this client's.
-            const sinceAnchor = (grant.redisMicros - anchor.redisMicros) / 1000;
-            const grantedAt = Math.min(performance.now(), anchor.sentAt + sinceAnchor * 0.999);
+            const grantedAt = anchor.sentAt + ((grant.redisMicros - anchor.redisMicros) / 1000) * 0.999;
+            // Later than now: Redis's clock jumped forward (a step, a failover to a master whose
+            // clock is ahead), and the date says nothing: confirmed by an attempt.
+            if (grantedAt > performance.now()) return undefined;
             const expiresAt = grantedAt + grant.ttl;
             // A grant that may already be half gone (its message came late), or shorter than an
             // explicit lease, is confirmed by one more attempt, which takes it with the full lease.

@@ -1,5 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError, LockUsageError } from '../errors';
 import { MAX_NAME_BYTES } from '../options';
 import type { LockInfo } from '../introspection';
 import { fencedByKeyOf, fenceKeyOf, INTERNAL_KEY_MARK } from '../names';
@@ -12,7 +12,7 @@ import { RLock } from './RLock';
 /** The script this primitive adds (lua/fencedLock/), beside the plain lock's. */
 interface FencedScripts {
   rlock_fencedLock_token(key: string, tokenKey: string): Promise<string | null>;
-  rlock_fencedLock_fencedSet(dataKey: string, fenceKey: string, token: string, value: string): Promise<0 | 1>;
+  rlock_fencedLock_fencedSet(dataKey: string, fenceKey: string, token: string, value: string): Promise<-1 | 0 | 1>;
 }
 
 /**
@@ -139,6 +139,7 @@ export class FencedLock {
     const written = await this.context.command('fencedSet', (redis) =>
       (redis as unknown as FencedScripts).rlock_fencedLock_fencedSet(dataKey, fenceKey, token.toString(), value),
     );
+    if (written === -1) throw new LockUsageError(`fencedSet: data key ${JSON.stringify(dataKey)} holds something other than a string (another lock's hash, a list, ...), which it would have replaced; nothing written`);
     return written === 1;
   }
 

@@ -102,32 +102,22 @@ export class ExpirationRenewal {
   add(target: RenewalTarget, sentAt: number, expiresAt = sentAt + this.leaseMs): void {
     const id = entryId(target.key, target.field);
     const existing = this.entries.get(id);
-    const lease = Math.min(expiresAt, sentAt + this.leaseMs) - sentAt;
     if (existing) {
       if (target.renewCommand !== undefined && existing.renewCommand === undefined) {
         existing.renewCommand = target.renewCommand;
         existing.renewKeys = target.renewKeys;
       }
-      // A hold taken anew under an entry still kept (a fair-lock grant to an owner whose hold
-      // was lost before a tick found out) may expire sooner than the entry thinks: renewed in time.
-      const lost = lostAt(sentAt, lease);
-      if (lost < existing.lostAt) this.armShortLease(existing, lost);
       return;
     }
     if (this.closed) return;
+    const lease = Math.min(expiresAt, sentAt + this.leaseMs) - sentAt;
     const entry = new RenewalEntry(target, lostAt(sentAt, lease));
     this.entries.set(id, entry);
     this.startTimer();
-    if (lease < this.leaseMs) this.armShortLease(entry, entry.lostAt);
-    else this.armDeadline(entry.lostAt);
-  }
-
-  /** A lease shorter than the time to the next tick: renewed halfway there. */
-  private armShortLease(entry: RenewalEntry, lost: number): void {
-    entry.lostAt = lost;
-    this.armDeadline(lost);
+    this.armDeadline(entry.lostAt);
+    // A short first lease (shorter than the time to the next tick) is renewed halfway there.
     const now = performance.now();
-    this.armEarly(now + (lost - now) / 2);
+    if (lease < this.leaseMs) this.armEarly(now + (entry.lostAt - now) / 2);
   }
 
   /**

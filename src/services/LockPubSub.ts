@@ -230,7 +230,8 @@ export class LockPubSub {
       try {
         return await this.detectPublishCommand();
       } catch {
-        if (!this.closed) await new Promise<void>((resolve) => (this.modeRetry = { timer: setTimeout(resolve, MODE_RETRY_MS), resolve }));
+        // Unref'd: a client never closed must not keep its process alive for this.
+        if (!this.closed) await new Promise<void>((resolve) => (this.modeRetry = { timer: setTimeout(resolve, MODE_RETRY_MS).unref(), resolve }));
         this.modeRetry = undefined;
         if (this.closed) throw new Error('closed');
       }

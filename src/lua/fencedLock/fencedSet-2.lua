@@ -10,10 +10,16 @@
 
   Output:
     1 written (the fence moves up to the token); 0 refused: a holder with a newer token has
-    written since, so this writer's lock is gone and its write would overwrite newer work.
+    written since, so this writer's lock is gone and its write would overwrite newer work;
+    -1 refused: the data key holds something other than a string (another lock's hash, a list),
+    which a SET would have replaced.
 
   Tokens are compared as digit strings (length, then lexically), exact at any size.
 ]]
+local current = redis.pcall('get', KEYS[1])
+if type(current) == 'table' and current.err then
+  return -1
+end
 local newest = redis.call('get', KEYS[2])
 if newest and (#ARGV[1] < #newest or (#ARGV[1] == #newest and ARGV[1] < newest)) then
   return 0
