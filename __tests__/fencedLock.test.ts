@@ -285,7 +285,7 @@ describe('holds', () => {
 });
 
 describe('fencedSet', () => {
-  test("refuses a data key that holds something other than a string (another lock's hash): a SET replaced it, and that lock was gone for good", async () => {
+  test("refuses a data key that holds a hash (another lock's): a SET replaced it, and that lock was gone for good", async () => {
     const other = redis.client().getLock(`fenced-victim:${process.pid}`);
     await other.lock();
     const fenced = redis.client().getFencedLock(`fenced-writer:${process.pid}`);

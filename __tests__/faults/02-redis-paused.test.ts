@@ -175,9 +175,9 @@ test('a waiter claimed by a release that Redis does not answer still ends on its
 describe("a release that ioredis gives up on (its commandTimeout) while it claimed a waiter: Redis runs it later", () => {
   const clientWithTimeout = (): LockClient => redis.client({ redis: { host: '127.0.0.1', port: redis.server.port, commandTimeout: 300 } });
 
-  test('the waiter had stopped: the hold handed over to it then is given back (it held the lock for a whole lease, nobody to release it)', async () => {
+  /** A client with a short commandTimeout whose holder holds `name` and whose waiter (with a signal) is parked as its handoff candidate. */
+  async function heldWithStoppableWaiter(name: string): Promise<{ client: LockClient; holder: ReturnType<LockClient['getLock']>; controller: AbortController; waiting: Promise<string> }> {
     const client = clientWithTimeout();
-    const name = 'timed-out-handoff-stopped';
     const holder = client.getLock(name);
     await holder.lock();
     const controller = new AbortController();
@@ -186,6 +186,12 @@ describe("a release that ioredis gives up on (its commandTimeout) while it claim
       .lock({ signal: controller.signal })
       .then(() => 'held', (error: Error) => error.name);
     await until('the waiter is parked as a handoff candidate', () => parkedWaiters(client, name) === 1);
+    return { client, holder, controller, waiting };
+  }
+
+  test('the waiter had stopped: the hold handed over to it then is given back (it held the lock for a whole lease, nobody to release it)', async () => {
+    const name = 'timed-out-handoff-stopped';
+    const { client, holder, controller, waiting } = await heldWithStoppableWaiter(name);
     const released = await whilePaused(async () => {
       const releasing = holder.unlock().catch((error: unknown) => error);
       await until('the release claimed the waiter', () => parkedWaiters(client, name) === 0);
@@ -194,6 +200,24 @@ describe("a release that ioredis gives up on (its commandTimeout) while it claim
       return releasing; // rejected by ioredis after 300 ms, Redis still paused
     });
     expect(String(released)).toMatch(/timed out/);
+    await until('the lock is free again', async () => (await redis.admin.exists(name)) === 0, 5_000);
+    expect(await redis.client().getLock(name).tryLock()).toBe(true);
+  }, 30_000);
+
+  test('the waiter still waits and is stopped while its give-back is out: it ends on its signal and sends no attempt after it (that took the lock for nobody)', async () => {
+    const name = 'timed-out-handoff-stopped-later';
+    const { client, holder, controller, waiting } = await heldWithStoppableWaiter(name);
+    const outcome = await whilePaused(async () => {
+      const releasing = holder.unlock().catch((error: unknown) => error);
+      await until('the release claimed the waiter', () => parkedWaiters(client, name) === 0);
+      expect(String(await releasing)).toMatch(/timed out/); // the waiter's give-back is out now
+      await sleep(100);
+      controller.abort();
+      const ended = await waiting;
+      await sleep(1_000); // Redis stays paused past the give-back's own timeout
+      return ended;
+    });
+    expect(outcome).toBe('AbortError');
     await until('the lock is free again', async () => (await redis.admin.exists(name)) === 0, 5_000);
     expect(await redis.client().getLock(name).tryLock()).toBe(true);
   }, 30_000);

@@ -139,7 +139,7 @@ export class FencedLock {
     const written = await this.context.command('fencedSet', (redis) =>
       (redis as unknown as FencedScripts).rlock_fencedLock_fencedSet(dataKey, fenceKey, token.toString(), value),
     );
-    if (written === -1) throw new LockUsageError(`fencedSet: data key ${JSON.stringify(dataKey)} holds something other than a string (another lock's hash, a list, ...), which it would have replaced; nothing written`);
+    if (written === -1) throw new LockUsageError(`fencedSet: data key ${JSON.stringify(dataKey)} holds a hash (another lock's?), which it would have replaced; nothing written`);
     return written === 1;
   }
 

@@ -103,9 +103,10 @@ export class RLock extends ExclusiveLock {
       lease,
       giveBack: () => this.giveBackUnbooked(owner),
       // Sent at once, on the connection the release went by, so it runs after that release: a
-      // hold it handed over is taken away, and with none it answers nil. Not once the owner holds
-      // or acquires again: its own hold could be the one taken away.
-      giveBackIfUnknown: () => (owner.holds === 0 && owner.pending === 0 ? this.giveBackUnbooked(owner) : Promise.resolve()),
+      // hold it handed over is taken away, and with none it answers nil. Not while the owner holds
+      // or acquires anything else (this wait is its one acquire while it waits): its own hold
+      // could be the one taken away.
+      giveBackIfUnknown: (stillWaiting) => (owner.holds === 0 && owner.pending === (stillWaiting ? 1 : 0) ? this.giveBackUnbooked(owner) : Promise.resolve()),
     };
     const protocol: WaitProtocol = {
       channel,

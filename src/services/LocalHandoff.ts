@@ -31,11 +31,11 @@ export interface Candidate {
    */
   readonly giveBack?: () => Promise<unknown>;
   /**
-   * The same for an outcome that is unknown (OUTCOME_UNKNOWN) once the waiter stopped: gives
-   * back only what can only be that handover (the waiter's owner holds nothing of its own by
-   * then); without it, nothing is given back.
+   * The same for an outcome that is unknown (OUTCOME_UNKNOWN), by a waiter still waiting or one
+   * that stopped: gives back only what can only be that handover (its owner holds nothing of its
+   * own, and acquires nothing else); without it, nothing is given back.
    */
-  readonly giveBackIfUnknown?: () => Promise<unknown>;
+  readonly giveBackIfUnknown?: (stillWaiting: boolean) => Promise<unknown>;
   /**
    * Takes the waiter out of its sleep for a handoff; returns how to tell it the outcome (the
    * hold, or undefined to try again), or undefined when it stopped waiting meanwhile.
@@ -267,8 +267,19 @@ export async function sleepAsCandidate(
     const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, deadline, debt);
     if (outcome === OUTCOME_UNKNOWN) {
       // Handed over or not, Redis will say when it runs the release: a give-back sent now runs
-      // after it (one connection), and takes the handover away if there was one; then ask.
-      await waiter.giveBack?.().catch(() => undefined);
+      // after it (one connection), and takes the handover away if there was one; then ask,
+      // unless the caller stopped or the wait's time ran out meanwhile (an attempt sent then
+      // would take the lock for nobody). The give-back goes on regardless.
+      const giving = (waiter.giveBackIfUnknown?.(true) ?? Promise.resolve()).catch(() => undefined);
+      let given = false;
+      await boundedWait(Math.max(deadline - performance.now(), 0), stops, (done) => {
+        void giving.then(() => {
+          given = true;
+          done();
+        });
+        return undefined;
+      });
+      if (!given || performance.now() >= deadline) throw new CallCutShort('give-back of a handover whose outcome was unknown');
       return undefined;
     }
     if (outcome !== PARK_AGAIN) return outcome;
@@ -350,7 +361,7 @@ async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[],
 function giveBackWhenHandedOver(outcome: Promise<Handover>, { giveBack, giveBackIfUnknown }: Pick<Candidate, 'giveBack' | 'giveBackIfUnknown'>): void {
   void outcome.then((late) => {
     // Nobody waits for it: a failure leaves the hold to its lease.
-    if (late === OUTCOME_UNKNOWN) giveBackIfUnknown?.().catch(() => undefined);
+    if (late === OUTCOME_UNKNOWN) giveBackIfUnknown?.(false).catch(() => undefined);
     else if (late !== undefined && late !== PARK_AGAIN) giveBack?.().catch(() => undefined);
   });
 }

@@ -11,13 +11,13 @@
   Output:
     1 written (the fence moves up to the token); 0 refused: a holder with a newer token has
     written since, so this writer's lock is gone and its write would overwrite newer work;
-    -1 refused: the data key holds something other than a string (another lock's hash, a list),
-    which a SET would have replaced.
+    -1 refused: the data key holds a hash (another lock's, say), which a SET would have replaced.
 
   Tokens are compared as digit strings (length, then lexically), exact at any size.
 ]]
-local current = redis.pcall('get', KEYS[1])
-if type(current) == 'table' and current.err then
+-- A hash (another lock's, say) answers HEXISTS without an error, any other type with WRONGTYPE:
+-- O(1) and within the ACL recipe's commands (TYPE is not in it; GET copied the whole value).
+if redis.call('exists', KEYS[1]) == 1 and type(redis.pcall('hexists', KEYS[1], '')) == 'number' then
   return -1
 end
 local newest = redis.call('get', KEYS[2])
