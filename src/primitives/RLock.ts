@@ -97,8 +97,10 @@ export class RLock extends ExclusiveLock {
     const { channel } = this;
     const lease = leaseTime ?? this.context.watchdogTimeout;
     let first = true;
-    // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
-    const parking: Parking = {
+    // One for the whole wait, made at its first sleep: it keeps the waiter's place in its
+    // client's line from sleep to sleep.
+    let parking: Parking | undefined;
+    const parkingOf = (): Parking => (parking ??= {
       field: this.field(owner),
       lease,
       giveBack: () => this.giveBackUnbooked(owner),
@@ -107,7 +109,7 @@ export class RLock extends ExclusiveLock {
       // or acquires anything else (this wait is its one acquire while it waits): its own hold
       // could be the one taken away.
       giveBackIfUnknown: (stillWaiting) => (owner.holds === 0 && owner.pending === (stillWaiting ? 1 : 0) ? this.giveBackUnbooked(owner) : Promise.resolve()),
-    };
+    });
     const protocol: WaitProtocol = {
       channel,
       attempt: async (listening, bound) => {
@@ -133,7 +135,7 @@ export class RLock extends ExclusiveLock {
       // acquire (a fenced lock's token; syncReplicas's WAIT): such a waiter is never a
       // candidate, also for a release through a plain handle of the same name.
       sleep: this.handsOverLocally
-        ? (entry, ms, stops, deadline, debt) => sleepAsCandidate(entry, this.context.clientId, parking, ms, stops, deadline, debt)
+        ? (entry, ms, stops, deadline, debt) => sleepAsCandidate(entry, this.context.clientId, parkingOf(), ms, stops, deadline, debt)
         : async (entry, ms, stops) => {
             await entry.untilReleased(ms, stops);
             return undefined;
