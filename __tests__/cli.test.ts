@@ -256,6 +256,12 @@ test('force-unlock of a read-write lock removes its holds, leases and waiting wr
   await until('the writer waits', async () => (await redis.admin.zcard('rlock__rw_writers:{report}')) === 1);
   expect(await run([...url, 'force-unlock', 'report'])).toMatchObject({ code: 2, stdout: '' }); // no --yes off a terminal
   expect(await run([...url, 'force-unlock', 'report', '--yes', '--if-holder', reader.id])).toMatchObject({ code: 2, stdout: '' });
+  // Forced as a plain or fair lock, its hash alone went and the reader's lease blocked the writers.
+  for (const kind of ['lock', 'fair']) {
+    const wrongKind = await run([...url, 'force-unlock', '--kind', kind, 'report', '--yes']);
+    expect(wrongKind).toMatchObject({ code: 2, stdout: '' });
+    expect(wrongKind.stderr).toBe('rlock: report is a read-write lock: force-unlock it with --kind rw (or without --kind); nothing removed\n');
+  }
   const forced = await run([...url, 'force-unlock', 'report', '--yes']);
   const forcedAt = Date.now();
   expect(forced.code).toBe(0);

@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { Redis, type RedisOptions, ReplyError } from 'ioredis';
-import { InvalidArgumentError, LockError, RedisCommandError } from './errors';
+import { InvalidArgumentError, LockError, LockUsageError, RedisCommandError } from './errors';
 import { formatInfo, KIND_NAMES, NAME_KINDS, resolveKind, shown, view } from './cliView';
-import { listNamesWithKinds, type LockInfo, type NameKind, type PrimitiveKind } from './introspection';
+import { kindOf, listNamesWithKinds, type LockInfo, type NameKind, type PrimitiveKind } from './introspection';
 import { LockClient } from './LockClient';
 import { checkListOptions } from './options';
 import { displayUrl, redactUrls } from './redact';
@@ -263,6 +263,11 @@ function buildProgram(): Command {
         // A semaphore's permits and a latch's count have no holder to take them from.
         if (kind !== 'lock' && kind !== 'fair' && kind !== 'rw') throw new CliError(`${shown(name)} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
         if (kind === 'rw' && ifHolder !== undefined) throw new CliError('--if-holder: not for a read-write lock (its readers hold it together); force-unlock it without', EXIT_USAGE);
+        // Said to be a plain or fair lock, it is forced by that kind's script, which refuses a
+        // read-write lock's hash (it would delete the hash alone): told here, before the prompt.
+        if ((kind === 'lock' || kind === 'fair') && opts.kind !== undefined && (await kindOf(redis, options.prefix, client.getLock(name).key)) === 'rw') {
+          throw new CliError(`${shown(name)} is a read-write lock: force-unlock it with --kind rw (or without --kind); nothing removed`, EXIT_USAGE);
+        }
         const info = await client.inspectAs(name, kind);
         if (!info.locked) throw new CliError(`no lock ${shown(name)} (key ${shown(info.key)}): nothing removed`, EXIT_NOTHING);
         const fields = info.holders.map((h) => `${h.clientId}:${h.ownerId}`);
@@ -351,7 +356,8 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`rlock: ${redactUrls(error.message)}\n`);
       return error.exitCode;
     }
-    if (error instanceof InvalidArgumentError) {
+    // Bad input as well: a name of another kind than --kind said (a read-write lock forced as a plain one).
+    if (error instanceof InvalidArgumentError || error instanceof LockUsageError) {
       process.stderr.write(`rlock: ${redactUrls(error.message)}\n`);
       return EXIT_USAGE;
     }
