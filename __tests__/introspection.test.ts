@@ -1,11 +1,11 @@
 // For operators and dashboards: inspect(), listLocks(), client names, diagnostics_channel events.
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
-import { InvalidArgumentError } from '../src';
+import { InvalidArgumentError, LockLostError } from '../src';
 import { startFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
-import { until } from './helpers/time';
+import { sleep, until } from './helpers/time';
 
 const redis = usePrivateRedis();
 
@@ -126,7 +126,7 @@ test('diagnostics_channel: every acquired is matched by one released or one lost
   const onAcquired = (): void => void holds++;
   const onReleased = (): void => void holds--;
   const onLost = (message: unknown): void => {
-    holds--;
+    holds -= (message as { holds: number }).holds; // every hold of the owner that went
     lost.push(message as Record<string, unknown>);
   };
   subscribe('rlock:acquired', onAcquired);
@@ -148,8 +148,27 @@ test('diagnostics_channel: every acquired is matched by one released or one lost
     await redis.admin.zrem('rlock__permits:{gauge:pes}', id);
     expect(await pes.tryRelease(id)).toBe(false);
     expect(holds).toBe(0);
+    // A reentrant hold (2 holds) found gone by the watchdog: one lost, for both holds (the
+    // gauge stayed at +1 for good before).
+    await client.getLock('gauge:nested').withLock(async (signal) => {
+      await client.getLock('gauge:nested').withLock(async () => {
+        await redis.admin.del('gauge:nested');
+        await until('the watchdog found it gone', () => signal.aborted, 5_000);
+      }).catch(() => undefined);
+    }).catch(() => undefined);
+    expect(holds).toBe(0);
+    // Semaphore.withPermits announces its release as release() does (+1 for good before).
+    const semaphore = client.getSemaphore('gauge:sem');
+    await semaphore.trySetPermits(2);
+    await semaphore.withPermits(async () => undefined);
+    expect(holds).toBe(0);
+    // A permit with a leaseTime that runs out inside withPermit: lost (nothing before).
+    await expect(pes.withPermit(() => sleep(400), { leaseTime: 200 })).rejects.toThrow(LockLostError);
+    expect(holds).toBe(0);
     expect(lost.map((m) => [m.name, m.key])).toEqual([
       ['gauge:lease', 'gauge:lease'],
+      ['gauge:pes', 'gauge:pes'],
+      ['gauge:nested', 'gauge:nested'],
       ['gauge:pes', 'gauge:pes'],
     ]);
   } finally {
@@ -170,3 +189,14 @@ test('the OpenTelemetry example runs and reports the three instruments', async (
     'rlock.holds {} 0',
   ]);
 }, 60_000); // the example may take up to 30 s: the test must outlast it
+
+test("a lockLost listener that throws: the watchdog goes on (both losses told), and the error surfaces apart as an uncaught exception, not as the watchdog's unhandled rejection", async () => {
+  const child = startFixture('throwingListener.ts', [redis.server.url]);
+  await child.line((line) => line === 'locked');
+  await redis.admin.del('listener-a', 'listener-b');
+  const { code } = await child.exited(20_000);
+  expect(code).toBe(0);
+  expect(child.lines).toContain('lost listener-a,listener-b');
+  expect(child.lines).toContain('uncaught listener bug');
+  expect(child.lines.filter((line) => line.startsWith('unhandled'))).toEqual([]);
+});

@@ -652,3 +652,13 @@ test.each(['plain', 'fair'])("a %s lock's forceUnlock of a read-write lock's nam
   expect(await redis.client().getReadWriteLock(name).writeLock().tryLock()).toBe(true);
 });
 
+test.each(['plain', 'fair'])("a read-write lock's forceUnlock of a name held as a %s lock is refused (LockUsageError): it deleted that lock, and its waiters were never woken", async (kind) => {
+  const name = `held-as-${kind}:${process.pid}`;
+  const holderClient = redis.client();
+  const holder = kind === 'plain' ? holderClient.getLock(name) : holderClient.getFairLock(name);
+  await holder.lock();
+  await expect(redis.client().getReadWriteLock(name).writeLock().forceUnlock()).rejects.toThrow(LockUsageError);
+  expect(await holder.isHeldByCurrentOwner()).toBe(true);
+  await holder.unlock();
+});
+

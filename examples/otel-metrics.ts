@@ -26,8 +26,9 @@ async function main(): Promise<void> {
   subscribe('rlock:acquired', () => holds++);
   subscribe('rlock:released', () => holds--);
   subscribe('rlock:lost', (message) => {
-    holds--; // a lost lock's holds are gone too
-    lost.add(1, { lock: (message as { name: string }).name });
+    const { name, holds: went } = message as { name: string; holds: number };
+    holds -= went; // every hold the owner had of it went (2 for a reentrant hold)
+    lost.add(1, { lock: name });
   });
 
   // Some work: two clients contend for one lock, and one lock is lost to a force-unlock.

@@ -102,11 +102,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       this.watchdogTimeout,
       // On Cluster a renewal script may only name keys of one slot.
       redis.isCluster ? (key) => calculateSlot(key) : () => 0,
-      (target, error) => this.lost(target, error),
+      (target, error, holds) => this.lost(target, error, holds),
       (error) => {
         redactError(error); // a failed AUTH carries the password in its `command.args`
         if (diagnostics.renewalFailed.hasSubscribers) diagnostics.renewalFailed.publish({ clientId: this.id, error });
-        this.emit('renewalFailed', error);
+        this.emitApart('renewalFailed', error);
       },
     );
     this.heartbeat = new QueueHeartbeat(redis, checked.queueTimeout, redis.isCluster ? (key) => calculateSlot(key) : () => 0);
@@ -323,7 +323,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     return this.close();
   }
 
-  /** Counters of the client's internal state, for tests and dashboards. */
+  /**
+   * Counters of the client's internal state, for tests and dashboards: holds the watchdog keeps,
+   * channels subscribed (with waiters, or kept subscribed past them while the lock is with this
+   * client: not a measure of contention, `waiters` is), and parked waiters.
+   */
   get stats(): { renewals: number; waitingChannels: number; waiters: number } {
     return { renewals: this.renewal.size, waitingChannels: this.pubsub.channelCount, waiters: this.waiterCount };
   }
@@ -332,10 +336,27 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     if (this.closed) throw new ClientClosedError();
   }
 
-  private lost(target: RenewalTarget, error: LockLostError): void {
+  private lost(target: RenewalTarget, error: LockLostError, holds: number): void {
     const event = { name: target.name, key: target.key, clientId: this.id, ownerId: target.owner.id, error };
-    if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish(event);
-    this.emit('lockLost', event);
+    if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...event, holds });
+    this.emitApart('lockLost', event);
+  }
+
+  /**
+   * Emits an event of the watchdog's, which runs inside its renewal calls and timers: a listener
+   * that throws must not end the batch (the other holds' losses went unreported, the deadline
+   * timer was not re-armed) nor surface as the watchdog's unhandled rejection, or as the error
+   * of an unlock() that found its lock gone. Its error is thrown apart, on the next tick, as an
+   * uncaught exception: what Node does with a throwing diagnostics_channel subscriber.
+   */
+  private emitApart(event: 'lockLost' | 'renewalFailed', payload: unknown): void {
+    try {
+      this.emit(event, payload);
+    } catch (error) {
+      process.nextTick(() => {
+        throw error;
+      });
+    }
   }
 }
 

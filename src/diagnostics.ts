@@ -16,7 +16,7 @@ export const diagnostics = {
   waitEnd: channel('rlock:wait:end'),
   /** `{ clientId, error }`: a watchdog renewal call failed; it is retried at the next tick. */
   renewalFailed: channel('rlock:renewal:failed'),
-  /** `{ name, key, clientId, ownerId, error }`: an owner lost a lock it believed it held. */
+  /** `{ name, key, clientId, ownerId, holds, error }`: an owner lost a lock it believed it held (`holds` of them). */
   lost: channel('rlock:lost'),
   /** `{ name, key, clientId, removed, holders }`: `forceUnlock()` ran; `holders` are the owner fields (`<clientId>:<ownerId>`) it removed. */
   forceUnlocked: channel('rlock:force-unlocked'),

@@ -402,7 +402,7 @@ export abstract class LockHandle {
       const told = holdsBefore > 0 && this.context.renewal.reportLost(key, field, reason, removed);
       // A hold the watchdog did not keep (a leaseTime) ends here too: `rlock:lost`, so that every
       // `acquired` is matched by one `released` or one `lost` (a holds gauge adds up).
-      if (holdsBefore > 0 && !told && diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...this.event(owner), error: new LockLostError(this.name, reason) });
+      if (holdsBefore > 0 && !told && diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...this.event(owner), holds: holdsBefore, error: new LockLostError(this.name, reason) });
     }
     owner.holds = 0;
     // Removed above when this was to be the last hold; otherwise holds went missing (see above).

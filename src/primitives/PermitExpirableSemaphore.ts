@@ -297,11 +297,19 @@ export class PermitExpirableSemaphore extends Primitive {
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
     // After a loss the permit is gone already: tryRelease answers false, which is no news.
     const released = this.tryRelease(taken.id);
+    // A permit with a leaseTime that ran out: no watchdog reported it, so its loss is said here
+    // (one `acquired`, then one `released` or one `lost`).
+    const toldIfLost = (gaveBack: boolean | undefined): void => {
+      if (gaveBack === false && leaseTime !== undefined && diagnostics.lost.hasSubscribers) {
+        diagnostics.lost.publish({ ...this.event(taken.id), holds: 1, error: lost ?? new LockLostError(this.name, 'its release found the permit no longer held') });
+      }
+    };
     if ('error' in outcome) {
-      await released.catch(() => undefined);
+      toldIfLost(await released.catch(() => undefined));
       throw outcome.error;
     }
     const gaveBack = await released;
+    toldIfLost(gaveBack);
     if (lost) throw lost;
     // Taken away without a renewal noticing (Redis lost it, its lease ran out): a loss all the same.
     if (!gaveBack) throw new LockLostError(this.name, 'its release found the permit no longer held');

@@ -1,4 +1,5 @@
 import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { LockUsageError } from '../errors';
 import { waitFor, type Hold } from '../core/waitLoop';
 import type { LockInfo } from '../introspection';
 import { rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
@@ -44,6 +45,9 @@ export abstract class ReadWriteHandle extends LockHandle {
     const holders = await this.context.command('forceUnlock', (redis) =>
       readWriteScripts(redis).rlock_readWriteLock_forceUnlock(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), rwWriteChannelOf(this.context.keyPrefix, key), publish, WAKE_ALL_MESSAGE),
     );
+    if (holders === -1) {
+      throw new LockUsageError(`"${this.name}" is held as a plain, fair or fenced lock, not a read-write lock: force-unlock it with that kind's forceUnlock(); nothing removed`);
+    }
     return this.forced(holders);
   }
 

@@ -136,6 +136,11 @@ export class Semaphore extends Primitive {
   async release(options?: Pick<PermitOptions, 'permits'>): Promise<void> {
     const { permits } = checkPermitOptions(options, ['permits']);
     this.context.assertOpen();
+    await this.giveBackTold(permits);
+  }
+
+  /** Gives back and says so on `rlock:released` (`withPermits` too: its takes are announced). */
+  private async giveBackTold(permits: number): Promise<void> {
     await this.giveBack(permits);
     if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(''), permits, released: true });
   }
@@ -229,7 +234,7 @@ export class Semaphore extends Primitive {
     try {
       return await fn(signal ?? new AbortController().signal);
     } finally {
-      await this.giveBack(permits);
+      await this.giveBackTold(permits);
     }
   }
 

@@ -45,7 +45,7 @@ export interface ReadWriteScripts {
     writeChannel: string,
     publishCommand: PublishCommand,
     wakeAllMessage: string,
-  ): Promise<string[]>;
+  ): Promise<string[] | -1>;
   rlock_readWriteLock_peek(key: string, leasesKey: string, field: string): Promise<[string, number]>;
 }
 

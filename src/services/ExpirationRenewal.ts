@@ -84,7 +84,8 @@ export class ExpirationRenewal {
     private readonly leaseMs: number,
     /** Batches must not mix hash slots on Cluster; this says which batch a key belongs to. */
     private readonly batchOf: (key: string) => string | number,
-    private readonly onLost: (target: RenewalTarget, error: LockLostError) => void,
+    /** `holds`: how many holds of the owner went (at least 1: a permit's owner counts none). */
+    private readonly onLost: (target: RenewalTarget, error: LockLostError, holds: number) => void,
     private readonly onFailed: (error: unknown) => void,
   ) {}
 
@@ -248,10 +249,11 @@ export class ExpirationRenewal {
 
   private lose(entry: RenewalTarget & { lost?: AbortController }, reason: string): void {
     this.remove(entry.key, entry.field);
+    const holds = Math.max(1, entry.owner.holds);
     entry.owner.holds = 0;
     const error = new LockLostError(entry.name, reason);
     entry.lost?.abort(error);
-    this.onLost(entry, error);
+    this.onLost(entry, error, holds);
   }
 
   /**

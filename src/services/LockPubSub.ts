@@ -58,7 +58,7 @@ export class LockPubSub {
     private readonly detectPublishCommand: () => Promise<PublishCommand>,
   ) {}
 
-  /** Channels with waiters; for tests and introspection. */
+  /** Channels subscribed: with waiters, or kept past them (an entry's keeper); for tests and introspection. */
   get channelCount(): number {
     return this.entries.size;
   }

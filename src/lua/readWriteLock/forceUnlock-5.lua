@@ -13,8 +13,12 @@
 
   Output:
     the holder fields the lock had ("<clientId>:<ownerId>" for reads, with ":write" for the
-    write lock); empty when nobody held it.
+    write lock); empty when nobody held it; -1 when the name is held as a plain, fair or fenced
+    lock (a hash without `mode`): nothing removed, its waiters would not have been woken.
 ]]
+if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 0 then
+  return -1
+end
 local holders = {}
 for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
   if field ~= 'mode' then
