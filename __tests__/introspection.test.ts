@@ -200,3 +200,63 @@ test("a lockLost listener that throws: the watchdog goes on (both losses told), 
   expect(child.lines).toContain('uncaught listener bug');
   expect(child.lines.filter((line) => line.startsWith('unhandled'))).toEqual([]);
 });
+
+describe('the holds gauge when holds are taken away under a reentrant scope', () => {
+  /** Runs `during` with a gauge of acquired − released − lost.holds; resolves with it at the end. */
+  async function gaugeOf(during: () => Promise<unknown>): Promise<number> {
+    let holds = 0;
+    const onAcquired = (): void => void holds++;
+    const onReleased = (): void => void holds--;
+    const onLost = (message: unknown): void => void (holds -= (message as { holds: number }).holds);
+    subscribe('rlock:acquired', onAcquired);
+    subscribe('rlock:released', onReleased);
+    subscribe('rlock:lost', onLost);
+    try {
+      await during();
+      return holds;
+    } finally {
+      unsubscribe('rlock:acquired', onAcquired);
+      unsubscribe('rlock:released', onReleased);
+      unsubscribe('rlock:lost', onLost);
+    }
+  }
+
+  const kinds = {
+    lock: (client: ReturnType<typeof redis.client>, name: string) => client.getLock(name),
+    write: (client: ReturnType<typeof redis.client>, name: string) => client.getReadWriteLock(name).writeLock(),
+    fair: (client: ReturnType<typeof redis.client>, name: string) => client.getFairLock(name),
+    fenced: (client: ReturnType<typeof redis.client>, name: string) => client.getFencedLock(name),
+  };
+
+  test.each(Object.keys(kinds).flatMap((kind) => [[kind, 'the watchdog'], [kind, 'a leaseTime']]))('%s under %s: deleted, then entered again afresh: the gauge ends at 0 (-1 or +1 for good before)', async (kind, keeper) => {
+    const client = redis.client();
+    const name = `gauge-nested-${kind}-${keeper === 'a leaseTime' ? 'lease' : 'dog'}`;
+    const handle = (): ReturnType<(typeof kinds)['lock']> => kinds[kind as keyof typeof kinds](client, name) as ReturnType<(typeof kinds)['lock']>;
+    const options = keeper === 'a leaseTime' ? { leaseTime: 60_000 } : {};
+    const gauge = await gaugeOf(() =>
+      handle()
+        .withLock(async () => {
+          await redis.admin.del(name);
+          await handle().withLock(async () => undefined, options);
+        }, options)
+        .catch(() => undefined),
+    );
+    expect(gauge).toBe(0);
+  });
+
+  test('an inner release out while the watchdog finds the holds gone (Redis paused past the lease): counted once (-2 before)', async () => {
+    const client = redis.client({ watchdogTimeout: 900 });
+    const name = 'gauge-inflight';
+    const gauge = await gaugeOf(() =>
+      client
+        .getLock(name)
+        .withLock(async () => {
+          await client.getLock(name).withLock(async () => {
+            await redis.admin.pipeline().del(name).call('CLIENT', 'PAUSE', '1500', 'ALL').exec();
+          });
+        })
+        .catch(() => undefined),
+    );
+    expect(gauge).toBe(0);
+  }, 15_000);
+});

@@ -379,36 +379,49 @@ export abstract class LockHandle {
     const removed = holdsBefore <= 1 ? this.context.renewal.remove(key, field) : undefined;
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
     const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1));
-    if (result !== null && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
+    // 0: the watchdog reported these holds lost while this call was out (lose() zeroed the
+    // count), every one of them counted in its `rlock:lost`: none is counted again here.
+    const heldStill = owner.holds;
+    // Only holds this owner booked (an `acquired` each): a release of one it never booked (an
+    // undo of an acquire whose reply was lost) is no news.
+    if (result !== null && holdsBefore > 0 && heldStill > 0 && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {
       // The reply came, so ioredis will not resend this call: the latch has done its job.
       this.context.redis.del(latch).catch(() => undefined);
-      owner.holds = Math.max(1, owner.holds - 1);
+      owner.holds = heldStill === 0 && holdsBefore > 0 ? 0 : Math.max(1, owner.holds - 1);
       return false;
     }
-    if (result === 1 && holdsBefore > 1) {
+    if (result === 1 && holdsBefore > 1 && heldStill > 0) {
       // Redis had fewer holds than the owner believed: the others were taken away (a force, an
       // expiry) and this owner entered again afresh. The lock is free now while an outer scope of
-      // the owner still runs: tell it at once, as a renewal would have, not at its own end.
-      this.context.renewal.reportLost(key, field, 'its hold count in Redis was below its own: holds were taken away', removed);
+      // the owner still runs: tell it at once, as a renewal would have, not at its own end. The
+      // hold just given back is not among the lost (its `released` went above).
+      owner.holds = holdsBefore - 1;
+      this.loseHolds(owner, key, field, 'its hold count in Redis was below its own: holds were taken away', removed, holdsBefore - 1);
     }
-    if (result === null) {
+    if (result === null && holdsBefore > 0 && heldStill > 0) {
       // Every release that gave a hold back left its answer in its latch, where a resend after a
       // reconnect finds it: nil is never "released", it means the hold was taken away (a
       // force-unlock, an expiry, Redis losing its data) before this release ran. An owner that
       // believed it held one under the watchdog is told as a renewal would have told it.
       // (reportLost finds a hold the watchdog still keeps, or takes the one removed above.)
-      const reason = 'its release found it no longer held by its owner';
-      const told = holdsBefore > 0 && this.context.renewal.reportLost(key, field, reason, removed);
-      // A hold the watchdog did not keep (a leaseTime) ends here too: `rlock:lost`, so that every
-      // `acquired` is matched by one `released` or one `lost` (a holds gauge adds up).
-      if (holdsBefore > 0 && !told && diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...this.event(owner), holds: holdsBefore, error: new LockLostError(this.name, reason) });
+      this.loseHolds(owner, key, field, 'its release found it no longer held by its owner', removed, holdsBefore);
     }
     owner.holds = 0;
     // Removed above when this was to be the last hold; otherwise holds went missing (see above).
     if (holdsBefore > 1) this.context.renewal.remove(key, field);
     if (result === null) throw new NotLockOwnerError(this.name, owner.id);
     return true;
+  }
+
+  /**
+   * Reports `holds` holds of the owner lost: through the watchdog when it keeps them (its
+   * `lockLost` and the scope's signal), else (a `leaseTime`) on `rlock:lost` alone, so that every
+   * `acquired` is matched by one `released` or counted in one `lost` (a holds gauge adds up).
+   */
+  private loseHolds(owner: LockOwner, key: string, field: string, reason: string, removed: RenewalTarget | undefined, holds: number): void {
+    if (this.context.renewal.reportLost(key, field, reason, removed)) return;
+    if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...this.event(owner), holds, error: new LockLostError(this.name, reason) });
   }
 
   /**

@@ -84,7 +84,7 @@ export class ExpirationRenewal {
     private readonly leaseMs: number,
     /** Batches must not mix hash slots on Cluster; this says which batch a key belongs to. */
     private readonly batchOf: (key: string) => string | number,
-    /** `holds`: how many holds of the owner went (at least 1: a permit's owner counts none). */
+    /** `holds`: how many holds of the owner went (the owner's count; at least 1). */
     private readonly onLost: (target: RenewalTarget, error: LockLostError, holds: number) => void,
     private readonly onFailed: (error: unknown) => void,
   ) {}
