@@ -3,7 +3,7 @@ import { inspect } from 'node:util';
 import type { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
-import { ClientClosedError, type LockLostError } from './errors';
+import { ClientClosedError, type LockLostError, TRANSIENT_CODES } from './errors';
 import { diagnostics } from './diagnostics';
 import { reviveWhenEnded } from './services/reviveEnded';
 import { keepListening } from './services/abortListeners';
@@ -367,6 +367,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
  */
 function refusedForGood(error: unknown): boolean {
   if ((error as { name?: unknown } | undefined)?.name !== 'ReplyError') return false;
-  const message = error instanceof Error ? error.message : '';
-  return !/^(LOADING|BUSY|CLUSTERDOWN|TRYAGAIN|MASTERDOWN|MOVED|ASK) /.test(message);
+  const code = /^([A-Z][A-Z_]+) /.exec(error instanceof Error ? error.message : '')?.[1];
+  // BUSY too: a script running long answers every other call so until it ends.
+  return code === undefined || (code !== 'BUSY' && !TRANSIENT_CODES.includes(code));
 }

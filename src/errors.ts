@@ -101,6 +101,12 @@ function messageOfCause(cause: unknown): string {
   return cause instanceof Error ? cause.message : String(cause ?? '');
 }
 
+/**
+ * Error codes of a server that refused a call without running it and will accept it again soon:
+ * a failover, loading its data, a Cluster slot in flux (see `RedisCommandError.transient`).
+ */
+export const TRANSIENT_CODES: readonly string[] = ['CLUSTERDOWN', 'TRYAGAIN', 'LOADING', 'MASTERDOWN', 'MOVED', 'ASK'];
+
 /** Redis answered a lock command with an error (OOM, READONLY, WRONGTYPE, ...). */
 export class RedisCommandError extends LockError {
   /** Redis's error code, the first word of its reply (`OOM`, `READONLY`, ...), when it gave one. */
@@ -119,7 +125,7 @@ export class RedisCommandError extends LockError {
    * while nodes disagreed on the slot's owner).
    */
   get transient(): boolean {
-    if (this.code !== undefined && ['CLUSTERDOWN', 'TRYAGAIN', 'LOADING', 'MASTERDOWN', 'MOVED', 'ASK'].includes(this.code)) return true;
+    if (this.code !== undefined && TRANSIENT_CODES.includes(this.code)) return true;
     // ioredis gave up following a Cluster's redirections while a node was going away (its last
     // error "Connection is closed." carries no code): the slot is in flux, as with MOVED.
     return /Too many Cluster redirections/.test(messageOfCause(this.cause));

@@ -99,8 +99,8 @@ export class FairLock extends ExclusiveLock {
     // once an attempt found none (the hold was lost) and queued, a field of its own is a grant,
     // taken as is (1 hold), as its message would give it.
     const holding = owner.holds > 0;
-    // The send time of the latest call that found this waiter still queued (undefined: never queued).
-    let queuedAt: number | undefined;
+    // Whether an attempt of this wait put the owner in the queue.
+    let queued = false;
     // The latest attempt's send time here and its run time in Redis (µs): a grant stamped G
     // happened here no sooner than `sentAt + (G - redisMicros)`, whatever its message's delay.
     let anchor: { sentAt: number; redisMicros: number } | undefined;
@@ -154,17 +154,16 @@ export class FairLock extends ExclusiveLock {
             notGrantedAt = Math.max(notGrantedAt, redisMicros);
             if (!anchor || redisMicros > anchor.redisMicros) anchor = { sentAt, redisMicros };
             if (listening) {
-              queuedAt = sentAt;
+              queued = true;
               if (!beat) {
                 beat = context.heartbeat.add({
                   lockKey: key,
                   queueKey: queue,
                   expiryKey: expiry,
                   member,
-                  refreshed: (at, queued) => {
-                    if (queued) queuedAt = Math.max(queuedAt ?? at, at);
+                  refreshed: (_at, stillQueued) => {
                     // Granted (its message lost), dropped, or the lock ran out unreleased: ask again now.
-                    else entry?.wakeAll();
+                    if (!stillQueued) entry?.wakeAll();
                   },
                 });
               }
@@ -175,7 +174,7 @@ export class FairLock extends ExclusiveLock {
           sleep: async (woken, ms, stops) => {
             // (woken is the entry of the last attempt: waitFor keeps one entry for the whole wait.)
             const grant = await woken.untilGranted(field, ms, stops);
-            if (!grant || queuedAt === undefined || anchor === undefined) return undefined;
+            if (!grant || !queued || anchor === undefined) return undefined;
             // Made before an attempt found this owner not granted: stale. Asking again takes a
             // grant that is still there (as is), and queues the owner again otherwise. So does a
             // grant whose lease is not known (a version that did not send it).
@@ -194,7 +193,7 @@ export class FairLock extends ExclusiveLock {
             return { sentAt: grantedAt, expiresAt };
           },
           giveUp: async () => {
-            if (queuedAt === undefined) return;
+            if (!queued) return;
             await this.leaveQueue(member).catch(() => undefined); // the entry then runs out after queueTimeout
           },
           ...this.waitEvents(owner),

@@ -1,5 +1,5 @@
 import type { Hold } from '../core/waitLoop';
-import { boundedWait, CallCutShort, IN_FLIGHT_GRACE_MS } from './bounds';
+import { CallCutShort, IN_FLIGHT_GRACE_MS, settledWithin } from './bounds';
 import type { ChannelEntry, WakeDebt } from './ChannelEntry';
 
 /** What a release tells a waiter it claimed but could not hand the lock to: its client's turn is later, sleep on. */
@@ -270,15 +270,8 @@ export async function sleepAsCandidate(
       // after it (one connection), and takes the handover away if there was one; then ask,
       // unless the caller stopped or the wait's time ran out meanwhile (an attempt sent then
       // would take the lock for nobody). The give-back goes on regardless.
-      const giving = (waiter.giveBackIfUnknown?.(true) ?? Promise.resolve()).catch(() => undefined);
-      let given = false;
-      await boundedWait(Math.max(deadline - performance.now(), 0), stops, (done) => {
-        void giving.then(() => {
-          given = true;
-          done();
-        });
-        return undefined;
-      });
+      const giving = waiter.giveBackIfUnknown?.(true) ?? Promise.resolve();
+      const given = await settledWithin(giving, Math.max(deadline - performance.now(), 0), stops);
       if (!given || performance.now() >= deadline) throw new CallCutShort('give-back of a handover whose outcome was unknown');
       return undefined;
     }
@@ -299,11 +292,7 @@ async function parkOnce(
   let outcome: Promise<Handover> | undefined;
   let interrupt: (() => void) | undefined;
   const candidate: ParkedCandidate = {
-    field: waiter.field,
-    lease: waiter.lease,
-    permits: waiter.permits,
-    giveBack: waiter.giveBack,
-    giveBackIfUnknown: waiter.giveBackIfUnknown,
+    ...waiter,
     parked: false,
     arrival: (waiter.arrival ??= local.nextArrival()),
     claim: () => {
@@ -338,15 +327,9 @@ async function parkOnce(
  * way a hold the release handed over after all is given back.
  */
 async function untilHandedOver(outcome: Promise<Handover>, stops: AbortSignal[], giveBack: Pick<Candidate, 'giveBack' | 'giveBackIfUnknown'>, deadline: number): Promise<Handover> {
-  let answered = false;
+  let answered: boolean;
   try {
-    await boundedWait(Math.max(deadline - performance.now(), IN_FLIGHT_GRACE_MS), stops, (done) => {
-      void outcome.then(() => {
-        answered = true;
-        done();
-      });
-      return undefined;
-    });
+    answered = await settledWithin(outcome, Math.max(deadline - performance.now(), IN_FLIGHT_GRACE_MS), stops);
   } catch (reason) {
     giveBackWhenHandedOver(outcome, giveBack);
     throw reason;

@@ -51,12 +51,26 @@ export function boundedWait(
 }
 
 /**
+ * Waits for `work` to settle, at most `ms` or until one of `stops` aborts (rejects with its
+ * reason); true when it settled in time. The work goes on either way.
+ */
+export async function settledWithin(work: Promise<unknown>, ms: number, stops: AbortSignal[]): Promise<boolean> {
+  let settled = false;
+  await boundedWait(ms, stops, (done) => {
+    const settle = (): void => {
+      settled = true;
+      done();
+    };
+    work.then(settle, settle);
+    return undefined;
+  });
+  return settled;
+}
+
+/**
  * Waits for `work` to settle, at most IN_FLIGHT_GRACE_MS: a give-back or a leave that a wait
  * ending must not outlast by more (Redis frozen). The work goes on; Redis runs it when it answers.
  */
-export function settledWithinGrace(work: Promise<unknown>): Promise<void> {
-  return boundedWait(IN_FLIGHT_GRACE_MS, [], (done) => {
-    work.then(done, done);
-    return undefined;
-  });
+export async function settledWithinGrace(work: Promise<unknown>): Promise<void> {
+  await settledWithin(work, IN_FLIGHT_GRACE_MS, []);
 }
