@@ -845,6 +845,25 @@ describe('leases and the watchdog', () => {
     );
     await expect(held).rejects.toThrow(/the watchdog found it no longer held/);
   });
+
+  test('a scope that gives its hold back and takes it again inside withLock still hears of its loss', async () => {
+    // Before, the scope listened to the watchdog entry of its first hold only: the hold taken
+    // again had an entry of its own, whose loss reached the lockLost event but not the scope,
+    // which ran on while another client held the lock (and withLock rejected with NotLockOwnerError).
+    expect.assertions(3); // two of them in the callback: it must run
+    const client = newClient({ watchdogTimeout: 1_000 });
+    const other = newClient();
+    const name = uniqueName();
+    const held = client.getLock(name).withLock(async (signal) => {
+      await client.getLock(name).unlock();
+      await client.getLock(name).lock();
+      expect(await other.getLock(name).tryLock()).toBe(false);
+      await other.getLock(name).forceUnlock();
+      await until('the watchdog tells the scope', () => signal.aborted);
+      expect(signal.reason).toBeInstanceOf(LockLostError);
+    });
+    await expect(held).rejects.toBeInstanceOf(LockLostError);
+  });
 });
 
 describe('AbortSignal', () => {

@@ -1,11 +1,11 @@
 // Fault 8: client.close() while calls are in flight and waiters wait.
-import { ClientClosedError } from '../../src';
+import { ClientClosedError, MultiLock, type LockClient } from '../../src';
 import { queueKeyOf } from '../../src/names';
 import { startFixture } from '../helpers/child';
 import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { atNextScript, parkedOnChannel, parkedWaiters, usePrivateRedis } from '../helpers/privateRedis';
 import { scriptCallCount } from '../helpers/testRedis';
-import { sleep, until } from '../helpers/time';
+import { aborted, sleep, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
 
@@ -200,5 +200,47 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
       await released;
       expect(await free()).toBe(true);
     }
+  });
+});
+
+describe('close() while scopes hold: the watchdog stops, so their signals abort with ClientClosedError', () => {
+  // Before, close() dropped the watchdog's entries without a word: the holds ran out a lease
+  // later, another client took them, and the scopes' callbacks went on with signals that never
+  // aborted (two holders).
+  type Scope = (client: LockClient, name: string, fn: (signal: AbortSignal) => Promise<unknown>) => Promise<unknown>;
+  const scopes: Record<string, Scope> = {
+    'lock withLock': (client, name, fn) => client.getLock(name).withLock(fn),
+    'fair withLock': (client, name, fn) => client.getFairLock(name).withLock(fn),
+    'fenced withLock': (client, name, fn) => client.getFencedLock(name).withLock(fn),
+    'write withLock': (client, name, fn) => client.getReadWriteLock(name).writeLock().withLock(fn),
+    'read withLock': (client, name, fn) => client.getReadWriteLock(name).readLock().withLock(fn),
+    'lock hold()': async (client, name, fn) => {
+      const held = await client.getLock(name).hold();
+      return fn(held.signal);
+    },
+    withPermit: async (client, name, fn) => {
+      await client.getPermitExpirableSemaphore(name).trySetPermits(1);
+      return client.getPermitExpirableSemaphore(name).withPermit(fn);
+    },
+    'MultiLock withLock': (client, name, fn) => new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]).withLock(fn),
+  };
+  test.each(Object.keys(scopes))('%s', async (kind) => {
+    const client = redis.client({ watchdogTimeout: 3000 });
+    let inside: AbortSignal | undefined;
+    const run = scopes[kind]!(client, `close-scope-${kind}`, async (signal) => {
+      inside = signal;
+      await aborted(signal);
+      signal.throwIfAborted(); // what a callback that heeds its signal does
+    }).then(
+      () => 'resolved',
+      (error: unknown) => error,
+    );
+    await until('the scope runs', () => inside !== undefined);
+    expect(inside!.aborted).toBe(false);
+    await client.close();
+    // Told by close() itself, not a lease later.
+    expect(inside!.aborted).toBe(true);
+    expect(inside!.reason).toBeInstanceOf(ClientClosedError);
+    expect(await run).toBeInstanceOf(ClientClosedError);
   });
 });

@@ -1,4 +1,4 @@
-import { LockLostError } from '../errors';
+import { ClientClosedError, LockLostError } from '../errors';
 import { batchesOf, splitOnMigration } from './batches';
 import type { ScriptedRedis } from './scripts';
 import type { LockOwner } from './LockOwner';
@@ -113,6 +113,9 @@ export class ExpirationRenewal {
     if (this.closed) return;
     const lease = Math.min(expiresAt, sentAt + this.leaseMs) - sentAt;
     const entry = new RenewalEntry(target, lostAt(sentAt, lease));
+    // A scope of this owner listens already (it gave its hold back and took it again): it hears of this hold's loss too.
+    const watched = target.owner.lossWatches?.get(target.key);
+    if (watched && !watched.signal.aborted) entry.lost = watched;
     this.entries.set(id, entry);
     this.startTimer();
     this.armDeadline(entry.lostAt);
@@ -154,8 +157,13 @@ export class ExpirationRenewal {
   lostSignal(key: string, field: string): AbortSignal | undefined {
     const entry = this.entries.get(entryId(key, field));
     if (!entry) return undefined;
-    entry.lost ??= new AbortController();
-    return entry.lost.signal;
+    if (entry.lost) return entry.lost.signal;
+    const watches = (entry.owner.lossWatches ??= new Map());
+    let controller = watches.get(key);
+    // One that aborted told an earlier hold's listeners; this hold gets a fresh one.
+    if (!controller || controller.signal.aborted) watches.set(key, (controller = new AbortController()));
+    entry.lost = controller;
+    return controller.signal;
   }
 
   /**
@@ -195,10 +203,19 @@ export class ExpirationRenewal {
     return entry !== undefined;
   }
 
+  /**
+   * Stops renewing. Every hold kept until now runs out with its lease, so the scopes listening
+   * for its loss (withLock, hold(), withPermit, the composites) are told now, with
+   * `ClientClosedError`: their callbacks must not run on as holders. No `lockLost`: nothing was
+   * taken from the caller, who closed the client.
+   */
   close(): void {
     this.closed = true;
+    const kept = [...this.entries.values()];
     this.entries.clear();
     this.stopTimer();
+    const error = new ClientClosedError();
+    for (const entry of kept) entry.lost?.abort(error);
   }
 
   /**

@@ -17,6 +17,12 @@ export class LockOwner {
   pending = 0;
   /** Release calls made, to name each one's latch. */
   releases = 0;
+  /**
+   * What scopes listen to for the loss of this owner's hold on a key (`lostSignal`): kept here,
+   * not on the watchdog's entry, so that a hold the owner gives back and takes again inside one
+   * scope is still watched (the new hold's entry takes the same controller).
+   */
+  lossWatches: Map<string, AbortController> | undefined = undefined;
   /** `<clientId>:<id>`, made once for the client that last asked (see `fieldFor`). */
   private field: string | undefined;
   private fieldClientId: string | undefined;

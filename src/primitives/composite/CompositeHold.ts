@@ -1,5 +1,5 @@
 import type { LockHandle } from '../../core/LockHandle';
-import { LockLostError, NotLockOwnerError, RedisCommandError } from '../../errors';
+import { ClientClosedError, LockLostError, NotLockOwnerError, RedisCommandError } from '../../errors';
 import { boundedWait } from '../../services/bounds';
 
 /** A member lock taken for a composite: its own handle (a fork) and when its acquire was sent. */
@@ -26,8 +26,11 @@ export class CompositeHold {
     onLost: (error: LockLostError) => void,
   ) {
     let held = members.length;
-    const lose = (reason: string): void => {
+    const lose = (reason: string, closed?: ClientClosedError): void => {
       if (this.lost.signal.aborted) return;
+      // A member's client was closed (its watchdog stopped): said as such, as for a lone lock's
+      // scope, and no `lost` event (nothing was taken from the caller, who closed it).
+      if (closed) return this.lost.abort(closed);
       const error = new LockLostError(name, reason);
       this.lost.abort(error);
       onLost(error);
@@ -41,7 +44,8 @@ export class CompositeHold {
       }
       const listener = (): void => {
         held--;
-        if (held < needed) lose(`member "${handle.name}" was lost (${String((memberLost.reason as Error)?.message)}); ${held} of ${members.length} held, ${needed} needed`);
+        const cause = memberLost.reason as Error;
+        if (held < needed) lose(`member "${handle.name}" was lost (${String(cause?.message)}); ${held} of ${members.length} held, ${needed} needed`, cause instanceof ClientClosedError ? cause : undefined);
       };
       if (memberLost.aborted) listener();
       else {
@@ -56,7 +60,7 @@ export class CompositeHold {
     }
   }
 
-  /** Aborts with a `LockLostError` when the whole is lost. */
+  /** Aborts with a `LockLostError` when the whole is lost (`ClientClosedError` when a member's client closed took it below `needed`). */
   get lostSignal(): AbortSignal {
     return this.lost.signal;
   }
