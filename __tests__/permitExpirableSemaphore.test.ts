@@ -320,6 +320,85 @@ test('withPermit: a permit lost under the watchdog aborts the signal, emits lock
   expect(await sem.availablePermits()).toBe(1);
 });
 
+describe('updateLeaseTime inside withPermit: the scope follows what becomes of the permit', () => {
+  // Before (a helper audit): the scope listened to the watchdog alone. A permit given a lease of
+  // its own ran out with the scope's signal never aborting; a longer lease still ended the scope
+  // at the first one; an update that found the permit gone, or that Redis left unanswered past
+  // the old lease, told nobody.
+  const permitOf = async (key: string): Promise<string> => (await redis.admin.zrange(`rlock__permits:{${key}}`, 0, 0))[0]!;
+
+  test('a watchdog-kept permit given a lease of its own: the signal aborts when that lease runs out', async () => {
+    expect.assertions(3); // two of them in the callback: it must run
+    const sem = redis.client({ watchdogTimeout: 1_000 }).getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    const run = sem.withPermit(async (signal) => {
+      expect(await sem.updateLeaseTime(await permitOf(sem.key), 300)).toBe(true);
+      await until('the new lease ends the scope', () => signal.aborted, 3_000);
+      expect(signal.reason).toBeInstanceOf(LockLostError);
+      signal.throwIfAborted();
+    });
+    await expect(run).rejects.toThrow(/lease of 300 ms ran out/);
+  });
+
+  test('a leaseTime permit given a longer lease: the signal does not abort at the first one', async () => {
+    expect.assertions(3);
+    const sem = redis.client().getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    const run = sem.withPermit(
+      async (signal) => {
+        expect(await sem.updateLeaseTime(await permitOf(sem.key), 5_000)).toBe(true);
+        await sleep(700); // past the first lease (300 ms): only an abort that should not come is looked for
+        expect(signal.aborted).toBe(false);
+        return 'done';
+      },
+      { leaseTime: 300 },
+    );
+    await expect(run).resolves.toBe('done');
+  });
+
+  test('an update that finds the permit gone reports it lost at once', async () => {
+    expect.assertions(5);
+    const client = redis.client({ watchdogTimeout: 3_000 });
+    const lost: string[] = [];
+    client.on('lockLost', (event) => lost.push(event.ownerId));
+    const sem = client.getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    let id = '';
+    const run = sem.withPermit(async (signal) => {
+      id = await permitOf(sem.key);
+      await redis.admin.zrem(`rlock__permits:{${sem.key}}`, id); // someone wiped it
+      expect(await sem.updateLeaseTime(id, 5_000)).toBe(false);
+      expect(signal.aborted).toBe(true);
+      expect(signal.reason).toBeInstanceOf(LockLostError);
+    });
+    await expect(run).rejects.toBeInstanceOf(LockLostError);
+    expect(lost).toEqual([id]);
+  });
+
+  test('an update Redis leaves unanswered: the permit counts as lost once its old lease may have run out', async () => {
+    expect.assertions(3);
+    const client = redis.client({ watchdogTimeout: 1_000 });
+    const lost = jest.fn();
+    client.on('lockLost', lost);
+    const sem = client.getPermitExpirableSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    const run = sem.withPermit(async (signal) => {
+      const id = await permitOf(sem.key);
+      redis.server.pause(); // Redis freezes with the update on its way
+      const update = sem.updateLeaseTime(id, 60_000);
+      try {
+        await until('the scope is told', () => signal.aborted, 5_000);
+        expect(signal.reason).toBeInstanceOf(LockLostError);
+      } finally {
+        redis.server.resume();
+        await update;
+      }
+    });
+    await expect(run).rejects.toBeInstanceOf(LockLostError);
+    expect(lost).toHaveBeenCalledTimes(1);
+  });
+});
+
 test('the handoff script: a resend answers "handed over" and hands over once; a permit not held is not handed over and leaves no latch', async () => {
   const conn = handoffConnection();
   try {

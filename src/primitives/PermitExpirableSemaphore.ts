@@ -14,6 +14,7 @@ import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';
 import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
+import { PermitScope, permitScopeOf } from './permitScopes';
 import { type Attempt, Primitive } from './Primitive';
 import { standBackBound, starvingClock } from './Semaphore';
 
@@ -242,12 +243,29 @@ export class PermitExpirableSemaphore extends Primitive {
     this.context.assertOpen();
     // Stopped first: a renewal racing the call would put the watchdog's lease back over the new one.
     const removed = this.context.renewal.remove(this.key, id);
+    const scope = permitScopeOf(this.key, id);
+    const lose = (reason: string): void => {
+      if (scope?.told) return;
+      if (removed && this.context.renewal.reportLost(this.key, id, reason, removed)) {
+        if (scope) scope.told = true;
+      } else scope?.lose(reason);
+    };
+    // Nothing renews the permit while the call is out, and its old lease runs on: unanswered by
+    // the time that lease may end, the permit is lost as far as its holder can tell.
+    const overdue = removed && setTimeout(() => lose('its lease update got no answer before its lease could run out'), Math.max(0, removed.lostAt - performance.now()));
+    if (overdue) overdue.unref();
+    const sentAt = performance.now();
     try {
-      return (await this.context.command('updateLeaseTime', (redis) => scripts(redis).rlock_permitSemaphore_updateLease(this.permitsKey, id, lease))) === 1;
+      const updated = (await this.context.command('updateLeaseTime', (redis) => scripts(redis).rlock_permitSemaphore_updateLease(this.permitsKey, id, lease))) === 1;
+      if (!updated) lose('its lease update found the permit no longer held');
+      else if (!scope?.told) scope?.lease(sentAt, lease);
+      return updated;
     } catch (error) {
       // Else a permit whose new lease never reached Redis ran out at its old one, unrenewed and unreported.
-      if (removed) this.context.renewal.restore(removed);
+      if (removed && !scope?.told) this.context.renewal.restore(removed);
       throw error;
+    } finally {
+      clearTimeout(overdue);
     }
   }
 
@@ -291,16 +309,24 @@ export class PermitExpirableSemaphore extends Primitive {
     const taken = await this.take(leaseTime, maxWait, signal);
     if (!taken) throw new LockTimeoutError(this.name, maxWait);
     const scope = new AbortController();
-    const lease = leaseTime === undefined ? undefined : { name: this.name, leaseTime, sentAt: taken.sentAt };
-    const stopWatching = watchHold(scope, [signal, this.context.renewal.lostSignal(this.key, taken.id)], lease);
-    const outcome = await outcomeOf(() => fn(scope.signal), stopWatching);
+    // Its lease, if it has one (now or after an updateLeaseTime), ends the scope; the watchdog's loss signal otherwise.
+    const permit = new PermitScope(this.key, taken.id, this.name, scope);
+    if (leaseTime !== undefined) permit.lease(taken.sentAt, leaseTime);
+    const stopWatching = watchHold(scope, [signal, this.context.renewal.lostSignal(this.key, taken.id)]);
+    const outcome = await outcomeOf(
+      () => fn(scope.signal),
+      () => {
+        stopWatching();
+        permit.stop();
+      },
+    );
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
     // After a loss the permit is gone already: tryRelease answers false, which is no news.
     const released = this.tryRelease(taken.id);
-    // A permit with a leaseTime that ran out: no watchdog reported it, so its loss is said here
-    // (one `acquired`, then one `released` or one `lost`).
+    // A permit with a lease of its own that ran out: no watchdog reported it, so its loss is said
+    // here (one `acquired`, then one `released` or one `lost`).
     const toldIfLost = (gaveBack: boolean | undefined): void => {
-      if (gaveBack === false && leaseTime !== undefined && diagnostics.lost.hasSubscribers) {
+      if (gaveBack === false && permit.leased && !permit.told && diagnostics.lost.hasSubscribers) {
         diagnostics.lost.publish({ ...this.event(taken.id), holds: 1, error: lost ?? new LockLostError(this.name, 'its release found the permit no longer held') });
       }
     };
