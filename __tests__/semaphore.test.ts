@@ -216,6 +216,27 @@ describe('waking waiters', () => {
     expect(performance.now() - freedAt).toBeLessThan(5_000); // not their 20 s waitTime
   });
 
+  test('a waiter refused before a reservation existed is not stranded when the reservation’s holder dies: it asks again within a queue timeout', async () => {
+    // Before (a helper audit): refused with no bound (no reservation yet), it slept until a
+    // message; the reservation made later publishes nothing, the release that fed it named only
+    // its holder, and the holder's death left the permits free with nobody told: the waiter slept
+    // to its waitTime (acquire(): for good).
+    const name = uniqueName();
+    const holder = redis.client().getSemaphore(name);
+    await holder.trySetPermits(2);
+    await holder.acquire({ permits: 2 });
+    const waiterClient = redis.client({ queueTimeout: 500 });
+    const waiting = waiterClient.getSemaphore(name).tryAcquire({ waitTime: 20_000 });
+    await until('the waiter is parked', () => waiterClient.stats.waiters === 1);
+    // A 2-permit waiter of a process killed -9 right after it reserved: its reservation lives on.
+    await redis.admin.hset(`rlock__semaphore_reservation:{${name}}`, 'field', 'a-dead-client:1', 'permits', 2);
+    await redis.admin.pexpire(`rlock__semaphore_reservation:{${name}}`, 500);
+    await holder.release({ permits: 2 }); // kept for the reservation: it names the dead holder only
+    const freedAt = performance.now();
+    expect(await waiting).toBe(true);
+    expect(performance.now() - freedAt).toBeLessThan(10_000); // not its 20 s waitTime
+  });
+
   test('a request for more permits than the semaphore has holds the reservation 6 queue timeouts at most: a smaller request is served then (it was kept out for as long as the big one waited)', async () => {
     const name = uniqueName();
     const big = redis.client({ queueTimeout: 300 }); // the reservation's time: 1.8 s

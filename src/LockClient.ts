@@ -296,8 +296,16 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * then a polite QUIT; both within `QUIT_TIMEOUT_MS`, after which the socket is cut. Held locks
    * are not released: they expire after their lease.
    */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    // A second call (an `await using` around an explicit close(), two shutdown hooks) waits for
+    // the first: resolved early, it let its caller quit a connection passed in before close()
+    // had given back what in-flight acquires took, which then stayed held for their lease.
+    return (this.closeCall ??= this.closeOnce());
+  }
+
+  private closeCall: Promise<void> | undefined;
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
     this.commands.close();
     this.renewal.close();

@@ -244,3 +244,17 @@ describe('close() while scopes hold: the watchdog stops, so their signals abort 
     expect(await run).toBeInstanceOf(ClientClosedError);
   });
 });
+
+test('a second close() resolves only once the first is done (its give-backs sent, its connections closed)', async () => {
+  // Before, it resolved at once: a caller that then quit a connection it passed in put QUIT
+  // ahead of close()'s give-backs (a helper audit: a hold an in-flight acquire took stayed for its lease).
+  const client = redis.client();
+  await client.getLock('close-twice:warm').tryLock(); // connected, scripts loaded
+  let firstDone = false;
+  const first = client.close().then(() => {
+    firstDone = true;
+  });
+  await client.close();
+  expect(firstDone).toBe(true);
+  await first;
+});
