@@ -496,6 +496,28 @@ describe('waking waiters', () => {
 });
 
 describe('contention: local handoff and turns between clients', () => {
+  test('a client queued behind another that hands the lock to its own waiter leaves the queue when that waiter releases to the other', async () => {
+    // Before (a helper audit): the release that woke the other client left this client's entry
+    // in the queue with no waiter behind it. On a Cluster (receivers not counted) the next
+    // release then woke that client for nothing, and the real next one slept until its heartbeat.
+    const a = newClient();
+    const b = newClient();
+    const name = uniqueName();
+    const queue = (): Promise<string[]> => redis.zrange(clientQueueKeyOf('', name), 0, -1);
+    const [a1, a2, b1] = [a.getLock(name), a.getLock(name), b.getLock(name)];
+    await a1.lock();
+    const bHolds = b1.lock();
+    await until('B queued', async () => (await queue()).length === 1);
+    const a2Holds = a2.lock();
+    await until('A queued behind B', async () => (await queue()).length === 2);
+    await a1.unlock(); // handed to a2 in the script, A's run not over
+    await a2Holds;
+    await a2.unlock(); // A has no waiter now: it wakes B
+    await bHolds;
+    expect(await queue()).toEqual([]);
+    await b1.unlock();
+  });
+
   test('a release hands the lock to a parked waiter of the same client in the release call itself', async () => {
     const name = uniqueName();
     const client = newClient();

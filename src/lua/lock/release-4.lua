@@ -40,6 +40,13 @@ return releaseHold(KEYS[1], KEYS[4], ARGV[1], ARGV[2], function()
     return 2
   end
   local woken = wakeNextClient(now, self, ARGV[4], ARGV[3], ARGV[5], self)
+  -- The woken client may have been ahead of this one (this one queued behind it and took the
+  -- lock by a handoff of its own): this one leaves all the same, and re-enters at the back
+  -- below if it still has waiters. Left behind, an entry with no waiter behind it was woken for
+  -- nothing by a later release on a Cluster, where receivers are not counted.
+  if woken then
+    removeEntry(self)
+  end
   if ARGV[7] == '1' then
     if not woken then
       return 3
