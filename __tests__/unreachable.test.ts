@@ -6,7 +6,7 @@ import { freePort } from '../scripts/redisServer';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
 import { TcpProxy } from './helpers/tcpProxy';
-import { sleep, until } from './helpers/time';
+import { orAfter, sleep, until } from './helpers/time';
 
 const redis = usePrivateRedis();
 const url = (): string => redis.server.url;
@@ -219,3 +219,26 @@ test('an outage where connections are accepted and closed at once, past ioredis\
     await proxy.close();
   }
 }, 30_000);
+
+test('a Cluster client whose nodes are all unreachable: the calls that first ask how releases are published settle too, within offlineTimeout', async () => {
+  // Before (a helper audit): that question (COMMAND INFO) went to ioredis's Cluster offline queue
+  // outside the client's call path, and a fair lock's tryLock, a semaphore's release or a latch's
+  // countDown never settled, whatever their waitTime, signal or close().
+  const port = await freePort();
+  const made = client({ redis: { clusterNodes: [{ host: '127.0.0.1', port }] }, offlineTimeout: 1_000 });
+  const settled = (call: Promise<unknown>): Promise<unknown> =>
+    orAfter(
+      call.then(
+        () => 'resolved',
+        (error: unknown) => error,
+      ),
+      8_000,
+      'pending',
+    );
+  const outcomes = await Promise.all([
+    settled(made.getFairLock('x').tryLock({ waitTime: 300 })),
+    settled(made.getSemaphore('x').release()),
+    settled(made.getCountDownLatch('x').countDown()),
+  ]);
+  for (const outcome of outcomes) expect(outcome).toBeInstanceOf(RedisUnreachableError);
+});

@@ -3,7 +3,7 @@ import { inspect } from 'node:util';
 import type { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
-import { ClientClosedError, type LockLostError, TRANSIENT_CODES } from './errors';
+import { ClientClosedError, type LockLostError, RedisCommandError, TRANSIENT_CODES } from './errors';
 import { diagnostics } from './diagnostics';
 import { reviveWhenEnded } from './services/reviveEnded';
 import { keepListening } from './services/abortListeners';
@@ -221,7 +221,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * publishes classic this once; the subscriber waits for the answer (see `learnPublishCommand`).
    */
   private publishCommand(): Promise<PublishCommand> {
-    return this.learnPublishCommand().catch(() => 'publish' as PublishCommand);
+    return this.learnPublishCommand().catch((error: unknown) => {
+      // Settled by close(): the call that asked must not go on to Redis after it.
+      if (error instanceof ClientClosedError) throw error;
+      return 'publish' as PublishCommand;
+    });
   }
 
   /**
@@ -235,16 +239,16 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private learnPublishCommand(): Promise<PublishCommand> {
     if (this.publishCommandAnswer) return this.publishCommandAnswer;
     if (!this.redis.isCluster) return (this.publishCommandAnswer = Promise.resolve('publish'));
-    // Counted as a call under way: a give-back waits for it, and close() for the give-back.
-    this.publishCommandAnswer = this.commands.counted(
-      this.redis.call('COMMAND', 'INFO', 'SPUBLISH').then(
-        (info) => (this.publishCommandKnown = Array.isArray(info) && info[0] ? 'spublish' : 'publish'),
-        (error: unknown) => {
-          if (refusedForGood(error)) return (this.publishCommandKnown = 'publish');
-          this.publishCommandAnswer = undefined;
-          throw error;
-        },
-      ),
+    // A call like any other (bounded while the connection is down, settled by close()): sent
+    // straight to ioredis it waited in the Cluster's offline queue, and the call that asked with it,
+    // whatever its waitTime or signal, for as long as the Cluster was unreachable.
+    this.publishCommandAnswer = this.commands.run('publishCommand', (redis) => redis.call('COMMAND', 'INFO', 'SPUBLISH')).then(
+      (info) => (this.publishCommandKnown = Array.isArray(info) && info[0] ? 'spublish' : 'publish'),
+      (error: unknown) => {
+        if (refusedForGood(error instanceof RedisCommandError ? error.cause : error)) return (this.publishCommandKnown = 'publish');
+        this.publishCommandAnswer = undefined;
+        throw error;
+      },
     );
     return this.publishCommandAnswer;
   }

@@ -86,12 +86,6 @@ export class CommandRunner {
     for (const reject of this.inFlight.drain()) reject(error);
   }
 
-  /** Counts `work` (a call not made through `run`) as unanswered until it settles. */
-  counted<T>(work: Promise<T>): Promise<T> {
-    this.unanswered++;
-    return work.finally(() => this.unanswered--);
-  }
-
   /**
    * Runs one call. It settles with `ClientClosedError` as soon as `close()` runs, even when
    * Redis has not answered (paused, unreachable, a connection the user owns); a reply that
