@@ -220,3 +220,29 @@ test("a client whose first COMMAND INFO a frozen master left unanswered asks aga
     await setNodeTimeout(cluster, 1_000);
   }
 }, 90_000);
+
+test('a sharded subscriber connection dropped (CLIENT KILL TYPE pubsub): a latch opened before ioredis subscribed again still wakes its awaiter', async () => {
+  // Before (a helper audit): ioredis subscribed the channel again by itself, and emitted
+  // subscribersReady, but not the ready or slot change the client listened to: the countDown
+  // published in the gap was lost, and an await() without waitTime never returned.
+  const cluster = clusterOf();
+  const waiterClient = new LockClient({ redis: { clusterNodes: cluster.startupNodes } });
+  const opener = new LockClient({ redis: { clusterNodes: cluster.startupNodes } });
+  const admins = cluster.servers.map((server) => server.connect());
+  try {
+    const name = 'sharded-subscriber-killed';
+    await opener.getCountDownLatch(name).trySetCount(1);
+    const waiting = waiterClient
+      .getCountDownLatch(name)
+      .await()
+      .then(() => 'woken');
+    await until('the awaiter is subscribed', async () => (await opener.getCountDownLatch(name).inspect()).waitingClients === 1, 10_000);
+    await Promise.all(admins.map((admin) => admin.client('KILL', 'TYPE', 'pubsub')));
+    await opener.getCountDownLatch(name).countDown(); // published while nobody listens
+    expect(await orAfter(waiting, 10_000, 'still waiting')).toBe('woken');
+  } finally {
+    await waiterClient.close();
+    await opener.close();
+    for (const admin of admins) admin.disconnect();
+  }
+}, 60_000);

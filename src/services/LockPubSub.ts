@@ -267,6 +267,14 @@ export class LockPubSub {
         this.followSlots(subscriber as Cluster);
         this.retryFailed();
       });
+      // A sharded subscriber whose connection to a master dropped (a network blip, CLIENT KILL)
+      // gets a new one at ioredis's next slots refresh, which subscribes its channels again and
+      // says so with subscribersReady: not ready (the Cluster never went down), nor a slot that
+      // moved. Releases published in the gap reached nobody, so this is a reconnect like any
+      // other: every channel subscribed again, and its waiters retry once.
+      subscriber.on('subscribersReady', () => {
+        if (this.wasReady) for (const [channel, entry] of this.entries) this.resubscribe(channel, entry);
+      });
     }
     // ioredis can end it for good (see reviveWhenEnded); a Cluster remakes its connections itself.
     if (!subscriber.isCluster) this.stopReviving = reviveWhenEnded(subscriber as Redis, () => !this.closed && this.subscriber === subscriber);
