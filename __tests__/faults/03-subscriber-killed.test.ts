@@ -174,3 +174,25 @@ test('a channel whose subscribe failed (its subscriber ended before it was ever 
     await proxy.close();
   }
 });
+
+test('a SUBSCRIBE Redis refuses while the subscriber stays connected (an ACL without the channel) is sent again: once it is allowed, a latch opened meanwhile is seen', async () => {
+  // Before (a helper audit): a refused subscribe was retried only on a reconnect or a slot
+  // refresh, neither of which comes while the connection is fine: await() hung for good, even
+  // after the ACL was fixed (and a BUSY script's refusal, gone a moment later, did the same).
+  const name = 'subscribe-refused';
+  const user = `limited-${process.pid}`;
+  await redis.admin.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '+@all', 'resetchannels');
+  try {
+    const opener = redis.client();
+    await opener.getCountDownLatch(name).trySetCount(1);
+    const client = redis.client({ redis: { host: '127.0.0.1', port: redis.server.port, username: user, password: 'pw' } });
+    const opened = client.getCountDownLatch(name).await();
+    const pubsub = (client as unknown as { pubsub: { entries: Map<string, ChannelEntry> } }).pubsub;
+    await until("the channel's subscribe was refused", () => [...pubsub.entries.values()].some((entry) => entry.failed));
+    await redis.admin.call('ACL', 'SETUSER', user, 'allchannels');
+    await opener.getCountDownLatch(name).countDown(); // may reach nobody on this client yet
+    await expect(Promise.race([opened, sleep(8_000).then(() => 'still waiting')])).resolves.toBe(true);
+  } finally {
+    await redis.admin.call('ACL', 'DELUSER', user);
+  }
+});

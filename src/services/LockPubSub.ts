@@ -33,6 +33,9 @@ const SUBSCRIBE_ANSWER_MS = 1000;
 /** How long the subscriber waits before it asks again how releases are published. */
 const MODE_RETRY_MS = 500;
 
+/** The pause before a SUBSCRIBE that Redis refused is sent again (see retryFailedSoon). */
+const FAILED_SUBSCRIBE_RETRY_MS = 1000;
+
 /**
  * One subscriber connection per client, created on first need, shared by every lock's waiters:
  * one entry per channel, reference-counted; the last waiter to leave unsubscribes.
@@ -116,6 +119,7 @@ export class LockPubSub {
       clearTimeout(this.modeRetry.timer);
       this.modeRetry.resolve();
     }
+    clearTimeout(this.failedRetry);
     for (const entry of this.entries.values()) {
       entry.wakeups.cancel();
       entry.local?.stopYielding();
@@ -138,7 +142,8 @@ export class LockPubSub {
       entry.confirmed = true;
       return true;
     }).catch(() => {
-      entry.failed = true; // tried again on the next reconnect or slot refresh
+      entry.failed = true; // tried again on the next reconnect or slot refresh, and soon (below)
+      this.retryFailedSoon();
       return false;
     });
     void entry.subscribed.then(() => {
@@ -168,6 +173,22 @@ export class LockPubSub {
   private retryFailed(): void {
     for (const [channel, entry] of this.entries) if (entry.failed) this.resubscribe(channel, entry);
   }
+
+  /**
+   * A SUBSCRIBE Redis refused while the connection stays up (NOPERM from an ACL without the
+   * channel, BUSY from a long script) is answered neither by a reconnect nor by a slot refresh:
+   * it is sent again after a pause, and again, until it is answered or its waiters leave.
+   */
+  private retryFailedSoon(): void {
+    if (this.closed || this.failedRetry) return;
+    // Unref'd: a client never closed must not keep its process alive for this.
+    this.failedRetry = setTimeout(() => {
+      this.failedRetry = undefined;
+      if (!this.closed) this.retryFailed();
+    }, FAILED_SUBSCRIBE_RETRY_MS).unref();
+  }
+
+  private failedRetry: NodeJS.Timeout | undefined;
 
   /**
    * Sends the (un)subscribes one after another, in the order join/leave asked for them, so a later
