@@ -372,6 +372,20 @@ describe('reentrancy', () => {
     await shared.unlock();
   });
 
+  test('a handle shared by two concurrent tasks refuses an unlock() while its lock() is still under way', async () => {
+    // Before (a helper audit): the release went out beside the acquire. Run after it, it freed
+    // the lock the acquire had just taken, and the acquire's hold was then booked and kept by the
+    // watchdog for a lock nobody held (a spurious lockLost at the next renewal).
+    const client = newClient();
+    const shared = client.getLock(uniqueName());
+    const taking = shared.lock();
+    await expect(shared.unlock()).rejects.toBeInstanceOf(LockUsageError);
+    await taking;
+    expect(await shared.isHeldByCurrentOwner()).toBe(true);
+    await shared.unlock();
+    expect(client.stats.renewals).toBe(0);
+  });
+
   test('withLock on one shared handle is safe: concurrent calls exclude each other', async () => {
     const client = newClient();
     const shared = client.getLock(uniqueName());

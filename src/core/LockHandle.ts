@@ -79,9 +79,19 @@ export abstract class LockHandle {
   async unlock(): Promise<void> {
     this.context.assertOpen();
     const owner = this.currentOwner();
+    if (owner !== this.handleOwner) return void (await this.release(owner));
+    // Another task sharing the handle is still acquiring: a release sent beside that acquire
+    // could free the lock it is taking, whose hold would then be booked, and kept by the
+    // watchdog, for a lock nobody holds.
+    if (owner.holds === 0 && owner.pending > 0) {
+      throw new LockUsageError(
+        `this handle of lock "${this.name}" is still acquiring it; unlock() once its lock() has resolved. ` +
+          'A handle is not reentrant outside withLock, so two tasks sharing one cannot both use it.',
+      );
+    }
     // A handle's own owner never holds more than once, so any further hold Redis counts comes
     // from an acquire that ioredis resent after a reconnect: give it back too.
-    await (owner === this.handleOwner ? this.releaseAll(owner) : this.release(owner));
+    await this.releaseAll(owner);
   }
 
   /**
