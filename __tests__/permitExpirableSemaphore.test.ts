@@ -278,6 +278,25 @@ test('an updateLeaseTime that failed after a watchdog tick found nothing to rene
   }
 });
 
+test('an updateLeaseTime still waiting for the connection when the old lease may end reports the permit lost once, and not again when it fails', async () => {
+  // A second reader's find: the loss reported at the old lease's end, the failed call then put the
+  // permit back on the watchdog, whose deadline had passed: lockLost a second time.
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const { client, lost, sem, id } = await watchdogPermitThrough(proxy, 3_000); // waits longer than the lease
+    proxy.stopAccepting();
+    proxy.cutAll();
+    await until('the client saw the connection drop', () => (client as unknown as { redis: { status: string } }).redis.status !== 'ready');
+    await expect(sem.updateLeaseTime(id, 60_000)).rejects.toBeInstanceOf(RedisUnreachableError);
+    expect(lost).toHaveBeenCalledTimes(1); // at the old lease's end, while the call waited
+    await sleep(200); // a deadline put back in the past fires at once: none may come
+    expect(lost).toHaveBeenCalledTimes(1);
+    expect(client.stats.renewals).toBe(0);
+  } finally {
+    await proxy.close();
+  }
+});
+
 test('an updateLeaseTime that never reached Redis leaves the permit with the watchdog, renewed, not run out unreported', async () => {
   const proxy = await TcpProxy.start(redis.server.port);
   try {

@@ -221,11 +221,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * publishes classic this once; the subscriber waits for the answer (see `learnPublishCommand`).
    */
   private publishCommand(): Promise<PublishCommand> {
-    return this.learnPublishCommand().catch((error: unknown) => {
-      // Settled by close(): the call that asked must not go on to Redis after it.
-      if (error instanceof ClientClosedError) throw error;
-      return 'publish' as PublishCommand;
-    });
+    // Also when close() settled the question: a give-back waiting on it must still be sent.
+    return this.learnPublishCommand().catch(() => 'publish' as PublishCommand);
   }
 
   /**

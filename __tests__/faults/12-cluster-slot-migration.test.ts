@@ -211,3 +211,43 @@ test("fair-lock waiters of locks in one slot keep their queue entries while the 
     await migration.finish();
   }
 }, 60_000);
+
+test('a slot that moves and holds no channel of a client does not make its waiters subscribe again', async () => {
+  // ioredis says subscribersReady after every change of the slot map; the client subscribed every
+  // channel again and woke every waiter on each (a second reader's find), where only a replaced
+  // subscriber calls for it (faults/13 "a sharded subscriber connection dropped ...").
+  const cluster = clusterOf();
+  const waiting = new LockClient({ redis: { clusterNodes: cluster.startupNodes } });
+  const opener = new LockClient({ redis: { clusterNodes: cluster.startupNodes } });
+  const direct = cluster.servers.map((server) => server.connect());
+  const ssubscribes = async (): Promise<number> =>
+    (await Promise.all(direct.map(async (node) => Number(/^cmdstat_ssubscribe:calls=(\d+)/m.exec(await node.info('commandstats'))?.[1] ?? 0)))).reduce((a, b) => a + b, 0);
+  const name = 'unrelated-slot-move';
+  const slot = (calculateSlot(name) + 8192) % 16384;
+  const ports = cluster.servers.map((server) => server.port);
+  let moved: { from: number; to: number } | undefined;
+  try {
+    await opener.getCountDownLatch(name).trySetCount(1);
+    const opened = waiting.getCountDownLatch(name).await();
+    await until('the awaiter is subscribed', async () => (await opener.getCountDownLatch(name).inspect()).waitingClients === 1, 10_000);
+    const subscriber = (waiting as unknown as { pubsub: { subscriber: Cluster } }).pubsub.subscriber;
+    let refreshed = false;
+    subscriber.on('subscribersReady', () => (refreshed = true));
+    const before = await ssubscribes();
+    const ranges = await direct[0]!.cluster('SLOTS');
+    const owner = ports.indexOf(Number(ranges.find(([start, end]) => start <= slot && slot <= end)![2]![1]));
+    moved = { from: owner, to: (owner + 1) % ports.length };
+    await migrateSlot(slot, direct[moved.from]!, direct[moved.to]!, ports[moved.to]!);
+    await until('the subscriber saw the new slot map', () => refreshed, 10_000);
+    // ioredis sends its own channels again after a new slot map (one SSUBSCRIBE here); the client
+    // sent a second one, and woke its waiters, before.
+    expect((await ssubscribes()) - before).toBeLessThanOrEqual(1);
+    await opener.getCountDownLatch(name).countDown();
+    await opened;
+  } finally {
+    if (moved) await migrateSlot(slot, direct[moved.to]!, direct[moved.from]!, ports[moved.from]!);
+    await waiting.close();
+    await opener.close();
+    for (const node of direct) node.disconnect();
+  }
+}, 60_000);

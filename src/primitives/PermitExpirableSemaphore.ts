@@ -244,8 +244,11 @@ export class PermitExpirableSemaphore extends Primitive {
     // Stopped first: a renewal racing the call would put the watchdog's lease back over the new one.
     const removed = this.context.renewal.remove(this.key, id);
     const scope = permitScopeOf(this.key, id);
+    // Reported once: by the overdue timer or by the reply, and then never put back on the watchdog.
+    let reported = false;
     const lose = (reason: string): void => {
-      if (scope?.told) return;
+      if (reported || scope?.told) return;
+      reported = true;
       if (removed && this.context.renewal.reportLost(this.key, id, reason, removed)) {
         if (scope) scope.told = true;
       } else scope?.lose(reason);
@@ -258,11 +261,11 @@ export class PermitExpirableSemaphore extends Primitive {
     try {
       const updated = (await this.context.command('updateLeaseTime', (redis) => scripts(redis).rlock_permitSemaphore_updateLease(this.permitsKey, id, lease))) === 1;
       if (!updated) lose('its lease update found the permit no longer held');
-      else if (!scope?.told) scope?.lease(sentAt, lease);
+      else if (!reported) scope?.lease(sentAt, lease);
       return updated;
     } catch (error) {
       // Else a permit whose new lease never reached Redis ran out at its old one, unrenewed and unreported.
-      if (removed && !scope?.told) this.context.renewal.restore(removed);
+      if (removed && !reported) this.context.renewal.restore(removed);
       throw error;
     } finally {
       clearTimeout(overdue);

@@ -293,7 +293,15 @@ export class LockPubSub {
       // says so with subscribersReady: not ready (the Cluster never went down), nor a slot that
       // moved. Releases published in the gap reached nobody, so this is a reconnect like any
       // other: every channel subscribed again, and its waiters retry once.
+      // Only after ioredis replaced a subscriber (-subscriber): it says subscribersReady after
+      // any slot map change too, where followSlots wakes the channels that moved and nothing else.
+      let replaced = false;
+      subscriber.on('-subscriber', () => {
+        replaced = true;
+      });
       subscriber.on('subscribersReady', () => {
+        if (!replaced) return;
+        replaced = false;
         if (this.wasReady) for (const [channel, entry] of this.entries) this.resubscribe(channel, entry);
       });
     }
