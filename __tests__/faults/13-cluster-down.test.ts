@@ -246,3 +246,59 @@ test('a sharded subscriber connection dropped (CLIENT KILL TYPE pubsub): a latch
     for (const admin of admins) admin.disconnect();
   }
 }, 60_000);
+
+test("a frozen master does not slow the queue heartbeat on the others: a fair-lock waiter there keeps its entry refreshed every third of the queue timeout", async () => {
+  // Before (a helper audit): one beat waited for every slot's call, and a beat still out held back
+  // the next ones for a whole queue timeout, the entries' lifetime: the healthy master's entries
+  // were refreshed at their deadline at best, and a release then passed the live waiter over.
+  const cluster = clusterOf();
+  const redis = cluster.connect();
+  const queueTimeout = 1_500;
+  const client = new LockClient({ redis: { clusterNodes: cluster.startupNodes }, queueTimeout });
+  const other = new LockClient({ redis: { clusterNodes: cluster.startupNodes } });
+  await setNodeTimeout(cluster, 20_000);
+  try {
+    const frozenName = 'frozen-queue';
+    const frozenPort = await slotOwnerPort(redis, frozenName);
+    let healthyName = '';
+    for (let i = 0; !healthyName; i++) if ((await slotOwnerPort(redis, `healthy-queue:${i}`)) !== frozenPort) healthyName = `healthy-queue:${i}`;
+    const waits: Promise<unknown>[] = [];
+    const holders = [frozenName, healthyName].map((name) => other.getFairLock(name));
+    for (const [i, name] of [frozenName, healthyName].entries()) {
+      await holders[i]!.lock();
+      waits.push(client.getFairLock(name).lock().catch((error: unknown) => error));
+      await until(`a waiter of ${name} is queued`, async () => (await other.getFairLock(name).inspect()).queue?.length === 1);
+    }
+    const expiryKey = `rlock__queue_expiry:{${healthyName}}`;
+    const deadline = async (): Promise<number> => Number((await redis.zrange(expiryKey, 0, 0, 'WITHSCORES'))[1]);
+    const frozen = cluster.servers.find((server) => server.port === frozenPort)!;
+    frozen.pause();
+    let longestGap = 0;
+    try {
+      let last = await deadline();
+      let lastAt = performance.now();
+      const until3 = performance.now() + 3 * queueTimeout;
+      while (performance.now() < until3) {
+        await sleep(20);
+        const now = await deadline();
+        if (now !== last) {
+          longestGap = Math.max(longestGap, performance.now() - lastAt);
+          [last, lastAt] = [now, performance.now()];
+        }
+      }
+      longestGap = Math.max(longestGap, performance.now() - lastAt);
+    } finally {
+      frozen.resume();
+    }
+    // Every queueTimeout / 3 (500 ms), give or take the timer; a whole queue timeout before.
+    expect(longestGap).toBeLessThan(queueTimeout * 0.7);
+    for (const holder of holders) await holder.unlock();
+    await Promise.all(waits);
+    for (const name of [frozenName, healthyName]) await client.getFairLock(name).forceUnlock();
+  } finally {
+    await client.close();
+    await other.close();
+    redis.disconnect();
+    await setNodeTimeout(cluster, 1_000);
+  }
+}, 60_000);

@@ -38,8 +38,8 @@ export class QueueHeartbeat {
   /** A list, not a Set: see LinkedList. */
   private readonly entries = new LinkedList<QueuedEntry>();
   private timer: NodeJS.Timeout | undefined;
-  private beating = false;
-  private beatStartedAt = 0;
+  /** The groups (heartbeat command and slot) whose call of an earlier beat is still out: when it was sent, and how many batches. */
+  private readonly inFlight = new Map<string, { sentAt: number; out: number }>();
   /** After close(), nothing starts the timer again (a release's reply that close() waited for). */
   private closed = false;
 
@@ -53,7 +53,7 @@ export class QueueHeartbeat {
   add(entry: QueuedEntry): Link<QueuedEntry> | undefined {
     if (this.closed) return undefined;
     const link = this.entries.push(entry);
-    this.timer ??= setInterval(() => void this.beat(), Math.floor(this.queueTimeout / 3)).unref();
+    this.timer ??= setInterval(() => this.beat(), Math.floor(this.queueTimeout / 3)).unref();
     return link;
   }
 
@@ -72,17 +72,32 @@ export class QueueHeartbeat {
     this.timer = undefined;
   }
 
-  private async beat(): Promise<void> {
-    // One beat at a time; but a beat whose reply never comes (a command stuck in a Cluster
-    // reshaping itself) must not stop every later one: after a whole queueTimeout it is given up.
-    if (this.beating && performance.now() - this.beatStartedAt < this.queueTimeout) return;
-    this.beating = true;
-    this.beatStartedAt = performance.now();
-    try {
-      const links = this.entries.links();
-      await Promise.all(batchesOf(links, (link) => `${link.value!.heartbeatCommand ?? DEFAULT_HEARTBEAT}\n${this.batchOf(link.value!.lockKey)}`, BATCH_SIZE).map((batch) => this.beatBatch(batch)));
-    } finally {
-      this.beating = false;
+  private beat(): void {
+    // One call at a time per group (heartbeat command and slot), each group on its own: a call
+    // that a frozen master leaves unanswered holds back its own group only. Waiting for every
+    // group, the other masters' entries were refreshed once a queueTimeout, their lifetime, and
+    // a release in between passed their live waiters over. A call still out after a whole
+    // queueTimeout (a command stuck in a Cluster reshaping itself) is given up on: sent again.
+    const now = performance.now();
+    const groupOf = (link: Link<QueuedEntry>): string => `${link.value!.heartbeatCommand ?? DEFAULT_HEARTBEAT}\n${this.batchOf(link.value!.lockKey)}`;
+    const started = new Map<string, { sentAt: number; out: number }>();
+    for (const batch of batchesOf(this.entries.links(), groupOf, BATCH_SIZE)) {
+      const group = groupOf(batch[0]!);
+      let call = started.get(group);
+      if (!call) {
+        const out = this.inFlight.get(group);
+        if (out && now - out.sentAt < this.queueTimeout) continue;
+        call = { sentAt: now, out: 0 };
+        started.set(group, call);
+        this.inFlight.set(group, call);
+      }
+      call.out++;
+      const sent = call;
+      this.beatBatch(batch)
+        .finally(() => {
+          if (--sent.out === 0 && this.inFlight.get(group) === sent) this.inFlight.delete(group);
+        })
+        .catch(() => undefined); // a failed beat is tried again at the next one
     }
   }
 
