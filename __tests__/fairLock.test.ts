@@ -605,6 +605,24 @@ describe('the RLock interface', () => {
     await expect(scope).rejects.toThrow(/was lost/);
   }, 15_000);
 
+  test('a re-entry that finds its hold lost and the lock free takes it afresh and tells the scope at once', async () => {
+    // Before (a helper audit): taken afresh without a word. The scope learnt of the loss only at
+    // the inner release, which also freed the lock entirely while the outer scope still ran.
+    expect.assertions(4);
+    const name = uniqueName();
+    const client = redis.client({ watchdogTimeout: 9_000 }); // no tick in the test's time
+    const fair = client.getFairLock(name);
+    const scope = fair.withLock(async (signal) => {
+      await redis.client().getFairLock(name).forceUnlock(); // the scope's hold is gone; the lock is free
+      await client.getFairLock(name).lock(); // re-entry
+      expect(signal.aborted).toBe(true);
+      expect(await fair.getHoldCount()).toBe(1); // Redis's count, taken afresh
+      await client.getFairLock(name).unlock();
+      expect(await fair.isLocked()).toBe(false);
+    });
+    await expect(scope).rejects.toThrow(/was lost/);
+  });
+
   test('reentrant inside withLock, holds counted; forceUnlock hands the lock to the head of the queue', async () => {
     expect.assertions(4);
     const name = uniqueName();

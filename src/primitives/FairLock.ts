@@ -140,12 +140,20 @@ export class FairLock extends ExclusiveLock {
                 // that one found the field and took it as its own hold (or queued under it).
                 lateReply: (late) => {
                   const newer = owner.pending > 0 || owner.holds > 0;
-                  if (late === null) return countsUp || !newer ? this.giveBackUnbooked(owner) : undefined;
+                  if (late === null || late === 0) return countsUp || !newer ? this.giveBackUnbooked(owner) : undefined;
                   return listening && !newer ? this.leaveQueue(member) : undefined;
                 },
               },
             );
             if (reply === null) return { held: true, sentAt };
+            if (reply === 0) {
+              // A re-entry that found no hold of its own but the lock free took it afresh: the
+              // hold it entered was lost (another owner may have held the lock in between), and
+              // its scope is told now, not at the inner release, which would also free the lock
+              // under the outer scope. The loss zeroes the owner's count: the hold taken now is its one.
+              context.renewal.reportLost(key, field, 'a re-entry found its hold gone (the lock was free: taken afresh)');
+              return { held: true, sentAt };
+            }
             const [ttl, redisMicros] = reply;
             // A re-entry that found no hold of its own: the hold it entered was lost (run out,
             // force-unlocked, a restart), and its scope is told now, not when a tick finds out

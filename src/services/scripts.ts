@@ -63,7 +63,7 @@ export interface ScriptCommands {
     grantChannelPrefix: string,
     publishCommand: PublishCommand,
     trustReceivers: 0 | 1,
-  ): Promise<[pttl: number, redisMicros: number] | null>;
+  ): Promise<[pttl: number, redisMicros: number] | 0 | null>;
   rlock_fairLock_release(
     key: string,
     queueKey: string,

@@ -17,9 +17,11 @@
     ARGV[7] "1" when PUBLISH's receiver count can be trusted (see grantNext)
 
   Output:
-    nil when the owner holds the lock now; otherwise {the lock's PTTL in ms (-1: no TTL), Redis
-    time in µs}: the owner was not granted the lock as of then, so a grant stamped earlier that
-    reaches it afterwards is stale (see grantNext).
+    nil when the owner holds the lock now; 0 when it holds it now but took it afresh although
+    ARGV[3] said it held it (its hold was lost, and the lock was free: its scope must be told);
+    otherwise {the lock's PTTL in ms (-1: no TTL), Redis time in µs}: the owner was not granted
+    the lock as of then, so a grant stamped earlier that reaches it afterwards is stale (see
+    grantNext).
 ]]
 --@include fairQueue.lua
 --@include lease.lua
@@ -49,6 +51,9 @@ if ttl == -2 then
   if not granted or granted == member then
     redis.call('hset', KEYS[1], field, 1)
     redis.call('pexpire', KEYS[1], lease)
+    if ARGV[3] == '1' then
+      return 0
+    end
     return nil
   end
   ttl = redis.call('pttl', KEYS[1])
