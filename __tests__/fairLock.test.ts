@@ -605,9 +605,13 @@ describe('the RLock interface', () => {
     await expect(scope).rejects.toThrow(/was lost/);
   }, 15_000);
 
-  test('a re-entry that finds its hold lost and the lock free takes it afresh and tells the scope at once', async () => {
-    // Before (a helper audit): taken afresh without a word. The scope learnt of the loss only at
-    // the inner release, which also freed the lock entirely while the outer scope still ran.
+  test.each([
+    ['kept by the watchdog', undefined],
+    ['with a leaseTime', 20_000],
+  ])('a re-entry that finds its hold (%s) lost and the lock free takes it afresh and tells the scope at once', async (_, leaseTime) => {
+    // Before (a helper audit, and a second reader for the leaseTime case): taken afresh without a
+    // word. The scope learnt of the loss only at the inner release, which also freed the lock
+    // entirely while the outer scope still ran.
     expect.assertions(4);
     const name = uniqueName();
     const client = redis.client({ watchdogTimeout: 9_000 }); // no tick in the test's time
@@ -619,7 +623,7 @@ describe('the RLock interface', () => {
       expect(await fair.getHoldCount()).toBe(1); // Redis's count, taken afresh
       await client.getFairLock(name).unlock();
       expect(await fair.isLocked()).toBe(false);
-    });
+    }, { leaseTime });
     await expect(scope).rejects.toThrow(/was lost/);
   });
 

@@ -3,7 +3,7 @@ import { diagnostics, type LockEvent, waitReports } from '../diagnostics';
 import type { LockInfo } from '../introspection';
 import { latchPrefixOf } from '../names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
-import type { RenewalTarget } from '../services/ExpirationRenewal';
+import { lossWatch, type RenewalTarget } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
 import { settledWithinGrace } from '../services/bounds';
 import { heldByCompositeScope, LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
@@ -435,6 +435,20 @@ export abstract class LockHandle {
   }
 
   /**
+   * Reports the holds of `owner` lost when the watchdog does not keep them (a `leaseTime`): its
+   * count goes to 0, the scopes watching it are told, and `rlock:lost` says how many went. Kept
+   * ones are reported through `renewal.reportLost`.
+   */
+  protected lostUnkept(owner: LockOwner, reason: string): void {
+    const holds = owner.holds;
+    if (holds === 0) return;
+    owner.holds = 0;
+    const error = new LockLostError(this.name, reason);
+    owner.lossWatches?.get(this.key)?.abort(error);
+    if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...this.event(owner), holds, error });
+  }
+
+  /**
    * Ends an outermost `withLock`: its owner disappears with it, so holds that `fn` left behind
    * (a `lock()` without `unlock()`), or that Redis counted twice for an acquire resent after a
    * reconnect, are given back too instead of being kept alive by the watchdog forever.
@@ -450,6 +464,9 @@ export abstract class LockHandle {
     const field = this.field(owner);
     const timed = leaseTime !== undefined && !this.context.renewal.has(this.key, field);
     const watchdog = (): AbortSignal | undefined => this.context.renewal.lostSignal(this.key, field);
-    return watchHold(scope, [signal, watchdog()], timed ? { name: this.name, leaseTime, sentAt, watchdog } : undefined);
+    // A hold the watchdog does not keep is still watched: its primitive may learn of its loss (a
+    // fair re-entry that found it gone, see lostUnkept).
+    const lost = watchdog() ?? lossWatch(owner, this.key).signal;
+    return watchHold(scope, [signal, lost], timed ? { name: this.name, leaseTime, sentAt, watchdog } : undefined);
   }
 }

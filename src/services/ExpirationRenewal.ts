@@ -157,13 +157,8 @@ export class ExpirationRenewal {
   lostSignal(key: string, field: string): AbortSignal | undefined {
     const entry = this.entries.get(entryId(key, field));
     if (!entry) return undefined;
-    if (entry.lost) return entry.lost.signal;
-    const watches = (entry.owner.lossWatches ??= new Map());
-    let controller = watches.get(key);
-    // One that aborted told an earlier hold's listeners; this hold gets a fresh one.
-    if (!controller || controller.signal.aborted) watches.set(key, (controller = new AbortController()));
-    entry.lost = controller;
-    return controller.signal;
+    entry.lost ??= lossWatch(entry.owner, key);
+    return entry.lost.signal;
   }
 
   /**
@@ -373,6 +368,19 @@ export class ExpirationRenewal {
  */
 function lostAt(sentAt: number, lease: number): number {
   return sentAt + lease - Math.min(lease / 10, 1000);
+}
+
+/**
+ * What scopes listen to for the loss of `owner`'s hold on `key` (see `LockOwner.lossWatches`):
+ * the watchdog's entry for that hold takes it, and so does the next entry of the same owner and
+ * key; a hold the watchdog does not keep (a `leaseTime`) is told through it by its primitive.
+ */
+export function lossWatch(owner: LockOwner, key: string): AbortController {
+  const watches = (owner.lossWatches ??= new Map());
+  let controller = watches.get(key);
+  // One that aborted told an earlier hold's listeners; this hold gets a fresh one.
+  if (!controller || controller.signal.aborted) watches.set(key, (controller = new AbortController()));
+  return controller;
 }
 
 function entryId(key: string, field: string): string {
