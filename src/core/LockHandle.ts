@@ -435,11 +435,12 @@ export abstract class LockHandle {
   }
 
   /**
-   * Reports the holds of `owner` lost when the watchdog does not keep them (a `leaseTime`): its
-   * count goes to 0, the scopes watching it are told, and `rlock:lost` says how many went. Kept
-   * ones are reported through `renewal.reportLost`.
+   * Reports the holds of `owner` lost now (a re-entry found them gone): through the watchdog when
+   * it keeps them (`renewal.reportLost`); else (a `leaseTime`) the count goes to 0, the scopes
+   * watching it are told, and `rlock:lost` says how many went.
    */
-  protected lostUnkept(owner: LockOwner, reason: string): void {
+  protected holdsLost(owner: LockOwner, reason: string): void {
+    if (this.context.renewal.reportLost(this.key, this.field(owner), reason)) return;
     const holds = owner.holds;
     if (holds === 0) return;
     owner.holds = 0;
@@ -465,7 +466,7 @@ export abstract class LockHandle {
     const timed = leaseTime !== undefined && !this.context.renewal.has(this.key, field);
     const watchdog = (): AbortSignal | undefined => this.context.renewal.lostSignal(this.key, field);
     // A hold the watchdog does not keep is still watched: its primitive may learn of its loss (a
-    // fair re-entry that found it gone, see lostUnkept).
+    // fair re-entry that found it gone, see holdsLost).
     const lost = watchdog() ?? lossWatch(owner, this.key).signal;
     return watchHold(scope, [signal, lost], timed ? { name: this.name, leaseTime, sentAt, watchdog } : undefined);
   }

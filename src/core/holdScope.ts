@@ -22,21 +22,29 @@ export function watchHold(
   };
   sources.forEach(follow);
   if (lease) {
-    // Counted from when the acquire was sent: Redis's TTL started later, so this fires first.
-    const timer = setTimeout(
-      () => {
-        // Entered again since without a leaseTime: the watchdog keeps the hold now (a re-entry
-        // only lengthens it), so from here its loss is what ends the scope, not this lease.
-        const kept = lease.watchdog?.();
-        if (kept) follow(kept);
-        else scope.abort(new LockLostError(lease.name, `its lease of ${lease.leaseTime} ms ran out`));
-      },
-      Math.max(0, lease.sentAt + lease.leaseTime - performance.now()),
-    );
-    timer.unref();
+    const timer = atLeaseEnd(lease.sentAt, lease.leaseTime, () => {
+      // Entered again since without a leaseTime: the watchdog keeps the hold now (a re-entry
+      // only lengthens it), so from here its loss is what ends the scope, not this lease.
+      const kept = lease.watchdog?.();
+      if (kept) follow(kept);
+      else scope.abort(leaseRanOut(lease.name, lease.leaseTime));
+    });
     undo.push(() => clearTimeout(timer));
   }
   return () => undo.forEach((fn) => fn());
+}
+
+/**
+ * Calls `ranOut` when a hold's lease ends, counted from `sentAt` (performance.now()), the send of
+ * the call that set it: Redis's TTL started later, so this fires first. The timer is unref'd.
+ */
+export function atLeaseEnd(sentAt: number, leaseTime: number, ranOut: () => void): NodeJS.Timeout {
+  return setTimeout(ranOut, Math.max(0, sentAt + leaseTime - performance.now())).unref();
+}
+
+/** What a scope's signal aborts with when its hold's own lease ran out. */
+export function leaseRanOut(name: string, leaseTime: number): LockLostError {
+  return new LockLostError(name, `its lease of ${leaseTime} ms ran out`);
 }
 
 /** How a scope's callback ended: its value, or what it threw. */

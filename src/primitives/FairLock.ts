@@ -151,15 +151,14 @@ export class FairLock extends ExclusiveLock {
               // hold it entered was lost (another owner may have held the lock in between), and
               // its scope is told now, not at the inner release, which would also free the lock
               // under the outer scope. The loss zeroes the owner's count: the hold taken now is its one.
-              const reason = 'a re-entry found its hold gone (the lock was free: taken afresh)';
-              if (!context.renewal.reportLost(key, field, reason)) this.lostUnkept(owner, reason);
+              this.holdsLost(owner, 'a re-entry found its hold gone (the lock was free: taken afresh)');
               return { held: true, sentAt };
             }
             const [ttl, redisMicros] = reply;
             // A re-entry that found no hold of its own: the hold it entered was lost (run out,
             // force-unlocked, a restart), and its scope is told now, not when a tick finds out
             // (a grant to this field from now on would pass for the lost hold at that tick).
-            if (countsUp && !context.renewal.reportLost(key, field, 'a re-entry found its hold gone')) this.lostUnkept(owner, 'a re-entry found its hold gone');
+            if (countsUp) this.holdsLost(owner, 'a re-entry found its hold gone');
             notGrantedAt = Math.max(notGrantedAt, redisMicros);
             if (!anchor || redisMicros > anchor.redisMicros) anchor = { sentAt, redisMicros };
             if (listening) {

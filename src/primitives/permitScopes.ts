@@ -1,3 +1,4 @@
+import { atLeaseEnd, leaseRanOut } from '../core/holdScope';
 import { LockLostError } from '../errors';
 
 /**
@@ -30,9 +31,7 @@ export class PermitScope {
   lease(sentAt: number, leaseTime: number): void {
     this.leased = true;
     clearTimeout(this.timer);
-    // Counted from the send of the call that set it: Redis's lease started later, so this fires first.
-    this.timer = setTimeout(() => this.lose(`its lease of ${leaseTime} ms ran out`), Math.max(0, sentAt + leaseTime - performance.now()));
-    this.timer.unref();
+    this.timer = atLeaseEnd(sentAt, leaseTime, () => this.scope.abort(leaseRanOut(this.name, leaseTime)));
   }
 
   lose(reason: string): void {

@@ -165,6 +165,11 @@ export class LockPubSub {
     });
   }
 
+  /** Every channel subscribed again, its waiters woken once answered: after a reconnect, releases published meanwhile are lost. */
+  private resubscribeAll(): void {
+    for (const [channel, entry] of this.entries) this.resubscribe(channel, entry);
+  }
+
   /**
    * Subscriptions that failed, tried again (their waiters meanwhile sleep at most their pttl, a
    * latch's awaiter with no bound at all), and their waiters woken once subscribed: what was
@@ -273,7 +278,7 @@ export class LockPubSub {
         // SUBSCRIBE was in flight when the connection dropped (the soak saw waiters then sleep out
         // the holder's whole lease): subscribe every channel again ourselves (a repeated
         // SUBSCRIBE is harmless), and let every waiter retry once.
-        for (const [channel, entry] of this.entries) this.resubscribe(channel, entry);
+        this.resubscribeAll();
       }
       this.wasReady = true;
       this.retryFailed();
@@ -302,7 +307,7 @@ export class LockPubSub {
       subscriber.on('subscribersReady', () => {
         if (!replaced) return;
         replaced = false;
-        if (this.wasReady) for (const [channel, entry] of this.entries) this.resubscribe(channel, entry);
+        if (this.wasReady) this.resubscribeAll();
       });
     }
     // ioredis can end it for good (see reviveWhenEnded); a Cluster remakes its connections itself.
