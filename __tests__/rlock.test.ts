@@ -1,11 +1,14 @@
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import {
+  type FencedLock,
   LockClient,
   LockLostError,
   LockTimeoutError,
   LockUsageError,
   NotLockOwnerError,
+  type RLock,
+  type WriteLock,
 } from '../src';
 import { runFixture, startFixture } from './helpers/child';
 import { until } from './helpers/time';
@@ -279,20 +282,33 @@ describe('the Redis protocol', () => {
 });
 
 describe('reentrancy', () => {
-  test("a re-entry after the scope's hold was taken away: the unlock that frees the lock tells the scope at once", async () => {
+  test.each([
+    ['plain', 'the watchdog'],
+    ['plain', 'a leaseTime'],
+    ['fenced', 'a leaseTime'],
+    ['write', 'a leaseTime'],
+  ] as const)("%s under %s: a re-entry after the scope's hold was taken away: the unlock that frees the lock tells the scope at once", async (kind, keeper) => {
+    // Before, under a leaseTime (no watchdog entry to report through): only `rlock:lost` said it;
+    // the scope's signal stayed quiet until its lease or its end.
     expect.assertions(3);
     const client = newClient();
     const name = uniqueName();
-    const lock = client.getLock(name);
-    const scope = lock.withLock(async (signal) => {
-      await newClient().getLock(name).forceUnlock();
-      // The re-entry finds the lock free and takes it afresh: one hold in Redis, two believed.
-      await client.getLock(name).lock();
-      expect(await lock.getHoldCount()).toBe(1);
-      await client.getLock(name).unlock();
-      // The lock is free while this scope still runs: it is told now, not at its end.
-      expect(signal.aborted).toBe(true);
-    });
+    const handle = (c: LockClient): RLock | FencedLock | WriteLock =>
+      kind === 'plain' ? c.getLock(name) : kind === 'fenced' ? c.getFencedLock(name) : c.getReadWriteLock(name).writeLock();
+    const lock = handle(client);
+    const options = keeper === 'a leaseTime' ? { leaseTime: 60_000 } : {};
+    const scope = lock.withLock(
+      async (signal) => {
+        await handle(newClient()).forceUnlock();
+        // The re-entry finds the lock free and takes it afresh: one hold in Redis, two believed.
+        await handle(client).lock(options);
+        expect(await lock.getHoldCount()).toBe(1);
+        await handle(client).unlock();
+        // The lock is free while this scope still runs: it is told now, not at its end.
+        expect(signal.aborted).toBe(true);
+      },
+      options,
+    );
     await expect(scope).rejects.toThrow(/was lost/);
   });
 

@@ -426,12 +426,13 @@ export abstract class LockHandle {
 
   /**
    * Reports `holds` holds of the owner lost: through the watchdog when it keeps them (its
-   * `lockLost` and the scope's signal), else (a `leaseTime`) on `rlock:lost` alone, so that every
-   * `acquired` is matched by one `released` or counted in one `lost` (a holds gauge adds up).
+   * `lockLost` and the scope's signal), else (a `leaseTime`) through the owner's loss signal,
+   * which timed scopes watch, and `rlock:lost`, so that every `acquired` is matched by one
+   * `released` or counted in one `lost` (a holds gauge adds up).
    */
   private loseHolds(owner: LockOwner, key: string, field: string, reason: string, removed: RenewalTarget | undefined, holds: number): void {
     if (this.context.renewal.reportLost(key, field, reason, removed)) return;
-    if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...this.event(owner), holds, error: new LockLostError(this.name, reason) });
+    this.lostUnkept(owner, holds, reason);
   }
 
   /**
@@ -444,6 +445,11 @@ export abstract class LockHandle {
     const holds = owner.holds;
     if (holds === 0) return;
     owner.holds = 0;
+    this.lostUnkept(owner, holds, reason);
+  }
+
+  /** Tells the scopes watching the owner's holds (a timed scope has no watchdog entry) and `rlock:lost`. */
+  private lostUnkept(owner: LockOwner, holds: number, reason: string): void {
     const error = new LockLostError(this.name, reason);
     owner.lossWatches?.get(this.key)?.abort(error);
     if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...this.event(owner), holds, error });
