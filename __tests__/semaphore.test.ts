@@ -216,18 +216,29 @@ describe('waking waiters', () => {
     expect(performance.now() - freedAt).toBeLessThan(5_000); // not their 20 s waitTime
   });
 
-  test('a waiter refused before a reservation existed is not stranded when the reservation’s holder dies: it asks again within a queue timeout', async () => {
-    // Before (a helper audit): refused with no bound (no reservation yet), it slept until a
-    // message; the reservation made later publishes nothing, the release that fed it named only
-    // its holder, and the holder's death left the permits free with nobody told: the waiter slept
-    // to its waitTime (acquire(): for good).
+  test.each([
+    ['refused before a reservation existed', false],
+    ['that joined its client’s parked waiter without asking, once that one left,', true],
+  ])('a waiter %s is not stranded when a reservation’s holder dies: it asks again within a queue timeout', async (_, joins) => {
+    // Before (a helper audit, then a second reader for the joiner): refused with no bound (no
+    // reservation yet), it slept until a message; the reservation made later publishes nothing,
+    // the release that fed it named only its holder, and the holder's death left the permits
+    // free with nobody told: the waiter slept to its waitTime (acquire(): for good). The joiner
+    // kept the "no bound" of the waiter it joined, which asked again, but had left by then.
     const name = uniqueName();
     const holder = redis.client().getSemaphore(name);
     await holder.trySetPermits(2);
     await holder.acquire({ permits: 2 });
     const waiterClient = redis.client({ queueTimeout: 500 });
+    const asker = joins ? waiterClient.getSemaphore(name).tryAcquire({ waitTime: 700 }) : undefined;
+    if (asker) await until('the waiter that asked is parked', () => waiterClient.stats.waiters === 1);
+    const asked = await scriptCalls();
     const waiting = waiterClient.getSemaphore(name).tryAcquire({ waitTime: 20_000 });
-    await until('the waiter is parked', () => waiterClient.stats.waiters === 1);
+    await until('the waiter is parked', () => waiterClient.stats.waiters === (joins ? 2 : 1));
+    if (asker) {
+      expect(await scriptCalls()).toBe(asked); // it joined without asking
+      expect(await asker).toBe(false);
+    }
     // A 2-permit waiter of a process killed -9 right after it reserved: its reservation lives on.
     await redis.admin.hset(`rlock__semaphore_reservation:{${name}}`, 'field', 'a-dead-client:1', 'permits', 2);
     await redis.admin.pexpire(`rlock__semaphore_reservation:{${name}}`, 500);
@@ -236,6 +247,45 @@ describe('waking waiters', () => {
     expect(await waiting).toBe(true);
     expect(performance.now() - freedAt).toBeLessThan(10_000); // not its 20 s waitTime
   });
+
+  /** `count` waiters of one client (with `queueTimeout`) parked on a semaphore whose one permit another client holds; `got` runs as each takes a permit. */
+  const parkedBehindItsOnePermit = async (count: number, queueTimeout: number, got: () => void) => {
+    const name = uniqueName();
+    const holder = redis.client().getSemaphore(name);
+    await holder.trySetPermits(1);
+    await holder.acquire();
+    const client = redis.client({ queueTimeout });
+    const waiters = Array.from({ length: count }, () => client.getSemaphore(name).tryAcquire({ waitTime: 30_000 }).then((taken) => (taken && got(), taken)));
+    await until(`${count} waiters are parked`, () => client.stats.waiters === count);
+    return { name, client, waiters };
+  };
+
+  test('parked waiters of one client whose bound runs out ask once for all of them, not each', async () => {
+    const { name, waiters } = await parkedBehindItsOnePermit(40, 300, () => undefined);
+    const before = await scriptCalls();
+    await new Promise((resolve) => setTimeout(resolve, 1_500)); // five queue timeouts, no message
+    const asks = (await scriptCalls()) - before;
+    // A waiter that starved holds the reservation and renews it every third of a queue timeout
+    // (~15 calls), and one other asks per bound: ~25. Each of the 40 asking at each bound, as
+    // when every parked waiter kept its own bound, is ~300.
+    expect(asks).toBeGreaterThanOrEqual(5);
+    expect(asks).toBeLessThanOrEqual(60);
+    await redis.admin.set(name, 40); // no message: the next ask finds them, and wakes the others
+    expect(await Promise.all(waiters)).toEqual(Array.from({ length: 40 }, () => true));
+  });
+
+  test('an ask that takes a permit and leaves others free wakes as many parked waiters of its client: they do not sleep out their bound', async () => {
+    const gotAt: number[] = [];
+    const { name, client, waiters } = await parkedBehindItsOnePermit(10, 3_000, () => gotAt.push(performance.now()));
+    await redis.admin.set(name, 3); // three permits, no message: found by the next ask (within 3 s)
+    await until('three waiters got a permit', () => gotAt.length === 3);
+    // Without that wake: one permit per ask, the next ask a bound later (6 s for the three).
+    expect(gotAt[2]! - gotAt[0]!).toBeLessThan(1_000);
+    expect(client.stats.waiters).toBe(7);
+    await redis.admin.set(name, 7);
+    await Promise.all(waiters);
+    expect(gotAt).toHaveLength(10);
+  }, 20_000);
 
   test('a request for more permits than the semaphore has holds the reservation 6 queue timeouts at most: a smaller request is served then (it was kept out for as long as the big one waited)', async () => {
     const name = uniqueName();

@@ -281,8 +281,10 @@ export class Semaphore extends Primitive {
     let reservedAt: number | undefined;
     let reservationOver = false;
     let attempts = 0;
+    // Whether the latest sleep ended by a release's message (which woke as many as it freed).
+    let wokenByMessage = false;
     // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
-    const parking: Parking = { field, lease: 0, permits };
+    const parking: Parking = { field, lease: 0, permits, coveredBySiblings: true };
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
       // Only a multi-permit request: one permit is always served in the end, and a waiter that
       // reserved because it starved would lose its place to every later one.
@@ -311,6 +313,10 @@ export class Semaphore extends Primitive {
         entry = listening;
         entry.expectGrant(field);
       }
+      // Its answer covers this client's parked waiters whose bound runs out meanwhile (one asks
+      // per client, not each of them): a refusal records its bound below, a success wakes as
+      // many as the permits it left free can serve.
+      if (!reserving) listening?.asking(context.queueTimeout);
       const sentAt = performance.now();
       // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
       const latch = this.requestLatch(`${field}.${number}`);
@@ -334,25 +340,37 @@ export class Semaphore extends Primitive {
       // client that was not listening when the cut was published learns it here.
       if (free !== undefined && free < 0 && listening) localHandoffOf(listening, context.clientId).suspend();
       else if (status === 1 || (free ?? -1) >= 0) context.pubsub.peek(this.channel)?.local?.resume(sentAt);
-      if (status === 1) return { held: true, sentAt };
-      if (!reserving) listening?.refused(ttl);
+      if (status === 1) {
+        // Permits left free that this client's parked waiters would sleep past: a waiter whose
+        // bound ran out was covered by this attempt (see `asking`), and no message says so. (A
+        // release's message woke as many waiters as it freed: the others are on their way.)
+        if (!wokenByMessage && free !== undefined && free > 0) context.pubsub.peek(this.channel)?.wake(free);
+        return { held: true, sentAt };
+      }
       // The holder renews its reservation by attempting again well before it runs out. A refusal
       // with no bound (-1: nothing reserved yet) is asked again after a queue timeout all the
       // same: a reservation made after it publishes nothing, and if its holder dies the permits
-      // kept for it come free with no message. Only waiters that asked do this: those that
-      // joined their client's parked waiters without asking keep the refusal's -1 (bounding
-      // them too made every parked waiter ask at the same instant: a second reader measured
-      // 220 script calls a second for 200 waiters, against 3).
-      return { held: false, ttl: reserving ? Math.floor(context.queueTimeout / 3) : ttl < 0 ? context.queueTimeout : ttl };
+      // kept for it come free with no message. The waiters that join this client's parked ones
+      // without asking take that bound too, and when it runs out one of them asks for all (see
+      // `coveredBySiblings`): before, they kept "no bound" and slept on for good once the waiter
+      // that asked had left; bounding each of them on its own made every parked waiter ask
+      // (a second reader measured 220 script calls a second for 200 waiters, against 3).
+      const sleepMs = reserving ? Math.floor(context.queueTimeout / 3) : ttl < 0 ? context.queueTimeout : ttl;
+      if (!reserving) listening?.refused(sleepMs);
+      return { held: false, ttl: sleepMs };
     };
     let hold: Hold | undefined;
     try {
       hold = await this.wait(callId, this.channel, attempt, waitTime, signal, {
         // The reservation's holder waits for its grant; the others may be handed permits by a
         // release of this client (see release()).
-        park: (woken, ms, stops, _deadline, debt) => {
+        park: (woken, ms, stops, deadline, debt) => {
           clock.parked();
-          return reserving ? woken.untilGranted(field, ms, stops).then(() => undefined) : sleepAsCandidate(woken, context.clientId, parking, ms, stops, undefined, debt);
+          if (reserving) return woken.untilGranted(field, ms, stops).then(() => undefined);
+          return sleepAsCandidate(woken, context.clientId, parking, ms, stops, deadline, debt).then((hold) => {
+            wokenByMessage = debt.owed;
+            return hold;
+          });
         },
         giveUp: async () => {
           if (reservedAt === undefined) return;

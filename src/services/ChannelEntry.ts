@@ -179,6 +179,15 @@ export class ChannelEntry {
   }
 
   /**
+   * An attempt through this entry goes out now (a semaphore's): until its refusal says the real
+   * bound, the waiters parked here whose own bound runs out sleep on for `ms` instead of asking
+   * too (see `coveredBySiblings`), so a client asks once per bound, not once per parked waiter.
+   */
+  asking(ms: number): void {
+    this.refusedUntil = performance.now() + ms;
+  }
+
+  /**
    * The sleep bound of a waiter that joins this client's parked waiters without asking Redis (a
    * semaphore's): what is left of the latest refusal's (-1: none). Undefined when no refusal is
    * known or its bound ran out: the waiter must ask. Without it such a waiter slept with no bound

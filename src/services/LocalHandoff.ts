@@ -56,6 +56,12 @@ interface ParkedCandidate extends Candidate {
  */
 export interface Parking extends Pick<Candidate, 'field' | 'lease' | 'permits' | 'giveBack' | 'giveBackIfUnknown'> {
   arrival?: number;
+  /**
+   * A sleep whose bound ran out (no message, no handover) sleeps on while a sibling's attempt
+   * since covers it (`ChannelEntry.joinBound`): the semaphores, whose parked waiters of one
+   * client share one bound, so that they do not all ask at the same instant.
+   */
+  coveredBySiblings?: boolean;
 }
 
 /**
@@ -262,7 +268,7 @@ export async function sleepAsCandidate(
   debt?: WakeDebt,
 ): Promise<Hold | undefined> {
   const local = localHandoffOf(entry, clientId);
-  const until = performance.now() + ms;
+  let until = performance.now() + ms;
   for (;;) {
     const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, deadline, debt);
     if (outcome === OUTCOME_UNKNOWN) {
@@ -275,10 +281,22 @@ export async function sleepAsCandidate(
       if (!given || performance.now() >= deadline) throw new CallCutShort('give-back of a handover whose outcome was unknown');
       return undefined;
     }
+    const now = performance.now();
+    if (outcome === RAN_OUT) {
+      // The bound ran out with no wake-up: asked since by a sibling, whose answer covers this
+      // waiter too (a refusal's bound, or its success waking the waiters the leftover serves).
+      const covered = waiter.coveredBySiblings ? Math.min(entry.joinBound() ?? 0, deadline - now) : 0;
+      if (covered <= 0) return undefined;
+      until = now + covered;
+      continue;
+    }
     if (outcome !== PARK_AGAIN) return outcome;
-    if (until - performance.now() <= 0) return undefined;
+    if (until - now <= 0) return undefined;
   }
 }
+
+/** parkOnce's answer when its sleep ended by its bound, not claimed by a release nor woken by a message. */
+const RAN_OUT = Symbol('ran out');
 
 async function parkOnce(
   entry: ChannelEntry,
@@ -288,7 +306,7 @@ async function parkOnce(
   stops: AbortSignal[],
   deadline: number,
   debt: WakeDebt | undefined,
-): Promise<Handover> {
+): Promise<Handover | typeof RAN_OUT> {
   let outcome: Promise<Handover> | undefined;
   let interrupt: (() => void) | undefined;
   const candidate: ParkedCandidate = {
@@ -315,7 +333,10 @@ async function parkOnce(
   } finally {
     local.unpark(candidate);
   }
-  return outcome && waiter.giveBack ? untilHandedOver(outcome, stops, waiter, deadline) : outcome;
+  // Not claimed: woken by a message (it owes the wake-up), else its time ran out. (A caller that
+  // keeps no debt cannot tell: it asks either way.)
+  if (!outcome) return debt && !debt.owed ? RAN_OUT : undefined;
+  return waiter.giveBack ? untilHandedOver(outcome, stops, waiter, deadline) : outcome;
 }
 
 /**
