@@ -231,7 +231,7 @@ describe('waking waiters', () => {
     await holder.acquire({ permits: 2 });
     const waiterClient = redis.client({ queueTimeout: 500 });
     const asker = joins ? waiterClient.getSemaphore(name).tryAcquire({ waitTime: 700 }) : undefined;
-    if (asker) await until('the waiter that asked is parked', () => waiterClient.stats.waiters === 1);
+    if (asker) await until('the waiter that asked is parked', () => parkedOnChannel(waiterClient, `rlock__semaphore:{${name}}`) === 1);
     const asked = await scriptCalls();
     const waiting = waiterClient.getSemaphore(name).tryAcquire({ waitTime: 20_000 });
     await until('the waiter is parked', () => waiterClient.stats.waiters === (joins ? 2 : 1));
@@ -256,7 +256,8 @@ describe('waking waiters', () => {
     await holder.acquire();
     const client = redis.client({ queueTimeout });
     const waiters = Array.from({ length: count }, () => client.getSemaphore(name).tryAcquire({ waitTime: 30_000 }).then((taken) => (taken && got(), taken)));
-    await until(`${count} waiters are parked`, () => client.stats.waiters === count);
+    // Parked as handoff candidates: past their attempts after subscribing, whose calls are counted.
+    await until(`${count} waiters are parked`, () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === count);
     return { name, client, waiters };
   };
 
@@ -272,6 +273,49 @@ describe('waking waiters', () => {
     expect(asks).toBeLessThanOrEqual(60);
     await redis.admin.set(name, 40); // no message: the next ask finds them, and wakes the others
     expect(await Promise.all(waiters)).toEqual(Array.from({ length: 40 }, () => true));
+  });
+
+  test('an ask that takes a permit while another waiter’s reservation lives tells its siblings that reservation’s end: they ask then, not a queue timeout later', async () => {
+    // A second reader's find: the success left its "asked" mark (a queue timeout) as the bound,
+    // and a sibling whose own bound (the reservation's end) ran out slept on under it while the
+    // dead reservation's permits sat free (5.4 s instead of 1.6 s).
+    const name = uniqueName();
+    const holder = redis.client().getSemaphore(name);
+    await holder.trySetPermits(2);
+    await holder.acquire({ permits: 2 });
+    const client = redis.client({ queueTimeout: 5_000 });
+    // A 2-permit waiter of a process killed -9 right after it reserved, for 1.5 s more.
+    await redis.admin.hset(`rlock__semaphore_reservation:{${name}}`, 'field', 'a-dead-client:1', 'permits', 2);
+    await redis.admin.pexpire(`rlock__semaphore_reservation:{${name}}`, 1_500);
+    const waiters = [0, 1].map(() => client.getSemaphore(name).tryAcquire({ waitTime: 20_000 }));
+    await until('2 waiters are parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 2);
+    await redis.admin.set(name, 3); // one permit beyond the reservation's two, no message
+    await redis.admin.publish(`rlock__semaphore:{${name}}`, 'wake:1:'); // wakes one: it takes that permit
+    await until('one waiter took a permit', () => client.stats.waiters === 1);
+    const expiresIn = await redis.admin.pttl(`rlock__semaphore_reservation:{${name}}`);
+    const tookAt = performance.now();
+    await Promise.all(waiters);
+    expect(performance.now() - tookAt).toBeLessThan(expiresIn + 2_000); // not the 5 s queue timeout
+  });
+
+  test('an ask that fails tells the siblings it covered: one of them asks after a transient pause, not a queue timeout later', async () => {
+    const name = uniqueName();
+    const holder = redis.client().getSemaphore(name);
+    await holder.trySetPermits(1);
+    await holder.acquire();
+    const client = redis.client({ queueTimeout: 3_000 });
+    const outcomes = [0, 1].map(() => client.getSemaphore(name).tryAcquire({ waitTime: 30_000 }).then((got) => got, (error: unknown) => error));
+    await until('2 waiters are parked', () => parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 2);
+    // The next ask (when their shared bound runs out) finds the name taken by a hash: refused.
+    await redis.admin.multi().del(name).hset(name, 'not', 'a counter').exec();
+    const failed = await Promise.race(outcomes);
+    expect(failed).toBeInstanceOf(Error);
+    await redis.admin.multi().del(name).set(name, 1).exec(); // a permit again, no message
+    const restoredAt = performance.now();
+    const results = await Promise.all(outcomes);
+    expect(results.filter((result) => result === true)).toHaveLength(1);
+    // Before: the other slept on under the failed ask's mark, to the 3 s queue timeout.
+    expect(performance.now() - restoredAt).toBeLessThan(1_500);
   });
 
   test('an ask that takes a permit and leaves others free wakes as many parked waiters of its client: they do not sleep out their bound', async () => {

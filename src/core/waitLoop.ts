@@ -1,10 +1,8 @@
 import { RedisCommandError } from '../errors';
-import { CallCutShort, settledWithinGrace } from '../services/bounds';
+import { CallCutShort, settledWithinGrace, TRANSIENT_RETRY_MS } from '../services/bounds';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
 import type { CommandBound, LockContext } from '../services/LockContext';
 
-/** How long a waiter pauses after Redis refused an attempt during a failover. */
-const TRANSIENT_RETRY_MS = 200;
 
 /**
  * How long a new waiter waits for its SUBSCRIBE to be answered before it asks again anyway: a

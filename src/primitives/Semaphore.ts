@@ -316,7 +316,8 @@ export class Semaphore extends Primitive {
       // Its answer covers this client's parked waiters whose bound runs out meanwhile (one asks
       // per client, not each of them): a refusal records its bound below, a success wakes as
       // many as the permits it left free can serve.
-      if (!reserving) listening?.asking(context.queueTimeout);
+      const marks = !reserving ? listening : undefined;
+      marks?.asking(context.queueTimeout);
       const sentAt = performance.now();
       // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
       const latch = this.requestLatch(`${field}.${number}`);
@@ -333,7 +334,10 @@ export class Semaphore extends Primitive {
             return lateStatus === 2 ? this.leaveReservation(field) : undefined;
           },
         },
-      );
+      ).catch((error: unknown) => {
+        marks?.askFailed(); // no answer: the waiters it covered must not sleep on its mark
+        throw error;
+      });
       reserving = status === 2;
       if (reserving) reservedAt ??= performance.now();
       // Permits owed (cut below those held): this client's releases must go back to Redis. A
@@ -344,7 +348,12 @@ export class Semaphore extends Primitive {
         // Permits left free that this client's parked waiters would sleep past: a waiter whose
         // bound ran out was covered by this attempt (see `asking`), and no message says so. (A
         // release's message woke as many waiters as it freed: the others are on their way.)
-        if (!wokenByMessage && free !== undefined && free > 0) context.pubsub.peek(this.channel)?.wake(free);
+        // Those are the client's other waiters: the taker, if joined, is one of refCount.
+        const woken = context.pubsub.peek(this.channel);
+        if (!wokenByMessage && woken && free !== undefined && free > 0) woken.wake(Math.min(free, woken.refCount - (listening ? 1 : 0)));
+        // Its answer for the siblings: a reservation of another waiter that still keeps permits
+        // back ends in `ttl` (no message then); with none, the queue timeout, as for a refusal.
+        if (free !== undefined) marks?.refused(ttl < 0 ? context.queueTimeout : ttl);
         return { held: true, sentAt };
       }
       // The holder renews its reservation by attempting again well before it runs out. A refusal
@@ -366,7 +375,12 @@ export class Semaphore extends Primitive {
         // release of this client (see release()).
         park: (woken, ms, stops, deadline, debt) => {
           clock.parked();
-          if (reserving) return woken.untilGranted(field, ms, stops).then(() => undefined);
+          if (reserving) {
+            return woken.untilGranted(field, ms, stops).then((grant) => {
+              wokenByMessage = grant !== undefined; // the grant's message woke the others it serves
+              return undefined;
+            });
+          }
           return sleepAsCandidate(woken, context.clientId, parking, ms, stops, deadline, debt).then((hold) => {
             wokenByMessage = debt.owed;
             return hold;

@@ -1,6 +1,6 @@
 import { PERMITS_CUT_MESSAGE } from '../names';
 import type { LocalHandoff } from './LocalHandoff';
-import { boundedWait } from './bounds';
+import { boundedWait, TRANSIENT_RETRY_MS } from './bounds';
 import { LinkedList } from './LinkedList';
 import { WakeQueue } from './WakeQueue';
 
@@ -58,6 +58,9 @@ export interface EntryKeeper {
   dropped(closing: boolean): void;
 }
 
+/** How much sooner a fresher answer's bound must end than the last one's to re-arm the sleepers under it. */
+const SHORTENED_MS = 50;
+
 /**
  * A waiter's wake-up it has not acted on yet: set when a message woke it, cleared when Redis
  * answers its next attempt. A release's message wakes one waiter per client (or as many as it
@@ -104,6 +107,8 @@ export class ChannelEntry {
    * (performance.now(); Infinity: it answered none, a message must come); undefined: none yet.
    */
   private refusedUntil: number | undefined;
+  /** Parked waiters sleeping under `refusedUntil`, told when it shortens. */
+  private readonly boundListeners = new Set<() => void>();
   /** Set by a primitive whose entry may outlive its waiters. */
   keeper: EntryKeeper | undefined;
 
@@ -175,16 +180,37 @@ export class ChannelEntry {
 
   /** An attempt through this entry was refused with `ttl` (ms; negative: no bound). */
   refused(ttl: number): void {
-    this.refusedUntil = ttl < 0 ? Infinity : performance.now() + ttl;
+    const until = ttl < 0 ? Infinity : performance.now() + ttl;
+    // Waiters sleeping under the longer bound (see `coveredBySiblings`) sleep to the new one; not
+    // for every few ms a reservation's PTTL went down since the last answer (each re-parks them).
+    const shortened = this.refusedUntil !== undefined && until < this.refusedUntil - SHORTENED_MS;
+    this.refusedUntil = until;
+    if (shortened) for (const listener of [...this.boundListeners]) listener();
   }
 
   /**
-   * An attempt through this entry goes out now (a semaphore's): until its refusal says the real
-   * bound, the waiters parked here whose own bound runs out sleep on for `ms` instead of asking
-   * too (see `coveredBySiblings`), so a client asks once per bound, not once per parked waiter.
+   * An attempt through this entry goes out now (a semaphore's): until its answer says the real
+   * bound (`refused`, also for a success), the waiters parked here whose own bound runs out sleep
+   * on for `ms` instead of asking too (see `coveredBySiblings`), so a client asks once per bound,
+   * not once per parked waiter.
    */
   asking(ms: number): void {
     this.refusedUntil = performance.now() + ms;
+  }
+
+  /**
+   * An attempt that marked the entry (`asking`) failed or was cut short, with no answer: the
+   * waiters it covered ask in its stead after a transient refusal's pause (the asker itself, if
+   * it waits on, asks again then too).
+   */
+  askFailed(): void {
+    this.refused(TRANSIENT_RETRY_MS);
+  }
+
+  /** Calls `listener` whenever the bound shortens (a fresher answer); returns the undo. */
+  onBoundShortened(listener: () => void): () => void {
+    this.boundListeners.add(listener);
+    return () => this.boundListeners.delete(listener);
   }
 
   /**

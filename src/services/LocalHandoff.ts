@@ -283,8 +283,9 @@ export async function sleepAsCandidate(
     }
     const now = performance.now();
     if (outcome === RAN_OUT) {
-      // The bound ran out with no wake-up: asked since by a sibling, whose answer covers this
-      // waiter too (a refusal's bound, or its success waking the waiters the leftover serves).
+      // The bound ran out (or a fresher answer shortened it) with no wake-up: asked since by a
+      // sibling, whose answer covers this waiter too (a refusal's bound, or its success waking
+      // the waiters the leftover serves).
       const covered = waiter.coveredBySiblings ? Math.min(entry.joinBound() ?? 0, deadline - now) : 0;
       if (covered <= 0) return undefined;
       until = now + covered;
@@ -325,8 +326,11 @@ async function parkOnce(
   try {
     await entry.untilReleased(ms, stops, (stop) => {
       interrupt = stop;
+      // A fresher, shorter bound ends this sleep as if it had run out: sleepAsCandidate looks again.
+      const unlisten = waiter.coveredBySiblings ? entry.onBoundShortened(stop) : undefined;
       return () => {
         interrupt = undefined;
+        unlisten?.();
         local.unpark(candidate);
       };
     }, debt);

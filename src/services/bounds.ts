@@ -7,6 +7,9 @@ import { onAbortOfAny } from './abortListeners';
  */
 export const IN_FLIGHT_GRACE_MS = 1000;
 
+/** How long a waiter pauses after Redis refused an attempt during a failover (or a semaphore's ask failed, see ChannelEntry.askFailed). */
+export const TRANSIENT_RETRY_MS = 200;
+
 /** A call ended at its deadline while Redis had not answered it (see `CommandBound.lateReply`). */
 export class CallCutShort extends Error {
   constructor(name: string) {

@@ -18,8 +18,9 @@
     ARGV[5] latch TTL in ms
 
   Output:
-    {1, 0, left} taken, where left is how many permits stay free for others (a resend that finds
-    its latch answers {1, 0}); {2, 0, free} refused, the caller holds the reservation; {0, ttl, free} refused,
+    {1, ttl, left} taken, where ttl is the ms until another waiter's reservation that keeps
+    permits back runs out (-1: none) and left how many permits stay free for others (a resend
+    that finds its latch answers {1, 0}); {2, 0, free} refused, the caller holds the reservation; {0, ttl, free} refused,
     where ttl is the ms until another waiter's reservation that blocked it runs out, or -1 (no
     bound: a release will say when to try again), and free the counter (below 0: permits are owed
     after a cut, and the caller's client must stop handing permits on in-process).
@@ -41,7 +42,7 @@ if free - reserved >= permits then
     redis.call('del', KEYS[2])
   end
   redis.call('set', KEYS[3], 1, 'px', ARGV[5])
-  return {1, 0, free - reserved - permits}
+  return {1, holder and not mine and redis.call('pttl', KEYS[2]) or -1, free - reserved - permits}
 end
 if mine or (not holder and ARGV[3] == '1') then
   redis.call('hset', KEYS[2], 'field', ARGV[2], 'permits', permits)
