@@ -1,5 +1,6 @@
 // Redis not there: every call settles soon with RedisUnreachableError naming host:port and the
 // cause, and nothing is queued to run later.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { Redis } from 'ioredis';
 import { LockClient, RedisUnreachableError } from '../src';
 import { freePort } from '../scripts/redisServer';
@@ -241,4 +242,37 @@ test('a Cluster client whose nodes are all unreachable: the calls that first ask
     settled(made.getCountDownLatch('x').countDown()),
   ]);
   for (const outcome of outcomes) expect(outcome).toBeInstanceOf(RedisUnreachableError);
+});
+
+test('a call that waited for the connection to come back is sent in its caller’s async context (a tracing span stays with its request)', async () => {
+  // A helper's find (the soak's recorder lost such calls): the call was sent from ioredis's
+  // `ready` event, in the reconnect's context, so AsyncLocalStorage gave it no request at all.
+  expect.assertions(2);
+  const proxy = await TcpProxy.start(redis.server.port);
+  const connection = new Redis(proxy.url);
+  try {
+    const lock = client({ redis: connection }).getLock('traced');
+    await lock.tryLock(); // connected, scripts loaded
+    await lock.unlock();
+    const request = new AsyncLocalStorage<string>();
+    const seen: (string | undefined)[] = [];
+    type Send = (command: { name: string }, ...rest: unknown[]) => unknown;
+    const hooked = connection as unknown as { sendCommand: Send };
+    const send = hooked.sendCommand;
+    hooked.sendCommand = function (this: unknown, command, ...rest) {
+      if (command.name === 'evalsha' || command.name === 'eval') seen.push(request.getStore());
+      return send.call(this, command, ...rest);
+    };
+    proxy.stopAccepting();
+    proxy.cutAll();
+    await until('the connection is down', () => connection.status !== 'ready');
+    const taking = request.run('request-1', () => lock.tryLock());
+    await proxy.resumeAccepting();
+    expect(await taking).toBe(true);
+    expect(seen[0]).toBe('request-1');
+  } finally {
+    await Promise.all(clients.splice(0).map((made) => made.close()));
+    connection.disconnect();
+    await proxy.close();
+  }
 });

@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import type { Cluster, Redis } from 'ioredis';
 import { ClientClosedError, RedisCommandError, RedisUnreachableError } from '../errors';
 import { redactError } from '../redact';
@@ -246,11 +247,16 @@ export class CommandRunner {
       this.waitingForReady.remove(waiting);
       unlisten();
     };
-    const waiting = this.waitingForReady.push((error?: Error): void => {
-      stop();
-      if (error) fail(this.unreachable(name, error));
-      else send();
-    });
+    // Sent from the connection's `ready` event: in the caller's async context, not the
+    // reconnect's, so that what follows the caller's context (AsyncLocalStorage: a tracing span,
+    // a request id) stays with the call. Off the hot path: only calls that waited pay for it.
+    const waiting = this.waitingForReady.push(
+      AsyncResource.bind((error?: Error): void => {
+        stop();
+        if (error) fail(this.unreachable(name, error));
+        else send();
+      }),
+    );
     const unlisten = onAbortOfAny(signals, (aborted) => fail(aborted.reason as Error));
     return stop;
   }
