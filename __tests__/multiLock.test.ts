@@ -56,6 +56,54 @@ test('a server restarted empty while held: another MultiLock still cannot get in
   await other.unlock();
 });
 
+describe('a member whose Redis is frozen or briefly refusing', () => {
+  afterEach(() => {
+    for (const s of servers) s.server.resume();
+  });
+
+  test('tryLock({ waitTime }) ends near its waitTime, not when the frozen server answers; the member it took then is given back', async () => {
+    // A helper audit's find: each round's single attempts had no deadline, so the call waited for
+    // the frozen member as long as the freeze lasted (6 s in its repro, for a 1 s waitTime).
+    const name = uniqueName();
+    const multi = new MultiLock(servers.map((s) => s.client().getLock(name)));
+    expect(await multi.tryLock()).toBe(true); // connected, scripts loaded
+    await multi.unlock();
+    servers[2]!.server.pause();
+    const started = performance.now();
+    expect(await multi.tryLock({ waitTime: 1_000 })).toBe(false);
+    const took = performance.now() - started;
+    servers[2]!.server.resume();
+    // The waitTime, and at most the grace an unanswered attempt gets, not the freeze.
+    expect(took).toBeLessThan(4_000);
+    await until('the frozen member’s late grant is given back', async () => (await serversHolding(name)) === 0);
+    expect(await multi.tryLock()).toBe(true);
+    await multi.unlock();
+  }, 20_000);
+
+  test('a member refusing for now (MASTERDOWN: a replica whose master is gone) is waited out within the waitTime, as a lone lock would, not thrown', async () => {
+    const name = uniqueName();
+    const replica = servers[2]!;
+    const multi = new MultiLock(servers.map((s) => s.client().getLock(name)));
+    expect(await multi.tryLock()).toBe(true); // connected, scripts loaded
+    await multi.unlock();
+    await replica.admin.config('SET', 'replica-serve-stale-data', 'no');
+    await replica.admin.replicaof('127.0.0.1', 1); // a master that is not there
+    try {
+      // Before: RedisCommandError MASTERDOWN at once (the lone lock waited to its waitTime).
+      expect(await multi.tryLock({ waitTime: 500 })).toBe(false);
+      expect(await servers[0]!.admin.exists(name) + await servers[1]!.admin.exists(name)).toBe(0); // the members it took were given back
+      const waiting = multi.tryLock({ waitTime: 10_000 });
+      await sleep(300);
+      await replica.admin.replicaof('NO', 'ONE');
+      expect(await waiting).toBe(true);
+      await multi.unlock();
+    } finally {
+      await replica.admin.replicaof('NO', 'ONE');
+      await replica.admin.config('SET', 'replica-serve-stale-data', 'yes');
+    }
+  }, 20_000);
+});
+
 test('fair locks as members: the MultiLock queues on the member it was refused and is handed it', async () => {
   const name = uniqueName();
   const clients = servers.map((s) => s.client());

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { RedisCommandError } from '../errors';
 import { CallCutShort, settledWithinGrace, TRANSIENT_RETRY_MS } from '../services/bounds';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
@@ -53,6 +54,20 @@ export interface WaitProtocol {
   waitEnded?(durationMs: number, acquired: boolean): void;
 }
 
+/** See `withAttemptDeadline`. */
+const attemptDeadlines = new AsyncLocalStorage<number>();
+
+/**
+ * Runs `fn` so that a single attempt it makes (`waitTime` 0, which has no deadline of its own and
+ * ends only when Redis answers) ends at `deadline` (performance.now() ms) as a wait's attempt
+ * would: cut short as refused, no sooner than IN_FLIGHT_GRACE_MS after it was sent, what it took
+ * given back when Redis answers. A MultiLock's round tries its members once each within the
+ * caller's `waitTime`: a frozen member's Redis held the whole call until it answered.
+ */
+export function withAttemptDeadline<T>(deadline: number, fn: () => T): T {
+  return attemptDeadlines.run(deadline, fn);
+}
+
 /**
  * The waiting loop every primitive shares: try; subscribe; try again; sleep until a message or
  * the bound the attempt gave; repeat; within `waitTime`, until a stop aborts (the caller's signal
@@ -69,7 +84,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
   // Set when Redis left an attempt unanswered until the wait's end: a leave is then not waited for.
   let unanswered = false;
   const callBound: CommandBound = {
-    deadline: waitTime > 0 ? deadline : undefined,
+    deadline: waitTime > 0 ? deadline : attemptDeadlines.getStore(),
     signals: signal ? [signal, context.closedSignal] : [context.closedSignal],
     cutShort: () => {
       unanswered = true;

@@ -1,7 +1,9 @@
 import type { LockHandle } from '../../core/LockHandle';
-import { LockUsageError } from '../../errors';
+import { LockUsageError, RedisCommandError } from '../../errors';
+import { withAttemptDeadline } from '../../core/waitLoop';
 import { scopedOwner } from '../../services/LockOwner';
-import { CompositeHold, pause, stillHeld } from './CompositeHold';
+import { IN_FLIGHT_GRACE_MS } from '../../services/bounds';
+import { CompositeHold, pause, stillHeld, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
 
 /** The first random back-off after a round that could not take every member, in ms; it doubles up to MAX. */
@@ -50,13 +52,22 @@ export class MultiLock extends CompositeLock {
         });
         if (sentAt[blocker] === undefined) return undefined;
       }
-      const results = await Promise.allSettled(handles.map((handle, i) => (i === blocker ? Promise.resolve(sentAt[i]) : handle.acquireHold(leaseTime, 0, signal))));
+      // Each member once, within the caller's waitTime: a member whose Redis does not answer by
+      // then counts as refused (what it took is given back when it answers).
+      const tryOnce = (handle: LockHandle): Promise<number | undefined> => handle.acquireHold(leaseTime, 0, signal);
+      const bounded = Number.isFinite(deadline) && waitTime > 0;
+      const results = await Promise.allSettled(
+        handles.map((handle, i) => (i === blocker ? Promise.resolve(sentAt[i]) : bounded ? withAttemptDeadline(deadline, () => tryOnce(handle)) : tryOnce(handle))),
+      );
       // Read now: an abort while the give-back below is awaited does not make a failure an abort.
-      const undo = results.map((result, i) => result.status === 'rejected' && mayHaveRun(handles[i]!, result.reason, signal));
+      const undo = results.map((result, i) => result.status === 'rejected' && !refusedForNow(result.reason) && mayHaveRun(handles[i]!, result.reason, signal));
       let refused: number | undefined;
       let failure: { error: unknown } | undefined;
       results.forEach((result, i) => {
-        if (result.status === 'rejected') failure ??= { error: result.reason };
+        // A refusal Redis will not repeat for long (a failover, a slot in flux) is a refusal:
+        // waited out within the waitTime, as a lone lock's wait rides it out.
+        if (result.status === 'rejected' && refusedForNow(result.reason)) refused ??= i;
+        else if (result.status === 'rejected') failure ??= { error: result.reason };
         else if ((sentAt[i] = result.value) === undefined) refused ??= i;
       });
       if (!failure && refused === undefined) {
@@ -68,7 +79,7 @@ export class MultiLock extends CompositeLock {
         if (fresh) return new CompositeHold(this.name, members, members.length, validUntil, this.reportLost);
       }
       // One lock listed twice through two clients of one Redis refuses itself in every round.
-      if (!failure && refused !== undefined) failure = await this.sameLockTwice(handles, sentAt, refused);
+      if (!failure && refused !== undefined) failure = await this.sameLockTwice(handles, sentAt, refused, bounded ? deadline : undefined);
       // All or nothing: give back what this round took before anything else.
       await Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.unlock().catch(() => undefined))));
       // A member whose acquire failed (its reply lost past ioredis's retries) may have run: it is
@@ -95,11 +106,16 @@ export class MultiLock extends CompositeLock {
    * same lock on one Redis through two clients (the same name on two servers is two locks, so
    * this can only be asked of Redis). Without it the MultiLock would wait for itself for good.
    */
-  private async sameLockTwice(handles: LockHandle[], sentAt: (number | undefined)[], refused: number): Promise<{ error: unknown } | undefined> {
+  private async sameLockTwice(handles: LockHandle[], sentAt: (number | undefined)[], refused: number, deadline: number | undefined): Promise<{ error: unknown } | undefined> {
     const other = handles[refused]!;
+    const until = deadline === undefined ? undefined : Math.max(deadline, performance.now() + IN_FLIGHT_GRACE_MS);
     for (const [i, handle] of handles.entries()) {
       if (i === refused || sentAt[i] === undefined || handle.key !== other.key) continue;
-      if (await handle.holdsThrough(other).catch(() => false)) {
+      // Asked of the refusing member's Redis: one that did not answer the round (frozen) is not
+      // waited for past the round's deadline (no answer: not the same lock, as far as we know).
+      const asking = handle.holdsThrough(other).catch(() => false);
+      const answer = until === undefined ? await asking : await within(asking, Math.max(until - performance.now(), 0));
+      if (answer === true) {
         return { error: new LockUsageError(`MultiLock "${this.name}": members ${Math.min(i, refused)} and ${Math.max(i, refused)} are the same lock "${other.name}" on one Redis through two clients; it would wait for itself`) };
       }
     }
@@ -113,6 +129,10 @@ export class MultiLock extends CompositeLock {
  * then), nor for a member that entered the caller's own hold again (its unlock would give back
  * that scope's hold; a hold the acquire may have added goes with the scope: see RedLock's attempt).
  */
+function refusedForNow(error: unknown): boolean {
+  return error instanceof RedisCommandError && error.transient;
+}
+
 function mayHaveRun(handle: LockHandle, error: unknown, signal: AbortSignal | undefined): boolean {
   if (signal?.aborted && error === signal.reason) return false;
   return scopedOwner(handle.identity) === undefined;
