@@ -281,8 +281,9 @@ export class Semaphore extends Primitive {
     let reservedAt: number | undefined;
     let reservationOver = false;
     let attempts = 0;
-    // Whether the latest sleep ended by a release's message (which woke as many as it freed).
-    let wokenByMessage = false;
+    // Whether the latest sleep ran out with no wake-up (no message, no grant, no handover): the
+    // attempt after it asks for the client's parked waiters too (see `asking`).
+    let ranOut = false;
     // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
     const parking: Parking = { field, lease: 0, permits, coveredBySiblings: true };
     const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
@@ -346,11 +347,13 @@ export class Semaphore extends Primitive {
       else if (status === 1 || (free ?? -1) >= 0) context.pubsub.peek(this.channel)?.local?.resume(sentAt);
       if (status === 1) {
         // Permits left free that this client's parked waiters would sleep past: a waiter whose
-        // bound ran out was covered by this attempt (see `asking`), and no message says so. (A
-        // release's message woke as many waiters as it freed: the others are on their way.)
+        // bound ran out was covered by this ask (see `asking`), and no message says so. Only after
+        // such a sleep: a release's message woke as many waiters as it freed (the others are on
+        // their way), and a new caller asks only when none of its client's waiters is parked (or
+        // for several permits), where a wake-up kept for a waiter in flight would cost an attempt.
         // Those are the client's other waiters: the taker, if joined, is one of refCount.
         const woken = context.pubsub.peek(this.channel);
-        if (!wokenByMessage && woken && free !== undefined && free > 0) woken.wake(Math.min(free, woken.refCount - (listening ? 1 : 0)));
+        if (ranOut && woken && free !== undefined && free > 0) woken.wake(Math.min(free, woken.refCount - (listening ? 1 : 0)));
         // Its answer for the siblings: a reservation of another waiter that still keeps permits
         // back ends in `ttl` (no message then); with none, the queue timeout, as for a refusal.
         if (free !== undefined) marks?.refused(ttl < 0 ? context.queueTimeout : ttl);
@@ -377,12 +380,12 @@ export class Semaphore extends Primitive {
           clock.parked();
           if (reserving) {
             return woken.untilGranted(field, ms, stops).then((grant) => {
-              wokenByMessage = grant !== undefined; // the grant's message woke the others it serves
+              ranOut = grant === undefined; // else the grant's message woke the others it serves
               return undefined;
             });
           }
           return sleepAsCandidate(woken, context.clientId, parking, ms, stops, deadline, debt).then((hold) => {
-            wokenByMessage = debt.owed;
+            ranOut = hold === undefined && !debt.owed;
             return hold;
           });
         },

@@ -269,8 +269,10 @@ export async function sleepAsCandidate(
 ): Promise<Hold | undefined> {
   const local = localHandoffOf(entry, clientId);
   let until = performance.now() + ms;
+  // Sleeping on under a sibling's ask (below): then, and only then, a shorter answer re-arms it.
+  let covered = false;
   for (;;) {
-    const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, deadline, debt);
+    const outcome = await parkOnce(entry, local, waiter, until - performance.now(), stops, deadline, debt, covered);
     if (outcome === OUTCOME_UNKNOWN) {
       // Handed over or not, Redis will say when it runs the release: a give-back sent now runs
       // after it (one connection), and takes the handover away if there was one; then ask,
@@ -286,9 +288,10 @@ export async function sleepAsCandidate(
       // The bound ran out (or a fresher answer shortened it) with no wake-up: asked since by a
       // sibling, whose answer covers this waiter too (a refusal's bound, or its success waking
       // the waiters the leftover serves).
-      const covered = waiter.coveredBySiblings ? Math.min(entry.joinBound() ?? 0, deadline - now) : 0;
-      if (covered <= 0) return undefined;
-      until = now + covered;
+      const cover = waiter.coveredBySiblings ? Math.min(entry.joinBound() ?? 0, deadline - now) : 0;
+      if (cover <= 0) return undefined;
+      until = now + cover;
+      covered = true;
       continue;
     }
     if (outcome !== PARK_AGAIN) return outcome;
@@ -307,6 +310,7 @@ async function parkOnce(
   stops: AbortSignal[],
   deadline: number,
   debt: WakeDebt | undefined,
+  covered: boolean,
 ): Promise<Handover | typeof RAN_OUT> {
   let outcome: Promise<Handover> | undefined;
   let interrupt: (() => void) | undefined;
@@ -326,8 +330,10 @@ async function parkOnce(
   try {
     await entry.untilReleased(ms, stops, (stop) => {
       interrupt = stop;
-      // A fresher, shorter bound ends this sleep as if it had run out: sleepAsCandidate looks again.
-      const unlisten = waiter.coveredBySiblings ? entry.onBoundShortened(stop) : undefined;
+      // Under a sibling's ask, a fresher, shorter answer ends this sleep as if it had run out:
+      // sleepAsCandidate looks again. (A sleep on the waiter's own bound needs no such news, and
+      // a release's every refusal would wake every parked waiter for nothing.)
+      const unlisten = covered ? entry.onBoundShortened(stop) : undefined;
       return () => {
         interrupt = undefined;
         unlisten?.();
