@@ -80,6 +80,37 @@ describe('a member whose Redis is frozen or briefly refusing', () => {
     await multi.unlock();
   }, 20_000);
 
+  test('a round that a member refused while another one’s server froze right after granting ends near its waitTime: the give-back of the frozen one is not waited for', async () => {
+    // A second reader's find: the round's give-back waited for every member's unlock, so a
+    // member frozen since it granted held the call for the whole freeze (3 s for a 1 s waitTime).
+    const name = uniqueName();
+    const clients = servers.slice(0, 2).map((s) => s.client());
+    const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+    expect(await multi.tryLock()).toBe(true); // connected, scripts loaded
+    await multi.unlock();
+    const other = servers[1]!.client().getLock(name);
+    await other.lock(); // member 2 refuses every round
+    // Server 1 freezes the moment its grant has come back: the round's give-back finds it frozen.
+    type Send = (command: { name: string; promise: Promise<unknown> }, ...rest: unknown[]) => unknown;
+    const connection = (clients[0] as unknown as { context: { redis: { sendCommand: Send } } }).context.redis;
+    const send = connection.sendCommand;
+    connection.sendCommand = function (this: unknown, command, ...rest) {
+      const result = send.call(this, command, ...rest);
+      if (command.name === 'evalsha' || command.name === 'eval') {
+        connection.sendCommand = send;
+        void command.promise.then(() => servers[0]!.server.pause());
+      }
+      return result;
+    };
+    const started = performance.now();
+    expect(await multi.tryLock({ waitTime: 1_000 })).toBe(false);
+    const took = performance.now() - started;
+    servers[0]!.server.resume();
+    expect(took).toBeLessThan(4_000);
+    await other.unlock();
+    await until('the frozen member is given back once its server answers', async () => (await serversHolding(name)) === 0);
+  }, 20_000);
+
   test('a member refusing for now (MASTERDOWN: a replica whose master is gone) is waited out within the waitTime, as a lone lock would, not thrown', async () => {
     const name = uniqueName();
     const replica = servers[2]!;

@@ -47,7 +47,8 @@ export abstract class LockHandle {
    * Takes the lock for `owner` within `waitTime` (0: one attempt), booking nothing; resolves with
    * the hold, or undefined when the time ran out. Usually `waitFor` with the primitive's protocol.
    */
-  protected abstract acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined>;
+  /** `attemptDeadline`: see `waitFor`. */
+  protected abstract acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined>;
 
   /**
    * One release script call: nil not the owner, 0 holds remain, 1 the owner's last hold went.
@@ -176,9 +177,9 @@ export abstract class LockHandle {
    * @internal `tryLock` that resolves with the send time (performance.now()) of the acquire that
    * took the lock, or undefined when `waitTime` ran out: a composite lock times its validity from it.
    */
-  async acquireHold(leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<number | undefined> {
+  async acquireHold(leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<number | undefined> {
     this.context.assertOpen();
-    return this.acquire(this.ownerToAcquire(), leaseTime, waitTime, signal);
+    return this.acquire(this.ownerToAcquire(), leaseTime, waitTime, signal, attemptDeadline);
   }
 
   /** @internal Aborts when the watchdog finds the current owner's hold lost; undefined when the watchdog does not keep it. */
@@ -327,10 +328,10 @@ export abstract class LockHandle {
   }
 
   /** Takes the lock for `owner` and books the hold; resolves with the send time, or undefined on timeout. */
-  private async acquire(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<number | undefined> {
+  private async acquire(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<number | undefined> {
     owner.pending++;
     try {
-      const hold = await this.acquireFor(owner, leaseTime, waitTime, signal);
+      const hold = await this.acquireFor(owner, leaseTime, waitTime, signal, attemptDeadline);
       if (hold === undefined) return undefined;
       return await this.acquired(owner, leaseTime, hold, signal ? [signal, this.context.closedSignal] : [this.context.closedSignal]);
     } finally {

@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { RedisCommandError } from '../errors';
 import { CallCutShort, settledWithinGrace, TRANSIENT_RETRY_MS } from '../services/bounds';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
@@ -54,26 +53,18 @@ export interface WaitProtocol {
   waitEnded?(durationMs: number, acquired: boolean): void;
 }
 
-/** See `withAttemptDeadline`. */
-const attemptDeadlines = new AsyncLocalStorage<number>();
-
-/**
- * Runs `fn` so that a single attempt it makes (`waitTime` 0, which has no deadline of its own and
- * ends only when Redis answers) ends at `deadline` (performance.now() ms) as a wait's attempt
- * would: cut short as refused, no sooner than IN_FLIGHT_GRACE_MS after it was sent, what it took
- * given back when Redis answers. A MultiLock's round tries its members once each within the
- * caller's `waitTime`: a frozen member's Redis held the whole call until it answered.
- */
-export function withAttemptDeadline<T>(deadline: number, fn: () => T): T {
-  return attemptDeadlines.run(deadline, fn);
-}
-
 /**
  * The waiting loop every primitive shares: try; subscribe; try again; sleep until a message or
  * the bound the attempt gave; repeat; within `waitTime`, until a stop aborts (the caller's signal
  * or `client.close()`). Resolves with the hold, or undefined when `waitTime` ran out.
+ *
+ * `attemptDeadline` (performance.now() ms) bounds a single attempt (`waitTime` 0, which otherwise
+ * ends only when Redis answers) as a wait's attempt is bounded: cut short as refused, no sooner
+ * than IN_FLIGHT_GRACE_MS after it was sent, what it took given back when Redis answers. A
+ * MultiLock's round tries each member once within the caller's `waitTime`: a frozen member's
+ * Redis held the whole call for as long as it was frozen.
  */
-export async function waitFor(context: LockContext, protocol: WaitProtocol, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+export async function waitFor(context: LockContext, protocol: WaitProtocol, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
   signal?.throwIfAborted();
   const deadline = performance.now() + waitTime;
   // Already subscribed by other waiters of this client: every release from now on reaches us, so
@@ -84,7 +75,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
   // Set when Redis left an attempt unanswered until the wait's end: a leave is then not waited for.
   let unanswered = false;
   const callBound: CommandBound = {
-    deadline: waitTime > 0 ? deadline : attemptDeadlines.getStore(),
+    deadline: waitTime > 0 ? deadline : attemptDeadline,
     signals: signal ? [signal, context.closedSignal] : [context.closedSignal],
     cutShort: () => {
       unanswered = true;

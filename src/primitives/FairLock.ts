@@ -85,7 +85,7 @@ export class FairLock extends ExclusiveLock {
     });
   }
 
-  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
     // Two acquires of one owner at once would share one queue entry and one grant.
     if (owner.pending > 1) throw new LockUsageError(`an owner of fair lock "${this.name}" is already acquiring it; acquire it once per owner at a time`);
     const { key, context } = this;
@@ -208,6 +208,7 @@ export class FairLock extends ExclusiveLock {
         },
         waitTime,
         signal,
+        attemptDeadline,
       );
     } finally {
       entry?.forgetGrant(field);

@@ -73,14 +73,14 @@ export class RLock extends ExclusiveLock {
     return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, clientQueueExpiryKeyOf(this.context.keyPrefix, this.key)));
   }
 
-  protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+  protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
     // This client's release just woke another client's waiter: a new caller (one that may wait)
     // lets it ask first, for at most TURN_PASSED_MS. Not fair, bounded: it ends the starvation of
     // a busy process by one that releases and locks again at once ("a one-task client that locks
     // again at once does not starve a busy one").
     const turns = owner.holds === 0 && waitTime > 0 ? passed.get(this.context) : undefined;
     const passedUntil = turns?.get(this.key);
-    if (passedUntil === undefined) return this.waitForLock(owner, leaseTime, waitTime, signal);
+    if (passedUntil === undefined) return this.waitForLock(owner, leaseTime, waitTime, signal, attemptDeadline);
     const left = passedUntil - performance.now();
     if (left <= 0) {
       turns!.delete(this.key);
@@ -93,7 +93,7 @@ export class RLock extends ExclusiveLock {
     return boundedWait(pause, stops, () => undefined).then(() => this.waitForLock(owner, leaseTime, waitTime - pause, signal));
   }
 
-  private waitForLock(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+  private waitForLock(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
     const { channel } = this;
     const lease = leaseTime ?? this.context.watchdogTimeout;
     let first = true;
@@ -147,7 +147,7 @@ export class RLock extends ExclusiveLock {
       },
       ...this.waitEvents(owner),
     };
-    return waitFor(this.context, protocol, waitTime, signal);
+    return waitFor(this.context, protocol, waitTime, signal, attemptDeadline);
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null> {

@@ -18,7 +18,7 @@ export class ReadLock extends ReadWriteHandle {
     super(context, name, family);
   }
 
-  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
     const { key, context } = this;
     const lease = leaseTime ?? context.watchdogTimeout;
     const field = this.field(owner);
@@ -27,6 +27,6 @@ export class ReadLock extends ReadWriteHandle {
         ...bound,
         lateReply: (late) => this.lateAttempt(owner, late),
       });
-    return this.waitOn(owner, rwReadChannelOf(this.context.keyPrefix, key), attempt, waitTime, signal);
+    return this.waitOn(owner, rwReadChannelOf(this.context.keyPrefix, key), attempt, waitTime, signal, undefined, attemptDeadline);
   }
 }

@@ -141,6 +141,7 @@ export abstract class ReadWriteHandle extends LockHandle {
     waitTime: number,
     signal: AbortSignal | undefined,
     giveUp?: () => Promise<void>,
+    attemptDeadline?: number,
   ): Promise<Hold | undefined> {
     return waitFor(
       this.context,
@@ -160,6 +161,7 @@ export abstract class ReadWriteHandle extends LockHandle {
       },
       waitTime,
       signal,
+      attemptDeadline,
     );
   }
 

@@ -27,7 +27,7 @@ export class WriteLock extends ReadWriteHandle {
     return `${super.field(owner)}:write`;
   }
 
-  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal): Promise<Hold | undefined> {
+  protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
     // It would wait for its own reads to end, forever (Redisson #4796): refused before anything is sent.
     if (owner.holds === 0 && facetOf(owner, 'read').holds > 0) {
       throw new LockUsageError(
@@ -74,7 +74,7 @@ export class WriteLock extends ReadWriteHandle {
       await leave().catch(() => undefined); // the entry then runs out after the queue timeout
     };
     try {
-      return await this.waitOn(owner, channel, attempt, waitTime, signal, giveUp);
+      return await this.waitOn(owner, channel, attempt, waitTime, signal, giveUp, attemptDeadline);
     } finally {
       context.heartbeat.remove(beat);
     }

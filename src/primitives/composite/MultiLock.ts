@@ -1,10 +1,12 @@
 import type { LockHandle } from '../../core/LockHandle';
 import { LockUsageError, RedisCommandError } from '../../errors';
-import { withAttemptDeadline } from '../../core/waitLoop';
 import { scopedOwner } from '../../services/LockOwner';
 import { IN_FLIGHT_GRACE_MS } from '../../services/bounds';
 import { CompositeHold, pause, stillHeld, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
+
+/** How long the same-lock-twice check may ask past the waitTime: an answering Redis needs far less; a frozen one is not waited for. */
+const SAME_LOCK_CHECK_MS = 100;
 
 /** The first random back-off after a round that could not take every member, in ms; it doubles up to MAX. */
 const FIRST_BACKOFF_MS = 5;
@@ -38,6 +40,7 @@ export class MultiLock extends CompositeLock {
 
   protected async acquireMembers(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<CompositeHold | undefined> {
     const deadline = performance.now() + waitTime;
+    const bounded = Number.isFinite(deadline) && waitTime > 0;
     let backoff = FIRST_BACKOFF_MS;
     let blocker: number | undefined;
     for (;;) {
@@ -54,19 +57,17 @@ export class MultiLock extends CompositeLock {
       }
       // Each member once, within the caller's waitTime: a member whose Redis does not answer by
       // then counts as refused (what it took is given back when it answers).
-      const tryOnce = (handle: LockHandle): Promise<number | undefined> => handle.acquireHold(leaseTime, 0, signal);
-      const bounded = Number.isFinite(deadline) && waitTime > 0;
-      const results = await Promise.allSettled(
-        handles.map((handle, i) => (i === blocker ? Promise.resolve(sentAt[i]) : bounded ? withAttemptDeadline(deadline, () => tryOnce(handle)) : tryOnce(handle))),
-      );
+      const attemptDeadline = bounded ? deadline : undefined;
+      const results = await Promise.allSettled(handles.map((handle, i) => (i === blocker ? Promise.resolve(sentAt[i]) : handle.acquireHold(leaseTime, 0, signal, attemptDeadline))));
       // Read now: an abort while the give-back below is awaited does not make a failure an abort.
-      const undo = results.map((result, i) => result.status === 'rejected' && !refusedForNow(result.reason) && mayHaveRun(handles[i]!, result.reason, signal));
+      const undo = results.map((result, i) => result.status === 'rejected' && mayHaveRun(handles[i]!, result.reason, signal));
       let refused: number | undefined;
       let failure: { error: unknown } | undefined;
       results.forEach((result, i) => {
-        // A refusal Redis will not repeat for long (a failover, a slot in flux) is a refusal:
-        // waited out within the waitTime, as a lone lock's wait rides it out.
-        if (result.status === 'rejected' && refusedForNow(result.reason)) refused ??= i;
+        // A refusal Redis will not repeat for long (a failover, a slot in flux) is a refusal when
+        // there is time to wait it out, as a lone lock's wait rides it out. (Given back all the
+        // same, above: "too many Cluster redirections" may follow a write that ran.)
+        if (result.status === 'rejected' && waitTime > 0 && refusedForNow(result.reason)) refused ??= i;
         else if (result.status === 'rejected') failure ??= { error: result.reason };
         else if ((sentAt[i] = result.value) === undefined) refused ??= i;
       });
@@ -80,8 +81,10 @@ export class MultiLock extends CompositeLock {
       }
       // One lock listed twice through two clients of one Redis refuses itself in every round.
       if (!failure && refused !== undefined) failure = await this.sameLockTwice(handles, sentAt, refused, bounded ? deadline : undefined);
-      // All or nothing: give back what this round took before anything else.
-      await Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.unlock().catch(() => undefined))));
+      // All or nothing: give back what this round took before anything else; within the waitTime
+      // (a member frozen since it granted is given back when it answers, not waited for).
+      const givingBack = Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.unlock().catch(() => undefined))));
+      await (bounded ? within(givingBack, Math.max(deadline - performance.now(), IN_FLIGHT_GRACE_MS)) : givingBack);
       // A member whose acquire failed (its reply lost past ioredis's retries) may have run: it is
       // given back too, once its server answers, without holding up the caller (its connection
       // may be down for offlineTimeout).
@@ -93,6 +96,9 @@ export class MultiLock extends CompositeLock {
       if (left <= 0) return undefined;
       blocker = refused;
       await pause(Math.min(left, Math.random() * backoff), signal, this.members);
+      // The pause may have taken what was left: the blocker's wait would be a single attempt
+      // with no deadline.
+      if (deadline - performance.now() <= 0) return undefined;
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
     }
   }
@@ -108,7 +114,7 @@ export class MultiLock extends CompositeLock {
    */
   private async sameLockTwice(handles: LockHandle[], sentAt: (number | undefined)[], refused: number, deadline: number | undefined): Promise<{ error: unknown } | undefined> {
     const other = handles[refused]!;
-    const until = deadline === undefined ? undefined : Math.max(deadline, performance.now() + IN_FLIGHT_GRACE_MS);
+    const until = deadline === undefined ? undefined : Math.max(deadline, performance.now() + SAME_LOCK_CHECK_MS);
     for (const [i, handle] of handles.entries()) {
       if (i === refused || sentAt[i] === undefined || handle.key !== other.key) continue;
       // Asked of the refusing member's Redis: one that did not answer the round (frozen) is not
@@ -129,11 +135,12 @@ export class MultiLock extends CompositeLock {
  * then), nor for a member that entered the caller's own hold again (its unlock would give back
  * that scope's hold; a hold the acquire may have added goes with the scope: see RedLock's attempt).
  */
-function refusedForNow(error: unknown): boolean {
-  return error instanceof RedisCommandError && error.transient;
-}
-
 function mayHaveRun(handle: LockHandle, error: unknown, signal: AbortSignal | undefined): boolean {
   if (signal?.aborted && error === signal.reason) return false;
   return scopedOwner(handle.identity) === undefined;
+}
+
+/** A refusal Redis will not repeat for long (`RedisCommandError.transient`: a failover, loading, a slot in flux). */
+function refusedForNow(error: unknown): boolean {
+  return error instanceof RedisCommandError && error.transient;
 }
