@@ -6,7 +6,7 @@ import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { scriptCallCount } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
 import { TcpProxy } from './helpers/tcpProxy';
-import { ClientClosedError, type LockClient, LockLostError, LockTimeoutError, QuorumUnavailableError, RedisCommandError, RedLock } from '../src';
+import { ClientClosedError, type LockClient, LockLostError, LockTimeoutError, LockUsageError, QuorumUnavailableError, RedisCommandError, RedLock } from '../src';
 
 const servers: PrivateRedis[] = Array.from({ length: 5 }, () => usePrivateRedis());
 const counterServer = usePrivateRedis();
@@ -366,4 +366,18 @@ test('unlock() with a majority of the servers not answering rejects (the holds e
     servers[4]!.server.resume();
   }
   await until('the late release ran', async () => (await serversHolding(name)) === 0, 3_000);
+});
+
+test('members that reach one Redis through several clients: LockUsageError, not a lock that can never be taken (lock() spun for good)', async () => {
+  // A helper audit's find (every URL defaulting to one host): each round took one member and was
+  // refused by itself on the others; a MultiLock said so, a RedLock did not.
+  const name = uniqueName();
+  const red = redLock(name, [servers[0]!.client(), servers[0]!.client(), servers[0]!.client()]);
+  await expect(red.tryLock({ waitTime: 10_000 })).rejects.toThrow(LockUsageError);
+  await expect(red.lock()).rejects.toThrow(/RedLock ".*": members \d and \d are the same lock/);
+  expect(await servers[0]!.admin.exists(name)).toBe(0); // nothing left
+  // Three servers, three locks: taken.
+  const apart = redLock(name, servers.slice(0, 3).map((s) => s.client()));
+  expect(await apart.tryLock({ waitTime: 1_000 })).toBe(true);
+  await apart.unlock();
 });

@@ -5,7 +5,10 @@ import { LockHandle } from '../../core/LockHandle';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../../errors';
 import { checkLockOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from '../../options';
 import { heldByCompositeScope, runHoldingMembers } from '../../services/LockOwner';
-import type { CompositeHold } from './CompositeHold';
+import { type CompositeHold, within } from './CompositeHold';
+
+/** How long the same-lock-twice check may ask past a waitTime: an answering Redis needs far less; a frozen one is not waited for. */
+export const SAME_LOCK_CHECK_MS = 100;
 
 export interface CompositeLockEvents {
   /** The lock, held through `lock()`/`tryLock()` or `withLock`, was lost (see each class for when). */
@@ -114,6 +117,31 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
   }
 
   /** Reports a loss of a hold: the `lost` event. */
+  /**
+   * A `LockUsageError` when the member `refused` was refused by a member this round took
+   * (`taken`): the same lock on one Redis through two clients (the same name on two servers is
+   * two locks, so only Redis can tell). Without it the composite would wait for itself for good.
+   * Asked of the refusing member's Redis until `until` (performance.now() ms; no answer: not the
+   * same lock, as far as we know), and once per pair of members: the answer is the
+   * configuration's, not the moment's.
+   */
+  protected async sameLockTwice(handles: LockHandle[], taken: (i: number) => boolean, refused: number, until: number | undefined): Promise<{ error: unknown } | undefined> {
+    const other = handles[refused]!;
+    for (const [i, handle] of handles.entries()) {
+      if (i === refused || !taken(i) || handle.key !== other.key || this.distinctPairs.has(`${i}:${refused}`)) continue;
+      const asking = handle.holdsThrough(other).catch(() => undefined);
+      const answer = until === undefined ? await asking : await within(asking, Math.max(until - performance.now(), 0));
+      if (answer === false) this.distinctPairs.add(`${i}:${refused}`);
+      if (answer === true) {
+        return { error: new LockUsageError(`${this.constructor.name} "${this.name}": members ${Math.min(i, refused)} and ${Math.max(i, refused)} are the same lock "${other.name}" on one Redis through two clients; it would wait for itself`) };
+      }
+    }
+    return undefined;
+  }
+
+  /** Pairs of members (`taken:refused`) whose Redis said they are two locks (see sameLockTwice). */
+  private readonly distinctPairs = new Set<string>();
+
   protected readonly reportLost = (error: LockLostError): void => {
     this.emit('lost', error);
   };

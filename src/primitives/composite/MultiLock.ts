@@ -1,12 +1,10 @@
 import type { LockHandle } from '../../core/LockHandle';
-import { LockUsageError, RedisCommandError } from '../../errors';
+import { RedisCommandError } from '../../errors';
 import { scopedOwner } from '../../services/LockOwner';
 import { IN_FLIGHT_GRACE_MS } from '../../services/bounds';
 import { CompositeHold, pause, stillHeld, within } from './CompositeHold';
+import { SAME_LOCK_CHECK_MS } from './CompositeLock';
 import { CompositeLock } from './CompositeLock';
-
-/** How long the same-lock-twice check may ask past the waitTime: an answering Redis needs far less; a frozen one is not waited for. */
-const SAME_LOCK_CHECK_MS = 100;
 
 /** The first random back-off after a round that could not take every member, in ms; it doubles up to MAX. */
 const FIRST_BACKOFF_MS = 5;
@@ -80,7 +78,7 @@ export class MultiLock extends CompositeLock {
         if (fresh) return new CompositeHold(this.name, members, members.length, validUntil, this.reportLost);
       }
       // One lock listed twice through two clients of one Redis refuses itself in every round.
-      if (!failure && refused !== undefined) failure = await this.sameLockTwice(handles, sentAt, refused, bounded ? deadline : undefined);
+      if (!failure && refused !== undefined) failure = await this.sameLockTwice(handles, (i) => sentAt[i] !== undefined, refused, bounded ? Math.max(deadline, performance.now() + SAME_LOCK_CHECK_MS) : undefined);
       // All or nothing: give back what this round took before anything else; within the waitTime
       // (a member frozen since it granted is given back when it answers, not waited for).
       const givingBack = Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.unlock().catch(() => undefined))));
@@ -107,26 +105,6 @@ export class MultiLock extends CompositeLock {
     return hold.release(undefined, 0);
   }
 
-  /**
-   * A `LockUsageError` when the member `refused` was refused by a member this round took: the
-   * same lock on one Redis through two clients (the same name on two servers is two locks, so
-   * this can only be asked of Redis). Without it the MultiLock would wait for itself for good.
-   */
-  private async sameLockTwice(handles: LockHandle[], sentAt: (number | undefined)[], refused: number, deadline: number | undefined): Promise<{ error: unknown } | undefined> {
-    const other = handles[refused]!;
-    const until = deadline === undefined ? undefined : Math.max(deadline, performance.now() + SAME_LOCK_CHECK_MS);
-    for (const [i, handle] of handles.entries()) {
-      if (i === refused || sentAt[i] === undefined || handle.key !== other.key) continue;
-      // Asked of the refusing member's Redis: one that did not answer the round (frozen) is not
-      // waited for past the round's deadline (no answer: not the same lock, as far as we know).
-      const asking = handle.holdsThrough(other).catch(() => false);
-      const answer = until === undefined ? await asking : await within(asking, Math.max(until - performance.now(), 0));
-      if (answer === true) {
-        return { error: new LockUsageError(`MultiLock "${this.name}": members ${Math.min(i, refused)} and ${Math.max(i, refused)} are the same lock "${other.name}" on one Redis through two clients; it would wait for itself`) };
-      }
-    }
-    return undefined;
-  }
 }
 
 /**

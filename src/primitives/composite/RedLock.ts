@@ -99,9 +99,13 @@ export class RedLock extends CompositeLock {
       if (!signal?.aborted && fatal === undefined && stillHeld(taken, leaseTime === undefined) >= this.quorum && performance.now() < validUntil) {
         return new CompositeHold(this.name, taken, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost);
       }
+      // One lock listed twice through two clients of one Redis refuses itself in every round.
+      const refusedAt = outcomes.findIndex((outcome) => 'refused' in outcome);
+      const misuse = fatal === undefined && refusedAt >= 0 ? await this.sameLockTwice(handles, (i) => 'sentAt' in outcomes[i]!, refusedAt, performance.now() + this.attemptTimeout) : undefined;
       await this.giveBack(taken.map((member) => member.handle));
       signal?.throwIfAborted();
       if (fatal !== undefined) throw fatal;
+      if (misuse) throw misuse.error;
       const left = deadline - performance.now();
       if (left <= 0) {
         const answered = outcomes.length - failures.length;
