@@ -3,7 +3,6 @@ import { CallCutShort, settledWithinGrace, TRANSIENT_RETRY_MS } from '../service
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
 import type { CommandBound, LockContext } from '../services/LockContext';
 
-
 /**
  * How long a new waiter waits for its SUBSCRIBE to be answered before it asks again anyway: a
  * subscription that is slow to come (a Cluster slot just moved) must not keep it out of a
@@ -171,7 +170,12 @@ async function attemptWhileWaiting(protocol: WaitProtocol, listening: ChannelEnt
   try {
     return await protocol.attempt(listening, bound);
   } catch (error) {
-    if (error instanceof RedisCommandError && error.transient) return { held: false, ttl: TRANSIENT_RETRY_MS };
+    if (refusedForNow(error)) return { held: false, ttl: TRANSIENT_RETRY_MS };
     throw error;
   }
+}
+
+/** A refusal Redis will not repeat for long (`RedisCommandError.transient`: a failover, loading, a slot in flux): waited out, not thrown. */
+export function refusedForNow(error: unknown): boolean {
+  return error instanceof RedisCommandError && error.transient;
 }

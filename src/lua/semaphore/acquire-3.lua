@@ -20,10 +20,11 @@
   Output:
     {1, ttl, left} taken, where ttl is the ms until another waiter's reservation that keeps
     permits back runs out (-1: none) and left how many permits stay free for others (a resend
-    that finds its latch answers {1, 0}); {2, 0, free} refused, the caller holds the reservation; {0, ttl, free} refused,
-    where ttl is the ms until another waiter's reservation that blocked it runs out, or -1 (no
-    bound: a release will say when to try again), and free the counter (below 0: permits are owed
-    after a cut, and the caller's client must stop handing permits on in-process).
+    that finds its latch answers {1, 0}); {2, 0, free} refused, the caller holds the reservation;
+    {0, ttl, free} refused, where ttl is the ms until another waiter's reservation that blocked
+    it runs out, or -1 (no bound: a release will say when to try again), and free the counter
+    (below 0: permits are owed after a cut, and the caller's client must stop handing permits on
+    in-process).
 ]]
 if redis.call('exists', KEYS[3]) == 1 then
   return {1, 0}

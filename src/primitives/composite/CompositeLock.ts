@@ -116,7 +116,6 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     return outcome.value;
   }
 
-  /** Reports a loss of a hold: the `lost` event. */
   /**
    * A `LockUsageError` when the member `refused` was refused by a member this round took
    * (`taken`): the same lock on one Redis through two clients (the same name on two servers is
@@ -142,6 +141,7 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
   /** Pairs of members (`taken:refused`) whose Redis said they are two locks (see sameLockTwice). */
   private readonly distinctPairs = new Set<string>();
 
+  /** Reports a loss of a hold: the `lost` event. */
   protected readonly reportLost = (error: LockLostError): void => {
     this.emit('lost', error);
   };

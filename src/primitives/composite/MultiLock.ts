@@ -1,10 +1,9 @@
 import type { LockHandle } from '../../core/LockHandle';
-import { RedisCommandError } from '../../errors';
+import { refusedForNow } from '../../core/waitLoop';
 import { scopedOwner } from '../../services/LockOwner';
 import { IN_FLIGHT_GRACE_MS } from '../../services/bounds';
 import { CompositeHold, pause, stillHeld, within } from './CompositeHold';
-import { SAME_LOCK_CHECK_MS } from './CompositeLock';
-import { CompositeLock } from './CompositeLock';
+import { CompositeLock, SAME_LOCK_CHECK_MS } from './CompositeLock';
 
 /** The first random back-off after a round that could not take every member, in ms; it doubles up to MAX. */
 const FIRST_BACKOFF_MS = 5;
@@ -39,6 +38,8 @@ export class MultiLock extends CompositeLock {
   protected async acquireMembers(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<CompositeHold | undefined> {
     const deadline = performance.now() + waitTime;
     const bounded = Number.isFinite(deadline) && waitTime > 0;
+    // Each member's single attempt of a round ends with the caller's waitTime (see waitFor).
+    const attemptDeadline = bounded ? deadline : undefined;
     let backoff = FIRST_BACKOFF_MS;
     let blocker: number | undefined;
     for (;;) {
@@ -55,7 +56,6 @@ export class MultiLock extends CompositeLock {
       }
       // Each member once, within the caller's waitTime: a member whose Redis does not answer by
       // then counts as refused (what it took is given back when it answers).
-      const attemptDeadline = bounded ? deadline : undefined;
       const results = await Promise.allSettled(handles.map((handle, i) => (i === blocker ? Promise.resolve(sentAt[i]) : handle.acquireHold(leaseTime, 0, signal, attemptDeadline))));
       // Read now: an abort while the give-back below is awaited does not make a failure an abort.
       const undo = results.map((result, i) => result.status === 'rejected' && mayHaveRun(handles[i]!, result.reason, signal));
@@ -104,7 +104,6 @@ export class MultiLock extends CompositeLock {
   protected releaseHold(hold: CompositeHold): Promise<void> {
     return hold.release(undefined, 0);
   }
-
 }
 
 /**
@@ -116,9 +115,4 @@ export class MultiLock extends CompositeLock {
 function mayHaveRun(handle: LockHandle, error: unknown, signal: AbortSignal | undefined): boolean {
   if (signal?.aborted && error === signal.reason) return false;
   return scopedOwner(handle.identity) === undefined;
-}
-
-/** A refusal Redis will not repeat for long (`RedisCommandError.transient`: a failover, loading, a slot in flux). */
-function refusedForNow(error: unknown): boolean {
-  return error instanceof RedisCommandError && error.transient;
 }
