@@ -5,7 +5,7 @@ import { runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { RedisServer } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
-import { LockUsageError, RedisCommandError } from '../src';
+import { LockLostError, LockUsageError, RedisCommandError } from '../src';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -243,6 +243,45 @@ test('a fenced re-entry inside a plain handle\'s scope mints a token of its own 
   // X's write with the token it was given before the force is refused.
   expect(await x.fencedSet(data, 'X', stale)).toBe(false);
   expect(await redis.admin.get(data)).toBe('Y');
+});
+
+describe('a plain re-entry into a fenced scope’s hold keeps the token key as long as the lock', () => {
+  // The fenced scope has a leaseTime (no watchdog entry of its own); the plain handle re-enters
+  // as the scope's owner. Before, the plain hold renewed (or lengthened) the lock hash alone: the
+  // token key ran out at the scope's first lease while the lock lived on, getToken() answered
+  // null, and a later fenced re-entry minted a new token, so the scope's own writes were refused.
+  test.each([
+    ['by the watchdog (a plain lock() without leaseTime)', undefined],
+    ['by a longer leaseTime of the plain lock()', 10_000],
+  ])('%s', async (_kind, plainLease) => {
+    const client = redis.client({ watchdogTimeout: 1_000 });
+    const name = uniqueName();
+    const data = `${name}:data`;
+    const fenced = client.getFencedLock(name);
+    await fenced.withLock(
+      async (signal, token) => {
+        const plain = client.getLock(name);
+        await plain.lock(plainLease === undefined ? undefined : { leaseTime: plainLease });
+        // Past the scope's own lease (1 s), and the watchdog's, twice over.
+        await sleep(2_500);
+        expect(await client.getLock(name).isHeldByCurrentOwner()).toBe(true);
+        expect(await fenced.getToken()).toBe(token);
+        // A fenced re-entry keeps the scope's token instead of minting a new one.
+        expect(await client.getFencedLock(name).lock()).toBe(token);
+        await client.getFencedLock(name).unlock();
+        expect(await fenced.fencedSet(data, 'mine', token)).toBe(true);
+        await plain.unlock();
+        // Kept by the watchdog from the plain lock() on, the scope is not told its lease ran out.
+        // (With the plain lock()'s own leaseTime, the scope still ends its hold at its own.)
+        if (plainLease === undefined) expect(signal.aborted).toBe(false);
+      },
+      { leaseTime: 1_000 },
+    ).catch((error: unknown) => {
+      if (plainLease === undefined || !(error instanceof LockLostError)) throw error;
+    });
+    expect(await redis.admin.get(data)).toBe('mine');
+    expect(await fenced.isLocked()).toBe(false);
+  }, 15_000);
 });
 
 describe('holds', () => {

@@ -419,6 +419,8 @@ export abstract class LockHandle {
       this.loseHolds(owner, key, field, 'its release found it no longer held by its owner', removed, holdsBefore);
     }
     owner.holds = 0;
+    // Its next hold, if any, is a fresh one: a token only if a fenced acquire mints one.
+    owner.fenced = false;
     // Removed above when this was to be the last hold; otherwise holds went missing (see above).
     if (holdsBefore > 1) this.context.renewal.remove(key, field);
     if (result === null) throw new NotLockOwnerError(this.name, owner.id);

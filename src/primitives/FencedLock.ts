@@ -2,9 +2,8 @@ import calculateSlot from 'cluster-key-slot';
 import { InvalidArgumentError, LockUsageError } from '../errors';
 import { MAX_NAME_BYTES } from '../options';
 import type { LockInfo } from '../introspection';
-import { fencedByKeyOf, fenceKeyOf, INTERNAL_KEY_MARK } from '../names';
+import { fencedByKeyOf, INTERNAL_KEY_MARK } from '../names';
 import { type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
-import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import { RLock } from './RLock';
@@ -32,19 +31,9 @@ class FencedHold extends RLock {
     return { command: 'rlock_fencedLock_acquire', keys: [...this.queueKeys(), this.tokenKey] };
   }
 
-  /** The watchdog extends the token key with the lock (fencedLock/renew.lua): it lives as long as the lock. */
-  protected override renewalTarget(owner: LockOwner): RenewalTarget {
-    return { ...super.renewalTarget(owner), renewCommand: 'rlock_fencedLock_renew', renewKeys: [this.key, this.tokenKey] };
-  }
-
-  /** The last minted token's key (made once per handle). */
-  get tokenKey(): string {
-    return (this.tokenKeyName ??= fenceKeyOf(this.context.keyPrefix, this.key));
-  }
-
-  private tokenKeyName: string | undefined;
-
+  /** The hold has a token: the watchdog extends the token key with the lock (RLock's renewalTarget), so it lives as long as the lock. */
   protected override held(owner: LockOwner, reply: unknown): void {
+    owner.fenced = true;
     this.tokens.set(owner, BigInt(String(reply)));
   }
 

@@ -2,11 +2,12 @@ import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { inspectLock, type LockInfo } from '../introspection';
-import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
+import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf, wakeChannelPrefixOf } from '../names';
 import { OUTCOME_UNKNOWN, PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { type CommandBound, type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { LockOwner } from '../services/LockOwner';
+import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';
 import { WaitingClient } from '../services/WaitingClient';
@@ -261,16 +262,37 @@ export class RLock extends ExclusiveLock {
    * number) when someone else holds the lock, anything else (nil; a fenced lock's token) when the
    * owner got a hold: a variant (FencedLock) swaps in its own script and keeps the answer in `held`.
    */
-  protected acquireScript(): { command: string; keys: string[] } {
+  protected acquireScript(owner: LockOwner): { command: string; keys: string[] } {
+    // Re-entering a fenced hold (a FencedLock's scope): the fenced script lengthens the token key
+    // with the lock, which a longer lease than the fenced hold's would otherwise outlive.
+    if (owner.fenced && owner.holds > 0) return { command: 'rlock_fencedLock_acquire', keys: [...this.queueKeys(), this.tokenKey] };
     return { command: 'rlock_acquire', keys: this.queueKeys() };
   }
 
-  /** The owner got a hold; `reply` is what the acquire script answered. */
-  protected held(_owner: LockOwner, _reply: unknown): void {}
+  /** The owner got a hold; `reply` is what the acquire script answered. A fresh plain hold has no token. */
+  protected held(owner: LockOwner, _reply: unknown): void {
+    if (owner.holds === 0) owner.fenced = false;
+  }
+
+  /**
+   * A hold with a fencing token is renewed with its token key (fencedLock/renew.lua), also when a
+   * plain handle re-entered it and the watchdog keeps it for that handle.
+   */
+  protected override renewalTarget(owner: LockOwner): RenewalTarget {
+    const target = super.renewalTarget(owner);
+    return owner.fenced ? { ...target, renewCommand: 'rlock_fencedLock_renew', renewKeys: [this.key, this.tokenKey] } : target;
+  }
+
+  /** @internal The key of the last fencing token minted for this lock name (made once per handle). */
+  get tokenKey(): string {
+    return (this.tokenKeyName ??= fenceKeyOf(this.context.keyPrefix, this.key));
+  }
+
+  private tokenKeyName: string | undefined;
 
   /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
   private async attempt(owner: LockOwner, lease: number, join: 0 | 1, waitBound: CommandBound): Promise<unknown> {
-    const { command, keys } = this.acquireScript();
+    const { command, keys } = this.acquireScript(owner);
     const args = [...keys, lease, this.field(owner), join, this.context.queueTimeout];
     const sync = this.context.syncReplicas;
     // An attempt Redis answers after the wait ended (frozen, a silent connection) may have taken

@@ -23,6 +23,12 @@ export class LockOwner {
    * scope is still watched (the new hold's entry takes the same controller).
    */
   lossWatches: Map<string, AbortController> | undefined = undefined;
+  /**
+   * The owner's hold has a fencing token (a FencedLock took it): a plain handle of the same name
+   * re-entering it (inside the fenced scope) keeps the token key alive with the lock, or the key
+   * ran out at the fenced hold's lease while the lock lived on (see RLock's `renewalTarget`).
+   */
+  fenced = false;
   /** `<clientId>:<id>`, made once for the client that last asked (see `fieldFor`). */
   private field: string | undefined;
   private fieldClientId: string | undefined;
