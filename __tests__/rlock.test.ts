@@ -141,7 +141,7 @@ describe('the Redis protocol', () => {
       conn: Redis;
       key: string;
       latch: string;
-      acquire(field: string): Promise<number | null>;
+      acquire(field: string): Promise<number | 'afresh' | null>;
       release(field: string, latch: string, handTo?: string): Promise<number | null>;
       forceUnlock(): Promise<unknown>;
     }) => Promise<void>,
@@ -306,6 +306,46 @@ describe('reentrancy', () => {
         await handle(client).unlock();
         // The lock is free while this scope still runs: it is told now, not at its end.
         expect(signal.aborted).toBe(true);
+      },
+      options,
+    );
+    await expect(scope).rejects.toThrow(/was lost/);
+  });
+
+  test.each([
+    ['plain', 'the watchdog', 'free'],
+    ['plain', 'a leaseTime', 'free'],
+    ['fenced', 'the watchdog', 'free'],
+    ['fenced', 'a leaseTime', 'free'],
+    ['plain', 'the watchdog', 'taken'],
+    ['plain', 'a leaseTime', 'taken'],
+    ['fenced', 'the watchdog', 'taken'],
+  ] as const)("%s under %s: a re-entry that finds the scope's hold taken away (the lock %s) tells the scope at the re-entry", async (kind, keeper, state) => {
+    // Before, a re-entry that found the lock free took it afresh in silence (the watchdog renewed
+    // the new hold as if it were the old one), and one refused by another holder only waited: the
+    // scope ran on after another owner may have held the lock, told at the inner unlock at best.
+    expect.assertions(3);
+    const client = newClient();
+    const other = newClient();
+    const name = uniqueName();
+    const handle = (c: LockClient): RLock | FencedLock => (kind === 'plain' ? c.getLock(name) : c.getFencedLock(name));
+    const lock = handle(client);
+    const options = keeper === 'a leaseTime' ? { leaseTime: 60_000 } : {};
+    const scope = lock.withLock(
+      async (signal) => {
+        await handle(other).forceUnlock();
+        if (state === 'free') {
+          const reentry = handle(client);
+          expect(await reentry.tryLock(options)).toBeTruthy();
+          expect(signal.aborted).toBe(true);
+          await reentry.unlock();
+        } else {
+          const intruder = handle(other);
+          await intruder.lock();
+          expect(await handle(client).tryLock(options)).toBeFalsy();
+          expect(signal.aborted).toBe(true);
+          await intruder.unlock();
+        }
       },
       options,
     );

@@ -34,7 +34,8 @@ class FencedHold extends RLock {
   /** The hold has a token: the watchdog extends the token key with the lock (RLock's renewalTarget), so it lives as long as the lock. */
   protected override held(owner: LockOwner, reply: unknown): void {
     owner.fenced = true;
-    this.tokens.set(owner, BigInt(String(reply)));
+    // A re-entry that took the lock afresh answers its new token in a table (see RLock).
+    this.tokens.set(owner, BigInt(String(Array.isArray(reply) ? reply[0] : reply)));
   }
 
   /** The token of the current owner's hold (it just acquired). */

@@ -124,10 +124,18 @@ export class RLock extends ExclusiveLock {
         const sentAt = performance.now();
         const reply = await this.attempt(owner, lease, waiting ? 1 : 0, bound);
         if (typeof reply === 'number') {
+          // A re-entry refused: the owner's hold is gone (another owner has the lock now). Its
+          // scope is told now; the re-entry waits on as a new hold's acquire.
+          if (owner.holds > 0) this.holdsLost(owner, "a re-entry found its hold gone (the lock is another owner's)");
           waiting?.refused(reply);
           return { held: false, ttl: reply };
         }
         waiting?.took(lease, true);
+        // A re-entry that found the lock free took it afresh: the hold it entered was lost, and
+        // another owner may have held the lock in between. Its scope is told now, not at the inner
+        // release (the watchdog would have renewed the new hold as the old one). The loss zeroes
+        // the owner's count: the hold taken now is its one.
+        if (tookAfresh(reply) && owner.holds > 0) this.holdsLost(owner, 'a re-entry found its hold gone (the lock was free: taken afresh)');
         this.held(owner, reply);
         return { held: true, sentAt };
       },
@@ -258,7 +266,7 @@ export class RLock extends ExclusiveLock {
   }
 
   /**
-   * The acquire script and the keys it takes before ARGV = (lease, field, join, queueTimeout). It answers the PTTL (a
+   * The acquire script and the keys it takes before ARGV = (lease, field, join, queueTimeout, reentry). It answers the PTTL (a
    * number) when someone else holds the lock, anything else (nil; a fenced lock's token) when the
    * owner got a hold: a variant (FencedLock) swaps in its own script and keeps the answer in `held`.
    */
@@ -293,7 +301,7 @@ export class RLock extends ExclusiveLock {
   /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
   private async attempt(owner: LockOwner, lease: number, join: 0 | 1, waitBound: CommandBound): Promise<unknown> {
     const { command, keys } = this.acquireScript(owner);
-    const args = [...keys, lease, this.field(owner), join, this.context.queueTimeout];
+    const args = [...keys, lease, this.field(owner), join, this.context.queueTimeout, owner.holds > 0 ? 1 : 0];
     const sync = this.context.syncReplicas;
     // An attempt Redis answers after the wait ended (frozen, a silent connection) may have taken
     // the lock for a caller that is gone: give that hold back (a number is a refusal, its PTTL).
@@ -318,5 +326,13 @@ export class RLock extends ExclusiveLock {
   }
 }
 
-/** An acquire script command: keys, then lease, field, join and queue timeout. */
+/**
+ * Whether an acquire's answer says the owner's hold was lost and the lock taken afresh: the plain
+ * script's "afresh", the fenced one's token in a table (lua/lock/acquire-3.lua, fencedLock/acquire-4.lua).
+ */
+function tookAfresh(reply: unknown): boolean {
+  return reply === 'afresh' || Array.isArray(reply);
+}
+
+/** An acquire script command: keys, then lease, field, join, queue timeout and whether the owner re-enters. */
 type AcquireCall = (...args: (string | number)[]) => Promise<unknown>;

@@ -31,7 +31,7 @@ export type PublishCommand = 'publish' | 'spublish';
  * because they installed rlock.
  */
 export interface ScriptCommands {
-  rlock_acquire(key: string, clientsKey: string, clientsExpiryKey: string, leaseMs: number, field: string, join: 0 | 1, queueTimeoutMs: number): Promise<number | null>;
+  rlock_acquire(key: string, clientsKey: string, clientsExpiryKey: string, leaseMs: number, field: string, join: 0 | 1, queueTimeoutMs: number, reentry?: 0 | 1): Promise<number | 'afresh' | null>;
   rlock_release(
     key: string,
     clientsKey: string,

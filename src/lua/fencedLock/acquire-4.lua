@@ -15,9 +15,12 @@
     ARGV[2] owner field, "<clientId>:<ownerId>"
     ARGV[3] "1" when the caller waits: its client queues when the lock is someone else's
     ARGV[4] queue timeout in ms
+    ARGV[5] "1" when the owner believes it holds the lock (a re-entry); optional
 
   Output:
     the holder's token as a string of digits on success (the owner's hold count went up by one);
+    {token} instead when ARGV[5] said the owner held the lock but the lock was free (its hold was
+    lost: this is a new one, see lock/acquire-3.lua's "afresh");
     otherwise the lock's remaining TTL in ms (PTTL), an integer.
 
   A new token is max(last + 1, Redis TIME in µs): a server that restarted without its data (or a
@@ -58,4 +61,7 @@ local now = redis.call('time')
 local token = math.max(tonumber(last or '0') + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
 token = string.format('%.0f', token)
 redis.call('set', KEYS[4], token .. ':' .. ARGV[2], 'px', ttl)
+if not locked and ARGV[5] == '1' then
+  return {token}
+end
 return token
