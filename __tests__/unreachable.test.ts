@@ -1,10 +1,11 @@
 // Redis not there: every call settles soon with RedisUnreachableError naming host:port and the
 // cause, and nothing is queued to run later.
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { LockClient, RedisUnreachableError } from '../src';
 import { freePort } from '../scripts/redisServer';
-import { usePrivateRedis } from './helpers/privateRedis';
+import { atNextScript, parkedWaiters, usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
 import { TcpProxy } from './helpers/tcpProxy';
 import { orAfter, sleep, until } from './helpers/time';
@@ -273,6 +274,90 @@ test('a call that waited for the connection to come back is sent in its caller�
   } finally {
     await Promise.all(clients.splice(0).map((made) => made.close()));
     connection.disconnect();
+    await proxy.close();
+  }
+});
+
+describe('a release whose connection drops before its reply', () => {
+  test('unlock() again after the first one failed tells the rest from the first call’s latch: released, and no loss reported (before: a new latch, "not held", rlock:lost and NotLockOwnerError)', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    const lost: unknown[] = [];
+    const onLost = (message: unknown): void => void lost.push(message);
+    subscribe('rlock:lost', onLost);
+    try {
+      // maxRetriesPerRequest 1: ioredis gives the release up at its second reconnect attempt.
+      const made = client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 1 }, offlineTimeout: 5_000 });
+      const lock = made.getLock(`unreachable:retry-release:${Date.now()}`);
+      await lock.lock();
+      // Redis runs the release; its reply is cut, and no connection is accepted until the first unlock() failed.
+      proxy.cutOnNextReply();
+      proxy.stopAccepting();
+      const first = await lock.unlock().then(() => undefined, (error: unknown) => error);
+      expect(first).toBeInstanceOf(Error);
+      await proxy.resumeAccepting();
+      expect(await lock.isLocked()).toBe(false);
+      await lock.unlock();
+      expect(lost).toEqual([]);
+      // The handle is free to lock again.
+      expect(await lock.tryLock()).toBe(true);
+      await lock.unlock();
+    } finally {
+      unsubscribe('rlock:lost', onLost);
+      await proxy.close();
+    }
+  }, 20_000);
+
+  test('the retried unlock() hands nothing to another parked waiter: the first call’s handover went to a waiter told its outcome was unknown, which gives it back itself; every lock() that resolves holds the lock in Redis', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      const made = client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 1 }, offlineTimeout: 10_000 });
+      const name = `unreachable:retry-handover:${Date.now()}`;
+      const holder = made.getLock(name);
+      await holder.lock();
+      // Three waiters of the same client, parked in order: a release hands the lock to the first
+      // in the script. The cut release's handover goes to A (outcome unknown: A gives it back, and
+      // that give-back, sent first once the connection is back, hands it to B); the retry, replaying
+      // "handed over", must not make C believe it holds the lock too.
+      const waiters = ['A', 'B', 'C'].map((who) => ({ who, lock: made.getLock(name) }));
+      const held = waiters.map(({ who, lock }) => lock.lock().then(async () => ({ who, lock, inRedis: await lock.isHeldByCurrentOwner() })));
+      await until('the waiters parked as candidates', () => parkedWaiters(made, name) === 3);
+      proxy.cutOnNextReply();
+      proxy.stopAccepting();
+      expect(await holder.unlock().then(() => 'resolved', () => 'rejected')).toBe('rejected');
+      await proxy.resumeAccepting();
+      await holder.unlock();
+      // One after the other, each holding the lock in Redis when its lock() resolves.
+      const pending = new Set(held);
+      while (pending.size > 0) {
+        const next = await Promise.race([...pending].map((promise) => promise.then((value) => ({ promise, value }))));
+        pending.delete(next.promise);
+        expect(`${next.value.who}: ${next.value.inRedis}`).toBe(`${next.value.who}: true`);
+        await next.value.lock.unlock();
+      }
+      expect(await holder.isLocked()).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+});
+
+test('a renewal that close() finds unanswered (Redis silent) is no renewalFailed: nothing is reported after close()', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const made = client({ redis: { host: '127.0.0.1', port: proxy.port }, watchdogTimeout: 600, offlineTimeout: 2_000 });
+    const failures: unknown[] = [];
+    made.on('renewalFailed', (error) => failures.push(error));
+    await made.getLock(`unreachable:renewal-at-close:${Date.now()}`).lock();
+    // The watchdog's next renewal goes out to a Redis that has gone silent.
+    await atNextScript(made, () => {
+      proxy.silenced = true;
+    }, 'before');
+    await made.close();
+    // The renewal's failure comes a few promise hops after close() cut its connection.
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(failures).toEqual([]);
+  } finally {
     await proxy.close();
   }
 });

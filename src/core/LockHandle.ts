@@ -52,9 +52,10 @@ export abstract class LockHandle {
 
   /**
    * One release script call: nil not the owner, 0 holds remain, 1 the owner's last hold went.
-   * `last`: the owner believes this is its last hold.
+   * `last`: the owner believes this is its last hold. `retry`: a retry of a release whose
+   * outcome was unknown, under its latch: Redis may answer what the first call did.
    */
-  protected abstract releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null>;
+  protected abstract releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean, retry?: boolean): Promise<0 | 1 | null>;
 
   /** Deletes the lock whoever holds it and wakes (or hands it to) waiters; true when there was one. */
   abstract forceUnlock(): Promise<boolean>;
@@ -382,14 +383,26 @@ export abstract class LockHandle {
   protected async release(owner: LockOwner): Promise<boolean> {
     const { key } = this;
     const field = this.field(owner);
-    const latch = this.latchFor(owner, field);
+    // A release whose outcome is unknown (it failed after it may have run) is retried under its
+    // own latch: Redis answers what it did the first time (or runs it now if it never ran).
+    // Under a new latch a retry after the first had run found "not held" and reported the
+    // owner's own release as a loss.
+    const unknown = owner.unansweredRelease;
+    const latch = unknown?.field === field ? unknown.latch : this.latchFor(owner, field);
     const holdsBefore = owner.holds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal
     // racing this release would find the lock gone and report it lost. If the release fails,
     // the lock then expires within its lease.
     const removed = holdsBefore <= 1 ? this.context.renewal.remove(key, field) : undefined;
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
-    const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1));
+    let result: 0 | 1 | null;
+    try {
+      result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1, unknown?.latch === latch));
+    } catch (error) {
+      owner.unansweredRelease = { field, latch };
+      throw error;
+    }
+    if (owner.unansweredRelease?.latch === latch) owner.unansweredRelease = undefined;
     // 0: the watchdog reported these holds lost while this call was out (lose() zeroed the
     // count), every one of them counted in its `rlock:lost`: none is counted again here.
     const heldStill = owner.holds;

@@ -159,10 +159,13 @@ export class RLock extends ExclusiveLock {
     return waitFor(this.context, protocol, waitTime, signal, attemptDeadline);
   }
 
-  protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean): Promise<0 | 1 | null> {
+  protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean, retry = false): Promise<0 | 1 | null> {
     const entry = last ? this.context.pubsub.peek(this.channel) : undefined;
     const local = entry?.local;
-    const next = this.handsOverLocally ? local?.claimFirst() : undefined;
+    // Not for a retry, whose latch may answer what its first call did: a handover to the waiter
+    // that call claimed (told the outcome was unknown, it gives that hold back itself), which a
+    // waiter claimed now would take for its own.
+    const next = this.handsOverLocally && !retry ? local?.claimFirst() : undefined;
     // Waiters of this client that joined the lock's channel, parked or about to park.
     const stayInLine = next !== undefined || (entry !== undefined && entry.refCount > 0) ? 1 : 0;
     const mustYield = local?.runIsOver ? 1 : 0;
@@ -182,6 +185,7 @@ export class RLock extends ExclusiveLock {
     // waiter left, the client closed), and a heartbeat restarted on its WaitingClient ran for good.
     const keeper = last ? this.context.pubsub.peek(this.channel)?.keeper : undefined;
     const waiting = keeper instanceof WaitingClient ? keeper : undefined;
+    if (result === 2 && !next) return 1; // a retry's replayed handover (above)
     if (result === 2) {
       local!.handedOver();
       waiting?.took(next!.candidate.lease, false);

@@ -330,7 +330,8 @@ export class ExpirationRenewal {
       }
       // A network error says nothing about the locks: keep them and try again next tick
       // (Redisson #2515, #3194 stopped renewing here and lost locks that were still held).
-      failed(error);
+      // Not after close(): a renewal out when it cut the connection fails, and that is no news.
+      if (!this.closed) failed(error);
       return;
     }
     let earliest = Infinity;

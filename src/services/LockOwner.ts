@@ -29,6 +29,8 @@ export class LockOwner {
    * ran out at the fenced hold's lease while the lock lived on (see RLock's `renewalTarget`).
    */
   fenced = false;
+  /** The last release of the owner whose outcome is unknown (it failed): the next release retries it under its latch. */
+  unansweredRelease: { readonly field: string; readonly latch: string } | undefined = undefined;
   /** `<clientId>:<id>`, made once for the client that last asked (see `fieldFor`). */
   private field: string | undefined;
   private fieldClientId: string | undefined;
