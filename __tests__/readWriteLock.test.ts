@@ -8,6 +8,7 @@ import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts, scriptCallCount } from './helpers/testRedis';
 import { settled, sleep, until } from './helpers/time';
 import { LockLostError, LockUsageError, type ReadLock, type WriteLock } from '../src';
+import { rwLeasesKeyOf } from '../src/names';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -179,6 +180,37 @@ describe('downgrade and upgrade', () => {
     expect((after.evalsha ?? 0) + (after.eval ?? 0) - (before.evalsha ?? 0) - (before.eval ?? 0)).toBe(2);
     expect(await rw.readLock().getHoldCount()).toBe(1);
   });
+
+  test('a write re-entry after the scope’s write lease ran out while its reads live on is an upgrade: refused with LockUsageError and the scope told, never queued behind its own read (before: it waited for good and kept other clients’ readers out)', async () => {
+    expect.assertions(4);
+    const name = uniqueName();
+    const client = redis.client({ watchdogTimeout: 1_000 });
+    const rw = client.getReadWriteLock(name);
+    const scope = rw.writeLock().withLock(
+      async (signal) => {
+        // A read under the write lock, kept by the watchdog; the write's own lease is 300 ms.
+        await rw.readLock().lock();
+        await until('the scope was told its write lease ran out', () => signal.aborted, 3_000);
+        // Told a little before Redis lets it go (a margin): wait for Redis's own clock.
+        await until('Redis let the write lease run out', async () => {
+          const [seconds, micros] = await redis.admin.time();
+          const now = Number(seconds) * 1000 + Number(micros) / 1000;
+          const leases = await redis.admin.zrange(rwLeasesKeyOf('', name), 0, -1, 'WITHSCORES');
+          return leases.every((value, i) => i % 2 === 1 || !value.endsWith(':write') || Number(leases[i + 1]) <= now);
+        });
+        // Redis now holds only the owner's read: taking the write again would wait for it.
+        await expect(rw.writeLock().tryLock({ waitTime: 5_000 })).rejects.toThrow(LockUsageError);
+        // Nobody else's readers are kept out: the owner is not among the waiting writers.
+        const other = redis.client().getReadWriteLock(name);
+        expect(await other.readLock().tryLock()).toBe(true);
+        await other.readLock().unlock();
+        await rw.readLock().unlock();
+      },
+      { leaseTime: 300 },
+    );
+    await expect(scope).rejects.toThrow(LockLostError);
+    expect(await redis.admin.exists(name)).toBe(0);
+  }, 15_000);
 });
 
 describe('leases: one per holder', () => {

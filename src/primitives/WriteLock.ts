@@ -29,12 +29,7 @@ export class WriteLock extends ReadWriteHandle {
 
   protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
     // It would wait for its own reads to end, forever (Redisson #4796): refused before anything is sent.
-    if (owner.holds === 0 && facetOf(owner, 'read').holds > 0) {
-      throw new LockUsageError(
-        `an owner holding the read lock of "${this.name}" asked for its write lock, which would wait for its own reads forever; ` +
-          'release the reads first (taking the read lock while holding the write lock is fine)',
-      );
-    }
+    if (owner.holds === 0 && facetOf(owner, 'read').holds > 0) throw this.upgradeRefused();
     const { key, context } = this;
     const lease = leaseTime ?? context.watchdogTimeout;
     const field = this.field(owner);
@@ -46,7 +41,7 @@ export class WriteLock extends ReadWriteHandle {
       await context.command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE));
     };
     const attempt = async (listening: boolean, bound: CommandBound): Promise<number | null> => {
-      const ttl = await context.command(
+      const reply = await context.command(
         'acquire',
         (redis) =>
           readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwTurnKeyOf(this.context.keyPrefix, key), lease, field, listening ? 1 : 0, context.queueTimeout),
@@ -54,6 +49,14 @@ export class WriteLock extends ReadWriteHandle {
         // readers out: it leaves (or its entry would, after queueTimeout).
         { ...bound, lateReply: (late) => this.lateAttempt(owner, late, listening ? leave : undefined) },
       );
+      if (reply === 'reading') {
+        // Its own read holds the lock and its write does not: its write lease ran out under its
+        // reads (a leaseTime; a watchdog kept it, but a stalled process let it go). The count
+        // here still said it held the write, so the check above let it through; Redis tells.
+        if (owner.holds > 0) this.holdsLost(owner, 'its write lease ran out while its reads went on');
+        throw this.upgradeRefused();
+      }
+      const ttl = reply;
       if (ttl !== null && listening && !beat) {
         beat = context.heartbeat.add({
           lockKey: key,
@@ -78,5 +81,12 @@ export class WriteLock extends ReadWriteHandle {
     } finally {
       context.heartbeat.remove(beat);
     }
+  }
+
+  private upgradeRefused(): LockUsageError {
+    return new LockUsageError(
+      `an owner holding the read lock of "${this.name}" asked for its write lock, which would wait for its own reads forever; ` +
+        'release the reads first (taking the read lock while holding the write lock is fine)',
+    );
   }
 }

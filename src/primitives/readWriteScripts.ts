@@ -12,7 +12,7 @@ export interface ReadWriteScripts {
     field: string,
     register: 0 | 1,
     entryTtlMs: number,
-  ): Promise<number | null>;
+  ): Promise<number | 'reading' | null>;
   rlock_readWriteLock_release(
     key: string,
     leasesKey: string,

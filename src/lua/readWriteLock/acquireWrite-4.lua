@@ -19,8 +19,10 @@
     ARGV[4] how long a waiting writer's entry lives without a refresh (heartbeat.lua), in ms
 
   Output:
-    nil when the owner holds the write lock now; otherwise how long to sleep at most: until the
-    first holder's lease runs out, or what is left of the other clients' turn.
+    nil when the owner holds the write lock now; "reading" when it does not but its own read
+    holds the lock (its write lease ran out under its reads): an upgrade, which would wait for
+    itself; otherwise how long to sleep at most: until the first holder's lease runs out, or what
+    is left of the other clients' turn.
 ]]
 --@include readWriteLock.lua
 local lease, field = tonumber(ARGV[1]), ARGV[2]
@@ -48,6 +50,11 @@ end
 if redis.call('hexists', KEYS[1], field) == 1 then
   takeHold(KEYS[1], KEYS[2], field, now, lease)
   return nil
+end
+-- The owner's read field is its write field less ":write". Queued behind its own read, it waited
+-- for good, and its entry among the waiting writers kept every other client's readers out.
+if redis.call('hexists', KEYS[1], string.sub(field, 1, -7)) == 1 then
+  return 'reading'
 end
 waitInLine()
 -- Until the first lease runs out, not the lock's PTTL (the longest one): a holder may release the
