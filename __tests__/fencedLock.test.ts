@@ -1,6 +1,7 @@
 // The fenced lock against a private redis-server: every first acquire answers a token above all
 // tokens minted before for the name (across holders, processes, and a restart that lost the data);
 // a reentrant hold keeps its token.
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { RedisServer } from './helpers/testRedis';
@@ -163,6 +164,35 @@ test('with syncReplicas: the token comes through the WAIT pipeline; an acquire t
     expect(next!).toBeGreaterThan(token);
   } finally {
     replicaConnection.disconnect();
+    await replica.stop();
+  }
+}, 20_000);
+
+test.each(['plain', 'fenced'] as const)('with syncReplicas: a re-entry the replica cannot acknowledge (%s) is refused and given back, and the scope’s own hold is not reported lost', async (kind) => {
+  await redis.admin.config('SET', 'repl-diskless-sync-delay', '0');
+  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(redis.server.port)]);
+  const lost: unknown[] = [];
+  const onLost = (message: unknown): void => void lost.push(message);
+  subscribe('rlock:lost', onLost);
+  try {
+    await until('the replica is in sync', async () => /slave0:.*state=online/.test(await redis.admin.info('replication')));
+    const client = redis.client({ syncReplicas: { replicas: 1, timeout: 200 } });
+    const name = uniqueName();
+    const handle = (): { tryLock(options?: { waitTime?: number }): Promise<unknown>; getHoldCount(): Promise<number> } => (kind === 'plain' ? client.getLock(name) : client.getFencedLock(name));
+    const scope = async (signal: AbortSignal): Promise<{ reentry: unknown; aborted: boolean; holds: number }> => {
+      replica.pause();
+      const reentry = await handle().tryLock({ waitTime: 100 });
+      replica.resume();
+      return { reentry, aborted: signal.aborted, holds: await handle().getHoldCount() };
+    };
+    const seen = kind === 'plain' ? await client.getLock(name).withLock(scope) : await client.getFencedLock(name).withLock((signal) => scope(signal));
+    // Refused (false, or null for a fenced lock), the scope's one hold intact and unreported.
+    expect(seen).toEqual({ reentry: kind === 'plain' ? false : null, aborted: false, holds: 1 });
+    expect(lost).toEqual([]);
+    expect(await redis.admin.exists(name)).toBe(0);
+  } finally {
+    unsubscribe('rlock:lost', onLost);
+    replica.resume();
     await replica.stop();
   }
 }, 20_000);

@@ -320,6 +320,7 @@ describe('reentrancy', () => {
     ['plain', 'the watchdog', 'taken'],
     ['plain', 'a leaseTime', 'taken'],
     ['fenced', 'the watchdog', 'taken'],
+    ['fenced', 'a leaseTime', 'taken'],
   ] as const)("%s under %s: a re-entry that finds the scope's hold taken away (the lock %s) tells the scope at the re-entry", async (kind, keeper, state) => {
     // Before, a re-entry that found the lock free took it afresh in silence (the watchdog renewed
     // the new hold as if it were the old one), and one refused by another holder only waited: the

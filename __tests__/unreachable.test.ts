@@ -5,7 +5,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { LockClient, RedisUnreachableError } from '../src';
 import { freePort } from '../scripts/redisServer';
-import { atNextScript, parkedWaiters, usePrivateRedis } from './helpers/privateRedis';
+import { atNextScript, parkedWaiters, usePrivateRedis, wakeQueueLength } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
 import { TcpProxy } from './helpers/tcpProxy';
 import { orAfter, sleep, until } from './helpers/time';
@@ -279,38 +279,112 @@ test('a call that waited for the connection to come back is sent in its caller�
 });
 
 describe('a release whose connection drops before its reply', () => {
-  test('unlock() again after the first one failed tells the rest from the first call’s latch: released, and no loss reported (before: a new latch, "not held", rlock:lost and NotLockOwnerError)', async () => {
+  test.each([
+    ['a connection the client made (ioredis gives a call in flight up after 20 reconnects: ~40 s)', false],
+    ['a connection passed in with maxRetriesPerRequest null (ioredis never gives it up)', true],
+  ])('over %s: unlock() ends within offlineTimeout, its outcome unknown; once Redis is back, unlock() again tells the rest', async (_kind, passedIn) => {
     const proxy = await TcpProxy.start(redis.server.port);
+    const own = passedIn ? new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null }) : undefined;
+    own?.on('error', () => undefined);
+    try {
+      const made = client({ redis: own ?? { host: '127.0.0.1', port: proxy.port }, offlineTimeout: 1_000 });
+      const lock = made.getLock(`unreachable:release-in-flight:${Date.now()}`);
+      await lock.lock();
+      proxy.cutOnNextReply();
+      proxy.stopAccepting();
+      const { ms } = await failure(() => lock.unlock());
+      expect(ms).toBeLessThan(4_000);
+      await proxy.resumeAccepting();
+      await lock.unlock();
+      expect(await lock.isLocked()).toBe(false);
+    } finally {
+      await proxy.close();
+      own?.disconnect();
+    }
+  }, 60_000);
+
+  /**
+   * Runs `body` with a client behind a proxy. maxRetriesPerRequest 1: ioredis gives a call in
+   * flight up at its second reconnect attempt.
+   */
+  async function behindProxy(body: (proxy: TcpProxy, made: LockClient) => Promise<void>): Promise<void> {
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      await body(proxy, client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 1 }, offlineTimeout: 10_000 }));
+    } finally {
+      await proxy.close();
+    }
+  }
+
+  /** Redis runs `release`, its reply is cut, and no connection is accepted until it failed; then they are again. */
+  async function replyLost(proxy: TcpProxy, release: () => Promise<unknown>): Promise<string> {
+    proxy.cutOnNextReply();
+    proxy.stopAccepting();
+    const outcome = await release().then(() => 'resolved', () => 'rejected');
+    await proxy.resumeAccepting();
+    return outcome;
+  }
+
+  test('unlock() again after the first one failed tells the rest from the first call’s latch: released, and no loss reported (before: a new latch, "not held", rlock:lost and NotLockOwnerError)', async () => {
     const lost: unknown[] = [];
     const onLost = (message: unknown): void => void lost.push(message);
     subscribe('rlock:lost', onLost);
     try {
-      // maxRetriesPerRequest 1: ioredis gives the release up at its second reconnect attempt.
-      const made = client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 1 }, offlineTimeout: 5_000 });
-      const lock = made.getLock(`unreachable:retry-release:${Date.now()}`);
-      await lock.lock();
-      // Redis runs the release; its reply is cut, and no connection is accepted until the first unlock() failed.
-      proxy.cutOnNextReply();
-      proxy.stopAccepting();
-      const first = await lock.unlock().then(() => undefined, (error: unknown) => error);
-      expect(first).toBeInstanceOf(Error);
-      await proxy.resumeAccepting();
-      expect(await lock.isLocked()).toBe(false);
-      await lock.unlock();
-      expect(lost).toEqual([]);
-      // The handle is free to lock again.
-      expect(await lock.tryLock()).toBe(true);
-      await lock.unlock();
+      await behindProxy(async (proxy, made) => {
+        const lock = made.getLock(`unreachable:retry-release:${Date.now()}`);
+        await lock.lock();
+        expect(await replyLost(proxy, () => lock.unlock())).toBe('rejected');
+        expect(await lock.isLocked()).toBe(false);
+        await lock.unlock();
+        expect(lost).toEqual([]);
+        // The handle is free to lock again.
+        expect(await lock.tryLock()).toBe(true);
+        await lock.unlock();
+      });
     } finally {
       unsubscribe('rlock:lost', onLost);
-      await proxy.close();
     }
   }, 20_000);
 
+  test('a retried unlock() whose first call had woken this client’s own waiter (answer 3) replays it after that waiter has gone: released (before: a TypeError, replayed on every retry)', async () => {
+    await behindProxy(async (proxy, made) => {
+      const name = `unreachable:retry-3:${Date.now()}`;
+      // Fenced: no local handoff, so the release wakes the client's own waiter (3).
+      const holder = made.getFencedLock(name);
+      const waiter = made.getFencedLock(name);
+      await holder.lock();
+      const waiting = waiter.tryLock({ waitTime: 5_000 });
+      // Asleep after its attempts: the next reply Redis sends is the release's.
+      await until('the waiter sleeps', () => wakeQueueLength(made, `rlock__channel:{${name}}:${made.id}`) === 1);
+      expect(await replyLost(proxy, () => holder.unlock())).toBe('rejected');
+      expect(await waiting).not.toBeNull();
+      await waiter.unlock();
+      await holder.unlock();
+      expect(await holder.isLocked()).toBe(false);
+    });
+  }, 20_000);
+
+  test('a hold taken again after a release whose outcome was unknown is released by the next unlock(), not answered by the old release’s replay (the lock stayed held)', async () => {
+    await behindProxy(async (proxy, made) => {
+      const name = `unreachable:retry-new-hold:${Date.now()}`;
+      const lock = made.getLock(name);
+      const seen: string[] = [];
+      const scope = lock.withLock(async () => {
+        // The scope gives its hold back; Redis runs it, its reply is cut.
+        seen.push(await replyLost(proxy, () => lock.unlock()));
+        // Taken again (afresh: its scope is told the first hold went), then given back.
+        await lock.lock();
+        await lock.unlock();
+        seen.push(`locked: ${await lock.isLocked()}`);
+      });
+      // The scope learnt at the re-entry that its first hold had gone.
+      await expect(scope).rejects.toThrow(/was lost/);
+      expect(seen).toEqual(['rejected', 'locked: false']);
+    });
+  }, 20_000);
+
   test('the retried unlock() hands nothing to another parked waiter: the first call’s handover went to a waiter told its outcome was unknown, which gives it back itself; every lock() that resolves holds the lock in Redis', async () => {
-    const proxy = await TcpProxy.start(redis.server.port);
-    try {
-      const made = client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 1 }, offlineTimeout: 10_000 });
+    await behindProxy(async (proxy, made) => {
       const name = `unreachable:retry-handover:${Date.now()}`;
       const holder = made.getLock(name);
       await holder.lock();
@@ -321,10 +395,7 @@ describe('a release whose connection drops before its reply', () => {
       const waiters = ['A', 'B', 'C'].map((who) => ({ who, lock: made.getLock(name) }));
       const held = waiters.map(({ who, lock }) => lock.lock().then(async () => ({ who, lock, inRedis: await lock.isHeldByCurrentOwner() })));
       await until('the waiters parked as candidates', () => parkedWaiters(made, name) === 3);
-      proxy.cutOnNextReply();
-      proxy.stopAccepting();
-      expect(await holder.unlock().then(() => 'resolved', () => 'rejected')).toBe('rejected');
-      await proxy.resumeAccepting();
+      expect(await replyLost(proxy, () => holder.unlock())).toBe('rejected');
       await holder.unlock();
       // One after the other, each holding the lock in Redis when its lock() resolves.
       const pending = new Set(held);
@@ -335,9 +406,7 @@ describe('a release whose connection drops before its reply', () => {
         await next.value.lock.unlock();
       }
       expect(await holder.isLocked()).toBe(false);
-    } finally {
-      await proxy.close();
-    }
+    });
   }, 30_000);
 });
 

@@ -331,10 +331,16 @@ export abstract class LockHandle {
   /** Takes the lock for `owner` and books the hold; resolves with the send time, or undefined on timeout. */
   private async acquire(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<number | undefined> {
     owner.pending++;
+    // A fenced acquire marks the owner fenced as it takes the hold (`held`): a hold given back
+    // unbooked (the caller stopped meanwhile) leaves the mark as it was.
+    const fenced = owner.fenced;
     try {
       const hold = await this.acquireFor(owner, leaseTime, waitTime, signal, attemptDeadline);
       if (hold === undefined) return undefined;
       return await this.acquired(owner, leaseTime, hold, signal ? [signal, this.context.closedSignal] : [this.context.closedSignal]);
+    } catch (error) {
+      owner.fenced = fenced;
+      throw error;
     } finally {
       owner.pending--;
     }
@@ -387,8 +393,11 @@ export abstract class LockHandle {
     // own latch: Redis answers what it did the first time (or runs it now if it never ran).
     // Under a new latch a retry after the first had run found "not held" and reported the
     // owner's own release as a loss.
-    const unknown = owner.unansweredRelease;
-    const latch = unknown?.field === field ? unknown.latch : this.latchFor(owner, field);
+    // Taken, not read: two releases of one owner at once must not both replay it (one of them
+    // would be lost); put back if this call fails too.
+    const unknown = owner.unansweredRelease?.field === field ? owner.unansweredRelease : undefined;
+    if (unknown) owner.unansweredRelease = undefined;
+    const latch = unknown ? unknown.latch : this.latchFor(owner, field);
     const holdsBefore = owner.holds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal
     // racing this release would find the lock gone and report it lost. If the release fails,
@@ -397,12 +406,11 @@ export abstract class LockHandle {
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
     let result: 0 | 1 | null;
     try {
-      result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1, unknown?.latch === latch));
+      result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1, unknown !== undefined));
     } catch (error) {
       owner.unansweredRelease = { field, latch };
       throw error;
     }
-    if (owner.unansweredRelease?.latch === latch) owner.unansweredRelease = undefined;
     // 0: the watchdog reported these holds lost while this call was out (lose() zeroed the
     // count), every one of them counted in its `rlock:lost`: none is counted again here.
     const heldStill = owner.holds;
@@ -431,9 +439,7 @@ export abstract class LockHandle {
       // (reportLost finds a hold the watchdog still keeps, or takes the one removed above.)
       this.loseHolds(owner, key, field, 'its release found it no longer held by its owner', removed, holdsBefore);
     }
-    owner.holds = 0;
-    // Its next hold, if any, is a fresh one: a token only if a fenced acquire mints one.
-    owner.fenced = false;
+    owner.dropHolds();
     // Removed above when this was to be the last hold; otherwise holds went missing (see above).
     if (holdsBefore > 1) this.context.renewal.remove(key, field);
     if (result === null) throw new NotLockOwnerError(this.name, owner.id);
@@ -460,7 +466,7 @@ export abstract class LockHandle {
     if (this.context.renewal.reportLost(this.key, this.field(owner), reason)) return;
     const holds = owner.holds;
     if (holds === 0) return;
-    owner.holds = 0;
+    owner.dropHolds();
     this.lostUnkept(owner, holds, reason);
   }
 

@@ -123,6 +123,12 @@ export class RLock extends ExclusiveLock {
         if (skip !== undefined) return { held: false, ttl: skip };
         const sentAt = performance.now();
         const reply = await this.attempt(owner, lease, waiting ? 1 : 0, bound);
+        if (reply instanceof Unconfirmed) {
+          // Taken, but the replicas did not confirm it in time: given back (syncedAttempt), a
+          // refusal that says nothing of the owner's other holds.
+          waiting?.refused(reply.ttl);
+          return { held: false, ttl: reply.ttl };
+        }
         if (typeof reply === 'number') {
           // A re-entry refused: the owner's hold is gone (another owner has the lock now). Its
           // scope is told now; the re-entry waits on as a new hold's acquire.
@@ -202,7 +208,8 @@ export class RLock extends ExclusiveLock {
       local?.endRun();
       waiting?.released(result === 1 && stayInLine === 1);
       // Nobody else waits: this client's own waiters go on (no message comes for them).
-      if (result === 3 && !next) entry!.wakeOne();
+      // (A retry's replayed 3 may find the entry gone since: nobody of this client waits then.)
+      if (result === 3 && !next) (entry ?? this.context.pubsub.peek(this.channel))?.wakeOne();
       // Sent without waiters (stayInLine 0), the release left the client out of line; those
       // that joined while it was out parked without an attempt, the lock being here.
       else if (result === 1 && stayInLine === 0) this.wakeOneJoined();
@@ -319,15 +326,22 @@ export class RLock extends ExclusiveLock {
 
   /**
    * Synced acquire (see syncedAcquire): an unconfirmed hold is given back, unbooked and untold
-   * (no `rlock:acquired` announced it), and reported as a refused attempt.
+   * (no `rlock:acquired` announced it), and reported as a refused attempt (`Unconfirmed`).
    */
   private async syncedAttempt(owner: LockOwner, command: string, args: (string | number)[], sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
     const { reply, confirmed, waitRefused } = await syncedAcquire(this.context, sync, command, args, bound);
     if (typeof reply === 'number' || confirmed) return reply;
     await this.giveBackUnbooked(owner).catch(() => undefined);
+    // A re-entry that took the lock afresh: the hold it entered was lost, confirmed or not.
+    if (tookAfresh(reply) && owner.holds > 0) this.holdsLost(owner, 'a re-entry found its hold gone (the lock was free: taken afresh)');
     if (waitRefused) throw waitRefused;
-    return sync.timeout;
+    return new Unconfirmed(sync.timeout);
   }
+}
+
+/** An attempt that took the lock but whose replicas did not confirm it in time (given back): try again within `ttl`. */
+class Unconfirmed {
+  constructor(readonly ttl: number) {}
 }
 
 /**

@@ -42,6 +42,23 @@ export class CommandRunner {
   private everReady: boolean;
   /** The last connection error of a connection we own (we do not listen on one passed in). */
   private lastError: Error | undefined;
+  /**
+   * Calls sent with no bound of their own (releases, give-backs, reads) whose reply has not come:
+   * when the connection drops under them, ioredis keeps them to resend, and gives them up only
+   * after `maxRetriesPerRequest` reconnects (never, with null), so each then ends at
+   * `offlineTimeout`, its outcome unknown (a release's latch tells a retry what it did).
+   */
+  private readonly sentUnbounded = new LinkedList<SentCall>();
+  private readonly onClose = (): void => {
+    for (const link of this.sentUnbounded.links()) {
+      const call = link.value;
+      if (!call) continue;
+      call.dropTimer ??= setTimeout(() => {
+        const cause = Object.assign(new Error(`the connection dropped before the reply, and none came within ${this.offlineTimeout} ms: whether Redis ran it is unknown`), { code: 'ETIMEDOUT' });
+        call.settle(this.unreachable(call.name, cause));
+      }, this.offlineTimeout);
+    }
+  };
   /** Calls waiting for the connection to be ready: told on ready, and on a first attempt's failure. */
   private readonly waitingForReady = new LinkedList<(error?: Error) => void>();
   private readonly onReady = (): void => {
@@ -60,6 +77,7 @@ export class CommandRunner {
   ) {
     this.everReady = redis.status === 'ready';
     redis.on('ready', this.onReady);
+    redis.on('close', this.onClose);
     // Only on a connection we own: a listener on the user's would silence ioredis's own
     // "Unhandled error event" report for them. ioredis retries; calls report their own failures.
     if (owned) {
@@ -80,6 +98,7 @@ export class CommandRunner {
   close(): void {
     this.closed = true;
     this.redis.off('ready', this.onReady);
+    this.redis.off('close', this.onClose);
   }
 
   /** Settles every call under way with `error` (close()). */
@@ -119,6 +138,8 @@ export class CommandRunner {
             bound.cutShort?.();
             settle(error);
           });
+        } else {
+          stopWaiting = this.watchDrop(name, settle);
         }
         this.unanswered++;
         let sent: Promise<T>;
@@ -221,6 +242,16 @@ export class CommandRunner {
     };
   }
 
+  /** Ends a sent call at `offlineTimeout` after its connection dropped under it (see `sentUnbounded`); returns the undo. */
+  private watchDrop(name: string, settle: (error: Error) => void): () => void {
+    const call: SentCall = { name, settle, dropTimer: undefined };
+    const link = this.sentUnbounded.push(call);
+    return () => {
+      this.sentUnbounded.remove(link);
+      if (call.dropTimer !== undefined) clearTimeout(call.dropTimer);
+    };
+  }
+
   /**
    * Calls `send` once the connection is ready, or `fail` with `RedisUnreachableError` when the
    * wait runs out (or a connection never ready reports an error); returns the undo.
@@ -264,4 +295,11 @@ export class CommandRunner {
   private unreachable(name: string, cause: Error): RedisUnreachableError {
     return new RedisUnreachableError(name, addressOf(this.redis), redactError(cause));
   }
+}
+
+/** A call sent with no bound of its own, watched for its connection dropping before the reply. */
+interface SentCall {
+  readonly name: string;
+  readonly settle: (error: Error) => void;
+  dropTimer: NodeJS.Timeout | undefined;
 }

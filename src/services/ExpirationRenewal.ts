@@ -262,7 +262,7 @@ export class ExpirationRenewal {
   private lose(entry: RenewalTarget & { lost?: AbortController }, reason: string): void {
     this.remove(entry.key, entry.field);
     const holds = Math.max(1, entry.owner.holds);
-    entry.owner.holds = 0;
+    entry.owner.dropHolds();
     const error = new LockLostError(entry.name, reason);
     entry.lost?.abort(error);
     this.onLost(entry, error, holds);

@@ -35,6 +35,17 @@ export class LockOwner {
   private field: string | undefined;
   private fieldClientId: string | undefined;
 
+  /**
+   * The owner holds nothing from now on (its last hold released, or its holds lost): its next
+   * hold is a fresh one, with no token unless a fenced acquire mints one, and no release of an
+   * earlier hold is left to retry (a replay of it would pass for the release of the new hold).
+   */
+  dropHolds(): void {
+    this.holds = 0;
+    this.fenced = false;
+    this.unansweredRelease = undefined;
+  }
+
   /** `id`: the id of an owner this one is a facet of (a read-write lock's reads and writes count apart). */
   constructor(id?: string) {
     this.id = id ?? Buffer.from(nanoid(), 'latin1').toString('latin1');
