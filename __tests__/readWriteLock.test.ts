@@ -213,6 +213,19 @@ describe('downgrade and upgrade', () => {
   }, 15_000);
 });
 
+test('a read its owner never booked (a late reply, its give-back on the way) is waited out by the owner’s writer, not refused as an upgrade', async () => {
+  const name = uniqueName();
+  const rw = redis.client().getReadWriteLock(name);
+  await rw.readLock().isLocked(); // connected
+  // Redis pauses: the read's attempt is cut at its waitTime, and runs when Redis is back.
+  await redis.admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
+  expect(await rw.readLock().tryLock({ waitTime: 100 })).toBe(false);
+  // Sent behind it: it finds the owner's unbooked read, given back once the late reply is in.
+  expect(await rw.writeLock().tryLock({ waitTime: 5_000 })).toBe(true);
+  await rw.writeLock().unlock();
+  expect(await redis.admin.exists(name)).toBe(0);
+}, 15_000);
+
 describe('leases: one per holder', () => {
   test("a short lease neither cuts a long one nor outlives it; the key's TTL is the longest remaining lease", async () => {
     const name = uniqueName();

@@ -325,6 +325,29 @@ describe('a release whose connection drops before its reply', () => {
     return outcome;
   }
 
+  test('a semaphore’s release, which a retry would repeat, is not abandoned at offlineTimeout: it waits for ioredis, and its permit comes back once (not twice: the caller’s retry and ioredis’s resend)', async () => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null });
+    own.on('error', () => undefined);
+    try {
+      const made = client({ redis: own, offlineTimeout: 500 });
+      const semaphore = made.getSemaphore(`unreachable:semaphore-release:${Date.now()}`);
+      await semaphore.trySetPermits(1);
+      await semaphore.acquire();
+      proxy.cutOnNextReply();
+      proxy.stopAccepting();
+      const release = semaphore.release();
+      // Past offlineTimeout three times over, still waiting for its reply.
+      expect(await Promise.race([release.then(() => 'settled', () => 'settled'), sleep(1_500).then(() => 'waiting')])).toBe('waiting');
+      await proxy.resumeAccepting();
+      await release;
+      expect(await semaphore.availablePermits()).toBe(1);
+    } finally {
+      await proxy.close();
+      own.disconnect();
+    }
+  }, 20_000);
+
   test('unlock() again after the first one failed tells the rest from the first call’s latch: released, and no loss reported (before: a new latch, "not held", rlock:lost and NotLockOwnerError)', async () => {
     const lost: unknown[] = [];
     const onLost = (message: unknown): void => void lost.push(message);

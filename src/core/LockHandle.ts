@@ -4,7 +4,7 @@ import type { LockInfo } from '../introspection';
 import { latchPrefixOf } from '../names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import { lossWatch, type RenewalTarget } from '../services/ExpirationRenewal';
-import type { LockContext } from '../services/LockContext';
+import { IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { settledWithinGrace } from '../services/bounds';
 import { heldByCompositeScope, LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
@@ -206,26 +206,26 @@ export abstract class LockHandle {
   async getHoldCount(): Promise<number> {
     this.context.assertOpen();
     const field = this.field(this.currentOwner());
-    const count = await this.context.command('getHoldCount', (redis) => redis.hget(this.key, field));
+    const count = await this.context.command('getHoldCount', (redis) => redis.hget(this.key, field), IDEMPOTENT);
     return count === null ? 0 : Number(count);
   }
 
   /** Whether anyone holds the lock. */
   async isLocked(): Promise<boolean> {
     this.context.assertOpen();
-    return (await this.context.command('isLocked', (redis) => redis.exists(this.key))) === 1;
+    return (await this.context.command('isLocked', (redis) => redis.exists(this.key), IDEMPOTENT)) === 1;
   }
 
   async isHeldByCurrentOwner(): Promise<boolean> {
     this.context.assertOpen();
     const field = this.field(this.currentOwner());
-    return (await this.context.command('isHeldByCurrentOwner', (redis) => redis.hexists(this.key, field))) === 1;
+    return (await this.context.command('isHeldByCurrentOwner', (redis) => redis.hexists(this.key, field), IDEMPOTENT)) === 1;
   }
 
   /** Remaining lease in ms; -2 when there is no lock, -1 when it never expires (as PTTL). */
   async remainTimeToLive(): Promise<number> {
     this.context.assertOpen();
-    return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.key));
+    return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.key), IDEMPOTENT);
   }
 
   /** @internal One lock of one client, for the owner scopes (and MultiLock's duplicate check): `<clientId>\n<key>`. */
@@ -381,7 +381,7 @@ export abstract class LockHandle {
   protected async giveBackUnbooked(owner: LockOwner): Promise<void> {
     const field = this.field(owner);
     const latch = this.latchFor(owner, field);
-    const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0));
+    const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0), IDEMPOTENT);
     if (result === 0) this.context.redis.del(latch).catch(() => undefined);
   }
 
@@ -406,7 +406,7 @@ export abstract class LockHandle {
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
     let result: 0 | 1 | null;
     try {
-      result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1, unknown !== undefined));
+      result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1, unknown !== undefined), IDEMPOTENT);
     } catch (error) {
       owner.unansweredRelease = { field, latch };
       throw error;

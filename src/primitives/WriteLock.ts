@@ -44,7 +44,7 @@ export class WriteLock extends ReadWriteHandle {
       const reply = await context.command(
         'acquire',
         (redis) =>
-          readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwTurnKeyOf(this.context.keyPrefix, key), lease, field, listening ? 1 : 0, context.queueTimeout),
+          readWriteScripts(redis).rlock_readWriteLock_acquireWrite(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwTurnKeyOf(this.context.keyPrefix, key), lease, field, listening ? 1 : 0, context.queueTimeout, owner.holds > 0 ? 1 : 0),
         // A refusal answered after the wait ended may have queued the writer, which keeps new
         // readers out: it leaves (or its entry would, after queueTimeout).
         { ...bound, lateReply: (late) => this.lateAttempt(owner, late, listening ? leave : undefined) },

@@ -12,6 +12,7 @@ export interface ReadWriteScripts {
     field: string,
     register: 0 | 1,
     entryTtlMs: number,
+    reentry: 0 | 1,
   ): Promise<number | 'reading' | null>;
   rlock_readWriteLock_release(
     key: string,

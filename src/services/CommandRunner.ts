@@ -43,10 +43,12 @@ export class CommandRunner {
   /** The last connection error of a connection we own (we do not listen on one passed in). */
   private lastError: Error | undefined;
   /**
-   * Calls sent with no bound of their own (releases, give-backs, reads) whose reply has not come:
-   * when the connection drops under them, ioredis keeps them to resend, and gives them up only
-   * after `maxRetriesPerRequest` reconnects (never, with null), so each then ends at
-   * `offlineTimeout`, its outcome unknown (a release's latch tells a retry what it did).
+   * Idempotent calls sent (releases, give-backs, reads: `CommandBound.idempotent`) whose reply has
+   * not come: when the connection drops under them, ioredis keeps them to resend, and gives them
+   * up only after `maxRetriesPerRequest` reconnects (never, with null), so each then ends at
+   * `offlineTimeout`, its outcome unknown (a release's latch tells a retry what it did). Not the
+   * others: a semaphore's release abandoned so, then retried by its caller, and resent by
+   * ioredis, gave its permits back twice.
    */
   private readonly sentUnbounded = new LinkedList<SentCall>();
   private readonly onClose = (): void => {
@@ -138,7 +140,7 @@ export class CommandRunner {
             bound.cutShort?.();
             settle(error);
           });
-        } else {
+        } else if (bound?.idempotent) {
           stopWaiting = this.watchDrop(name, settle);
         }
         this.unanswered++;

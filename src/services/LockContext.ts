@@ -19,7 +19,17 @@ export interface CommandBound {
   lateReply?: (reply: unknown) => Promise<unknown> | void;
   /** Told when a call was cut while Redis had not answered it (either way). */
   cutShort?: () => void;
+  /**
+   * The call may run late, or twice, and still do what it did once (a release under its latch, a
+   * read): when its connection drops before the reply, its caller is told (`RedisUnreachableError`,
+   * outcome unknown) `offlineTimeout` after the drop instead of waiting for ioredis, which keeps
+   * it to resend. Not for a call a retry would repeat (a semaphore's release: permits twice).
+   */
+  idempotent?: boolean;
 }
+
+/** The bound of a call that is safe to abandon while ioredis may still resend it (see `CommandBound.idempotent`). */
+export const IDEMPOTENT: CommandBound = { idempotent: true };
 
 /** What a lock handle needs from its client. */
 export interface LockContext {

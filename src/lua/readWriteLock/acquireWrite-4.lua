@@ -17,11 +17,12 @@
     ARGV[2] writer field "<clientId>:<ownerId>:write"
     ARGV[3] "1" to register (or refresh) the caller as a waiting writer, "0" to only try
     ARGV[4] how long a waiting writer's entry lives without a refresh (heartbeat.lua), in ms
+    ARGV[5] "1" when the owner believes it holds the write lock (a re-entry)
 
   Output:
-    nil when the owner holds the write lock now; "reading" when it does not but its own read
-    holds the lock (its write lease ran out under its reads): an upgrade, which would wait for
-    itself; otherwise how long to sleep at most: until the first holder's lease runs out, or what
+    nil when the owner holds the write lock now; "reading" when a re-entry (ARGV[5]) finds its
+    write gone but its own read holding the lock (its write lease ran out under its reads): an
+    upgrade, which would wait for itself; otherwise how long to sleep at most: until the first holder's lease runs out, or what
     is left of the other clients' turn.
 ]]
 --@include readWriteLock.lua
@@ -52,8 +53,10 @@ if redis.call('hexists', KEYS[1], field) == 1 then
   return nil
 end
 -- The owner's read field is its write field less ":write". Queued behind its own read, it waited
--- for good, and its entry among the waiting writers kept every other client's readers out.
-if redis.call('hexists', KEYS[1], string.sub(field, 1, -7)) == 1 then
+-- for good, and its entry among the waiting writers kept every other client's readers out. Only
+-- for a re-entry: a read the owner never booked (a late reply, its give-back on the way) is
+-- waited out as any other.
+if ARGV[5] == '1' and redis.call('hexists', KEYS[1], string.sub(field, 1, -7)) == 1 then
   return 'reading'
 end
 waitInLine()
