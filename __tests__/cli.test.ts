@@ -368,3 +368,46 @@ test('--timeout must be a whole number of ms', async () => {
     stderr: 'rlock: --timeout: a whole number of ms from 1 to 3600000, got 1.5\n',
   });
 });
+
+describe('the database of --url', () => {
+  // Before, ioredis's SELECT of a database Redis refused only emitted an error the CLI never read,
+  // and every command, force-unlock included, went to database 0 with exit 0; `/abc` crashed with
+  // an unhandled rejection and exit 1, the "nothing to force-unlock" code.
+  test('one Redis refuses (out of range): exit 3, and database 0 is left alone', async () => {
+    await redis.client().getLock('cli:db0').lock();
+    const forced = await run(['--url', `${redis.server.url}/99`, 'force-unlock', '--yes', 'cli:db0']);
+    expect(forced.code).toBe(3);
+    expect(forced.stderr).toMatch(/cannot use database 99: .*out of range/);
+    expect(await redis.admin.exists('cli:db0')).toBe(1);
+  });
+
+  test('a lock in the database the URL names is the one acted on', async () => {
+    const inDb2 = redis.client({ redis: `${redis.server.url}/2` });
+    await inDb2.getLock('cli:db2').lock();
+    await redis.client().getLock('cli:db2').lock(); // the same name in database 0
+    const forced = await run(['--url', `${redis.server.url}/2`, 'force-unlock', '--yes', 'cli:db2']);
+    expect(forced.code).toBe(0);
+    expect(await inDb2.getLock('cli:db2').isLocked()).toBe(false);
+    expect(await redis.admin.exists('cli:db2')).toBe(1);
+  });
+
+  test.each([['/abc'], ['/-1'], ['/?db=2'], ['/1/2']])('a path or query that is not one database number (%s): exit 2', async (suffix) => {
+    const result = await run(['--url', `${redis.server.url}${suffix}`, 'list']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/database/);
+  });
+});
+
+test('a password with an unencoded `@` and `/`: refused as a URL whose path is no database, and no part of the password is printed (its tail passed for the host before)', async () => {
+  const result = await run(['--url', 'redis://:pa@sX5w/x@127.0.0.1:1', '--timeout', '500', 'list']);
+  expect(result).toEqual({ code: 2, stdout: '', stderr: "rlock: the URL's path must be a database number (redis://host:port/2): (not shown: it may hold a password)\n" });
+});
+
+test('--kind naming another kind than the key holds (a plain lock asked of a semaphore): exit 2, bad input, not 3', async () => {
+  const client = redis.client();
+  await client.getSemaphore('cli:wrongkind').trySetPermits(2);
+  const result = await run(['--url', redis.server.url, 'force-unlock', '--yes', '--kind', 'lock', 'cli:wrongkind']);
+  expect(result.code).toBe(2);
+  expect(result.stderr).toMatch(/another kind than asked/);
+  expect(await client.getSemaphore('cli:wrongkind').availablePermits()).toBe(2);
+});

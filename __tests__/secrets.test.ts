@@ -41,6 +41,9 @@ test('redactUrls and displayUrl hide the password of a URL', () => {
   expect(redactUrls('redis://svc:p@ss@host')).toBe('redis://svc:***@host');
   expect(redactUrls('connect to redis://host:6379 failed')).toBe('connect to redis://host:6379 failed');
   expect(displayUrl('http:/svc:s3cret@host')).toBe('(not shown: it may hold a password)');
+  // An `@` and a `/` in the password: the parser cuts it at the `/`, and its tail passed for the host.
+  expect(displayUrl('redis://:pa@ss/x@127.0.0.1:6379')).toBe('(not shown: it may hold a password)');
+  expect(displayUrl('redis://:pw@127.0.0.1:6379/2')).toBe('redis://:***@127.0.0.1:6379/2');
   // ioredis takes options from the query too (its own parser accepts `?password=`).
   expect(redactUrls('redis://host:6379/0?db=1&password=s3cret&x=1')).toBe('redis://host:6379/0?db=1&password=***&x=1');
   expect(redactUrls('rediss//host?Password=s3cret')).toBe('rediss//host?Password=***');

@@ -88,6 +88,24 @@ function connectionOptions(options: GlobalOptions): RedisOptions {
   return extra;
 }
 
+/**
+ * The URL's host, unless the URL may hold a password the parser split wrongly (an `@` or `/` in
+ * it, not encoded): then part of the password would pass for the host (see displayUrl).
+ */
+function hostShown(url: string): string {
+  const shown = displayUrl(url);
+  return shown.startsWith('(not shown') ? shown : new URL(url).host;
+}
+
+/** The database a URL names in its path (`redis://host:port/2`), 0 without one; anything else is refused. */
+function databaseOf(url: URL, shown: string): number {
+  if (url.searchParams.has('db')) throw new CliError(`give the database in the URL's path (redis://host:port/2), not as ?db=: ${shown}`, EXIT_USAGE);
+  if (url.pathname === '' || url.pathname === '/') return 0;
+  const number = /^\/(\d+)$/.exec(url.pathname);
+  if (!number) throw new CliError(`the URL's path must be a database number (redis://host:port/2): ${shown}`, EXIT_USAGE);
+  return Number(number[1]);
+}
+
 async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void>; redis: Redis; connectionError: () => Error | undefined }> {
   let url: URL;
   const shown = displayUrl(options.url); // the URL may carry a password: never print it
@@ -97,6 +115,10 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
     throw new CliError(`not a Redis URL: ${shown}`, EXIT_USAGE);
   }
   if ((url.protocol !== 'redis:' && url.protocol !== 'rediss:') || !url.host) throw new CliError(`not a Redis URL (redis:// or rediss://): ${shown}`, EXIT_USAGE);
+  // Selected below, where a refusal is seen: from the URL, ioredis's SELECT only emitted an error,
+  // and every command (force-unlock too) went to database 0.
+  const db = databaseOf(url, shown);
+  url.pathname = '';
   const timeout = timeoutOf(options);
   const extra = connectionOptions(options);
   if (extra.tls && url.protocol !== 'rediss:') throw new CliError('--tls-* options need a rediss:// URL', EXIT_USAGE);
@@ -134,9 +156,17 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
     ]);
   } catch (error) {
     redis.disconnect();
-    throw new CliError(`cannot reach Redis at ${url.host}: ${redactUrls((lastError ?? (error as Error)).message)}`, EXIT_REDIS);
+    throw new CliError(`cannot reach Redis at ${hostShown(options.url)}: ${redactUrls((lastError ?? (error as Error)).message)}`, EXIT_REDIS);
   } finally {
     clearTimeout(timer);
+  }
+  if (db !== 0) {
+    try {
+      await redis.select(db); // bounded by commandTimeout
+    } catch (error) {
+      redis.disconnect();
+      throw new CliError(`cannot use database ${db}: ${redactUrls((error as Error).message)}`, EXIT_REDIS);
+    }
   }
   let client: LockClient;
   try {
@@ -173,7 +203,7 @@ async function withClient<T>(program: Command, run: (client: LockClient, options
   try {
     return await run(client, options, redis);
   } catch (error) {
-    if (isTimeout(error)) throw new CliError(`cannot reach Redis at ${new URL(options.url).host}: no reply within ${options.timeout} ms (--timeout)`, EXIT_REDIS);
+    if (isTimeout(error)) throw new CliError(`cannot reach Redis at ${hostShown(options.url)}: no reply within ${options.timeout} ms (--timeout)`, EXIT_REDIS);
     // Without the ready check, connect() resolves before Redis answers AUTH: a refused password
     // then shows as "Connection is closed", and only the connection's error event says why.
     const why = connectionError();
@@ -359,6 +389,12 @@ export async function main(argv: string[]): Promise<number> {
     // Bad input as well: a name of another kind than --kind said (a read-write lock forced as a plain one).
     if (error instanceof InvalidArgumentError || error instanceof LockUsageError) {
       process.stderr.write(`rlock: ${redactUrls(error.message)}\n`);
+      return EXIT_USAGE;
+    }
+    // A key of another type than the kind asked for (--kind lock on a semaphore, a list that is
+    // not ours): bad input, not a failing Redis.
+    if (error instanceof RedisCommandError && error.code === 'WRONGTYPE') {
+      process.stderr.write(`rlock: the key holds another kind than asked (see rlock list, or leave --kind out): ${redactUrls(error.message)}\n`);
       return EXIT_USAGE;
     }
     if (error instanceof RedisCommandError || error instanceof LockError) {

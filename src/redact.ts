@@ -43,5 +43,7 @@ export function displayUrl(url: string): string {
   // Redacted before the query is cut: a password with a `?` or `#` in it (not encoded) would
   // otherwise lose its `@` to the cut, and its start would show.
   const shown = redactUrls(url).replace(/[?#][\s\S]*$/, '');
-  return shown.includes('@') && !/\/\/([^/\s]*:)?\*\*\*@/.test(shown) ? '(not shown: it may hold a password)' : shown;
+  // Any `@` beyond the one redacted: a password with an `@` and a `/` in it (not encoded) was cut
+  // at the `/`, and what followed its first `@` would show (as the host, too).
+  return shown.replace(/\/\/([^/\s]*:)?\*\*\*@/, '//').includes('@') ? '(not shown: it may hold a password)' : shown;
 }
