@@ -74,20 +74,6 @@ test('a wrong password: WRONGPASS, with the address', async () => {
   }
 });
 
-test('a database Redis refuses (out of range; an ACL without +select): calls fail naming it, and nothing is written to database 0 (before: every call ran there)', async () => {
-  const made = client({ redis: `${url()}/99` });
-  const lock = made.getLock('unreachable:refused-db');
-  const { error } = await failure(() => lock.lock({ leaseTime: 60_000 }));
-  expect(error.message).toMatch(/database 99.*out of range/);
-  expect(await redis.admin.exists('unreachable:refused-db')).toBe(0);
-  // A database it may use works as usual.
-  const inDb3 = client({ redis: `${url()}/3` }).getLock('unreachable:db3');
-  await inDb3.lock({ leaseTime: 60_000 });
-  expect(await redis.admin.exists('unreachable:db3')).toBe(0);
-  expect(await inDb3.isLocked()).toBe(true);
-  await inDb3.unlock();
-});
-
 test('an unknown host: the resolver error, with the address', async () => {
   const lock = client({ redis: 'redis://rlock-no-such-host.invalid:6379' }).getLock('x');
   const { error } = await failure(() => lock.tryLock());

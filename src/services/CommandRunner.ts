@@ -52,10 +52,6 @@ export class CommandRunner {
    */
   private readonly sentUnbounded = new LinkedList<SentCall>();
   private readonly onClose = (): void => {
-    if (this.db !== 0) {
-      this.dbConfirmed = false;
-      this.selectRefused = undefined;
-    }
     for (const link of this.sentUnbounded.links()) {
       const call = link.value;
       if (!call) continue;
@@ -70,30 +66,8 @@ export class CommandRunner {
   private readonly onReady = (): void => {
     this.everReady = true;
     this.lastError = undefined;
-    if (this.db === 0) {
-      for (const wake of this.waitingForReady.drain()) wake();
-      return;
-    }
-    // ioredis sent SELECT and went on without its reply: a refusal (out of range, an ACL without
-    // +select) only emits an error, and every call after it ran in database 0. A probe sent now
-    // is answered after the SELECT: any refusal of it has been heard by then (often even before
-    // this event).
-    // Any answer will do, a refusal too (an ACL without +time): Redis has run the SELECT.
-    const answered = (): void => {
-      if (this.redis.status !== 'ready') return; // dropped again: the next ready probes anew
-      this.dbRefused = this.selectRefused;
-      this.dbConfirmed = this.dbRefused === undefined;
-      for (const wake of this.waitingForReady.drain()) wake(this.dbRefused);
-    };
-    this.redis.time().then(answered, answered);
+    for (const wake of this.waitingForReady.drain()) wake();
   };
-  /** The database the connection must use (its `db` option): until a probe confirms it after each connect, calls wait. */
-  private readonly db: number;
-  private dbConfirmed: boolean;
-  /** Why the database was refused at the last connect (calls fail at once with it), if it was. */
-  private dbRefused: Error | undefined;
-  /** A refusal of ioredis's SELECT on the current connection (cleared when it closes). */
-  private selectRefused: Error | undefined;
 
   constructor(
     private readonly redis: Redis | Cluster,
@@ -103,9 +77,6 @@ export class CommandRunner {
     /** The client's close signal: close() settles every call at once, so a call need not listen to it. */
     private readonly closing: AbortSignal,
   ) {
-    // Only a connection we own: we listen to its errors, where a refused SELECT is told.
-    this.db = owned && !redis.isCluster ? Number((redis as Redis).options.db ?? 0) : 0;
-    this.dbConfirmed = this.db === 0;
     this.everReady = redis.status === 'ready';
     redis.on('ready', this.onReady);
     redis.on('close', this.onClose);
@@ -113,10 +84,6 @@ export class CommandRunner {
     // "Unhandled error event" report for them. ioredis retries; calls report their own failures.
     if (owned) {
       redis.on('error', (error: Error) => {
-        if ((error as { command?: { name?: string } }).command?.name === 'select') {
-          this.selectRefused = new Error(`cannot use database ${this.db}: ${error.message}`);
-          return;
-        }
         this.lastError = error;
         // ioredis reconnects; waiting calls keep waiting, unless a connection that was never ready
         // met an error that says it will not be (refused, no such host, bad password, certificate).
@@ -210,8 +177,7 @@ export class CommandRunner {
         );
       };
       const status = this.redis.status;
-      if (status === 'ready' && this.dbConfirmed) return send();
-      if (status === 'ready' && this.dbRefused) return settle(this.unreachable(name, this.dbRefused));
+      if (status === 'ready') return send();
       // A lazyConnect connection (passed in) connects on its first command, which would go to
       // ioredis's offline queue meanwhile: connected here, and the call waits as for any other
       // connection being made (offlineTimeout), never sent to be run whenever it comes up.
