@@ -162,6 +162,11 @@ const cases: Case[] = [
   // ioredis's own TypeError for these carries the whole URL, password and all.
   ['LockClient', 'redis a URL with a bad port', 'options.redis', () => new LockClient({ redis: 'redis://:s3cret@127.0.0.1:63a79' })],
   ['LockClient', 'redis an ioredis keyPrefix', 'options.redis.keyPrefix', () => new LockClient({ redis: { keyPrefix: 'x:' } })],
+  // ioredis reads these as database NaN or -1: it skipped the SELECT on connect, and its later
+  // SELECT NaN was an unhandled rejection (the process crashed) while the calls ran in database 0.
+  ['LockClient', 'redis a URL whose database is not a number', 'options.redis.db', () => new LockClient({ redis: `${server.url}/abc` })],
+  ['LockClient', 'redis db NaN', 'options.redis.db', () => new LockClient({ redis: { port: server.port, db: NaN } })],
+  ['LockClient', 'redis db negative', 'options.redis.db', () => new LockClient({ redis: { port: server.port, db: -1 } })],
   ...badTimes.map(([label, value]): Case => ['LockClient', `watchdogTimeout ${label}`, 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: value as number })]),
   ...badTimes.map(([label, value]): Case => ['LockClient', `offlineTimeout ${label}`, 'options.offlineTimeout', () => new LockClient({ redis: server.url, offlineTimeout: value as number })]),
   ...badTimes.map(([label, value]): Case => ['LockClient', `queueTimeout ${label}`, 'options.queueTimeout', () => new LockClient({ redis: server.url, queueTimeout: value as number })]),

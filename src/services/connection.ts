@@ -71,7 +71,7 @@ export function openConnection(given: LockClientOptions['redis'], connName: stri
         code: 'RLOCK_NO_FAILOVER_DETECTOR',
       });
     }
-    return refuseIoredisPrefix({ redis: given, owned: false });
+    return refuseBadOptions({ redis: given, owned: false });
   }
   if (typeof given === 'object' && 'keyPrefix' in given && given.keyPrefix) {
     throw new InvalidArgumentError('options.redis.keyPrefix', 'is not supported; use the LockClient option keyPrefix');
@@ -81,7 +81,7 @@ export function openConnection(given: LockClientOptions['redis'], connName: stri
   // disconnectTimeout 0: on disconnect() ioredis otherwise arms a ref'ed 2 s timer that waits
   // for a socket 'close' which never comes when the socket was already gone (Redis down), and
   // that timer would hold the process open after close().
-  if (typeof given === 'string') return refuseIoredisPrefix({ redis: fromUrl(given, connName), owned: true });
+  if (typeof given === 'string') return refuseBadOptions({ redis: fromUrl(given, connName), owned: true });
   if ('clusterNodes' in given) {
     const { clusterNodes, clusterOptions = {} } = given;
     const redis = new Cluster(clusterNodes, {
@@ -89,7 +89,7 @@ export function openConnection(given: LockClientOptions['redis'], connName: stri
       redisOptions: { disconnectTimeout: 0, connectionName: connName, ...NO_READY_CHECK, ...clusterOptions.redisOptions },
     });
     redis.on('+node', guardStaleReady);
-    return refuseIoredisPrefix({ redis, owned: true });
+    return refuseBadOptions({ redis, owned: true });
   }
   // failoverDetector (Sentinel only): on SENTINEL FAILOVER the old master lives on and
   // keeps taking writes for seconds until the Sentinel demotes it; ioredis drops the
@@ -97,7 +97,7 @@ export function openConnection(given: LockClientOptions['redis'], connName: stri
   // move to the new master at once instead of renewing a lock nobody else can see.
   // A Sentinel connection keeps the ready check: ioredis checks the node's role in its INFO.
   const readyCheck = given.sentinels?.length ? {} : NO_READY_CHECK;
-  return refuseIoredisPrefix({ redis: guardStaleReady(new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given })), owned: true });
+  return refuseBadOptions({ redis: guardStaleReady(new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given })), owned: true });
 }
 
 /** A connection to `url`; a URL ioredis cannot read is refused without being echoed (its TypeError holds the whole URL, password and all). */
@@ -109,9 +109,17 @@ function fromUrl(url: string, connName: string): Redis {
   }
 }
 
-/** ioredis would prefix the keys but not the channels the waiters subscribe to. */
-function refuseIoredisPrefix(connection: CommandConnection): CommandConnection {
+/** Refuses what ioredis would get wrong: a database it cannot select, a keyPrefix (keys, not the channels the waiters subscribe to). */
+function refuseBadOptions(connection: CommandConnection): CommandConnection {
   const { redis, owned } = connection;
+  // A database ioredis cannot select (NaN from a URL path that is no number, a negative one): it
+  // skipped the SELECT on connect, then sent SELECT NaN unhandled (the process crashed), and the
+  // calls ran in database 0.
+  const db = redis.isCluster ? undefined : (redis as Redis).options?.db;
+  if (db !== undefined && !(Number.isInteger(db) && db >= 0)) {
+    if (owned) redis.disconnect();
+    throw new InvalidArgumentError('options.redis.db', 'must be a database number (a whole number >= 0, in the URL path: redis://host:6379/2), got one that is not');
+  }
   const prefix = redis.isCluster ? (redis as Cluster).options.keyPrefix : (redis as Redis).options?.keyPrefix;
   if (!prefix) return connection;
   if (owned) redis.disconnect();
