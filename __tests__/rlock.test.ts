@@ -321,6 +321,10 @@ describe('reentrancy', () => {
     ['plain', 'a leaseTime', 'taken'],
     ['fenced', 'the watchdog', 'taken'],
     ['fenced', 'a leaseTime', 'taken'],
+    ['write', 'the watchdog', 'free'],
+    ['write', 'a leaseTime', 'free'],
+    ['write', 'the watchdog', 'taken'],
+    ['write', 'a leaseTime', 'taken'],
   ] as const)("%s under %s: a re-entry that finds the scope's hold taken away (the lock %s) tells the scope at the re-entry", async (kind, keeper, state) => {
     // Before, a re-entry that found the lock free took it afresh in silence (the watchdog renewed
     // the new hold as if it were the old one), and one refused by another holder only waited: the
@@ -329,7 +333,8 @@ describe('reentrancy', () => {
     const client = newClient();
     const other = newClient();
     const name = uniqueName();
-    const handle = (c: LockClient): RLock | FencedLock => (kind === 'plain' ? c.getLock(name) : c.getFencedLock(name));
+    const handle = (c: LockClient): RLock | FencedLock | WriteLock =>
+      kind === 'plain' ? c.getLock(name) : kind === 'fenced' ? c.getFencedLock(name) : c.getReadWriteLock(name).writeLock();
     const lock = handle(client);
     const options = keeper === 'a leaseTime' ? { leaseTime: 60_000 } : {};
     const scope = lock.withLock(

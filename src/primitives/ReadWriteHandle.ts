@@ -171,7 +171,7 @@ export abstract class ReadWriteHandle extends LockHandle {
    */
   protected lateAttempt(owner: LockOwner, late: unknown, leave?: () => Promise<void>): Promise<unknown> | undefined {
     // Holds are counted, so one given back never touches a hold the owner booked since.
-    if (late === null) return this.giveBackUnbooked(owner);
+    if (late === null || late === 'afresh') return this.giveBackUnbooked(owner);
     // A newer wait of the same owner queues under the same field: its entry is not ours to take.
     return owner.pending === 0 && owner.holds === 0 ? leave?.() : undefined;
   }

@@ -13,7 +13,7 @@ export interface ReadWriteScripts {
     register: 0 | 1,
     entryTtlMs: number,
     reentry: 0 | 1,
-  ): Promise<number | 'reading' | null>;
+  ): Promise<number | 'reading' | 'afresh' | null>;
   rlock_readWriteLock_release(
     key: string,
     leasesKey: string,

@@ -20,7 +20,8 @@
     ARGV[5] "1" when the owner believes it holds the write lock (a re-entry)
 
   Output:
-    nil when the owner holds the write lock now; "reading" when a re-entry (ARGV[5]) finds its
+    nil when the owner holds the write lock now ("afresh" instead when a re-entry, ARGV[5], found
+    the lock free: its hold was lost and this one is new); "reading" when a re-entry finds its
     write gone but its own read holding the lock (its write lease ran out under its reads): an
     upgrade, which would wait for itself; otherwise how long to sleep at most: until the first holder's lease runs out, or what
     is left of the other clients' turn.
@@ -46,6 +47,10 @@ if redis.call('exists', KEYS[1]) == 0 then
   redis.call('hset', KEYS[1], 'mode', 'write')
   redis.call('zrem', KEYS[3], field)
   takeHold(KEYS[1], KEYS[2], field, now, lease)
+  -- A re-entry that found the lock free: its hold was lost, this one is new (lock/acquire-3.lua).
+  if ARGV[5] == '1' then
+    return 'afresh'
+  end
   return nil
 end
 if redis.call('hexists', KEYS[1], field) == 1 then
