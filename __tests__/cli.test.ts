@@ -411,3 +411,12 @@ test('--kind naming another kind than the key holds (a plain lock asked of a sem
   expect(result.stderr).toMatch(/another kind than asked/);
   expect(await client.getSemaphore('cli:wrongkind').availablePermits()).toBe(2);
 });
+
+test('force-unlock --kind rw of a held plain lock: exit 2 naming its kind, nothing removed (before: "no lock", exit 1)', async () => {
+  const client = redis.client();
+  await client.getLock('cli:plain-as-rw').lock();
+  const result = await run(['--url', redis.server.url, 'force-unlock', '--yes', '--kind', 'rw', 'cli:plain-as-rw']);
+  expect(result.code).toBe(2);
+  expect(result.stderr).toMatch(/is a plain or fair lock, not a read-write lock/);
+  expect(await client.getLock('cli:plain-as-rw').isLocked()).toBe(true);
+});

@@ -298,6 +298,15 @@ function buildProgram(): Command {
         if ((kind === 'lock' || kind === 'fair') && opts.kind !== undefined && (await kindOf(redis, options.prefix, client.getLock(name).key)) === 'rw') {
           throw new CliError(`${shown(name)} is a read-write lock: force-unlock it with --kind rw (or without --kind); nothing removed`, EXIT_USAGE);
         }
+        // And the other way round: a held plain or fair lock read as a read-write one looked free
+        // ("no lock ...: nothing removed", exit 1).
+        if (kind === 'rw' && opts.kind !== undefined) {
+          const { key } = client.getLock(name);
+          const actual = await kindOf(redis, options.prefix, key);
+          if ((actual === 'lock' || actual === 'fair') && (await redis.exists(key)) === 1) {
+            throw new CliError(`${shown(name)} is a plain or fair lock, not a read-write lock: force-unlock it with --kind ${actual} (or without --kind); nothing removed`, EXIT_USAGE);
+          }
+        }
         const info = await client.inspectAs(name, kind);
         if (!info.locked) throw new CliError(`no lock ${shown(name)} (key ${shown(info.key)}): nothing removed`, EXIT_NOTHING);
         const fields = info.holders.map((h) => `${h.clientId}:${h.ownerId}`);
