@@ -282,6 +282,14 @@ describe('the Redis protocol', () => {
 });
 
 describe('reentrancy', () => {
+  /** A maker of `kind`'s handle on lock `name`, for a client. */
+  const reentrantHandle =
+    (kind: 'plain' | 'fenced' | 'write', name: string) =>
+    (c: LockClient): RLock | FencedLock | WriteLock =>
+      kind === 'plain' ? c.getLock(name) : kind === 'fenced' ? c.getFencedLock(name) : c.getReadWriteLock(name).writeLock();
+  /** What keeps the scope's hold: the watchdog (no option) or a leaseTime. */
+  const scopeOptions = (keeper: 'the watchdog' | 'a leaseTime'): { leaseTime?: number } => (keeper === 'a leaseTime' ? { leaseTime: 60_000 } : {});
+
   test.each([
     ['plain', 'the watchdog'],
     ['plain', 'a leaseTime'],
@@ -293,10 +301,9 @@ describe('reentrancy', () => {
     expect.assertions(3);
     const client = newClient();
     const name = uniqueName();
-    const handle = (c: LockClient): RLock | FencedLock | WriteLock =>
-      kind === 'plain' ? c.getLock(name) : kind === 'fenced' ? c.getFencedLock(name) : c.getReadWriteLock(name).writeLock();
+    const handle = reentrantHandle(kind, name);
     const lock = handle(client);
-    const options = keeper === 'a leaseTime' ? { leaseTime: 60_000 } : {};
+    const options = scopeOptions(keeper);
     const scope = lock.withLock(
       async (signal) => {
         await handle(newClient()).forceUnlock();
@@ -333,10 +340,9 @@ describe('reentrancy', () => {
     const client = newClient();
     const other = newClient();
     const name = uniqueName();
-    const handle = (c: LockClient): RLock | FencedLock | WriteLock =>
-      kind === 'plain' ? c.getLock(name) : kind === 'fenced' ? c.getFencedLock(name) : c.getReadWriteLock(name).writeLock();
+    const handle = reentrantHandle(kind, name);
     const lock = handle(client);
-    const options = keeper === 'a leaseTime' ? { leaseTime: 60_000 } : {};
+    const options = scopeOptions(keeper);
     const scope = lock.withLock(
       async (signal) => {
         await handle(other).forceUnlock();

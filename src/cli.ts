@@ -293,17 +293,17 @@ function buildProgram(): Command {
         // A semaphore's permits and a latch's count have no holder to take them from.
         if (kind !== 'lock' && kind !== 'fair' && kind !== 'rw') throw new CliError(`${shown(name)} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
         if (kind === 'rw' && ifHolder !== undefined) throw new CliError('--if-holder: not for a read-write lock (its readers hold it together); force-unlock it without', EXIT_USAGE);
-        // Said to be a plain or fair lock, it is forced by that kind's script, which refuses a
-        // read-write lock's hash (it would delete the hash alone): told here, before the prompt.
-        if ((kind === 'lock' || kind === 'fair') && opts.kind !== undefined && (await kindOf(redis, options.prefix, client.getLock(name).key)) === 'rw') {
-          throw new CliError(`${shown(name)} is a read-write lock: force-unlock it with --kind rw (or without --kind); nothing removed`, EXIT_USAGE);
-        }
-        // And the other way round: a held plain or fair lock read as a read-write one looked free
-        // ("no lock ...: nothing removed", exit 1).
-        if (kind === 'rw' && opts.kind !== undefined) {
+        // The kind said against the kind the key has, before the prompt. Said to be a plain or
+        // fair lock, a read-write lock would be forced by that kind's script, which refuses its
+        // hash (it would delete the hash alone); said to be a read-write lock, a held plain or fair
+        // one looked free ("no lock ...: nothing removed", exit 1).
+        if (opts.kind !== undefined) {
           const { key } = client.getLock(name);
           const actual = await kindOf(redis, options.prefix, key);
-          if ((actual === 'lock' || actual === 'fair') && (await redis.exists(key)) === 1) {
+          if ((kind === 'lock' || kind === 'fair') && actual === 'rw') {
+            throw new CliError(`${shown(name)} is a read-write lock: force-unlock it with --kind rw (or without --kind); nothing removed`, EXIT_USAGE);
+          }
+          if (kind === 'rw' && (actual === 'lock' || actual === 'fair') && (await redis.exists(key)) === 1) {
             throw new CliError(`${shown(name)} is a plain or fair lock, not a read-write lock: force-unlock it with --kind ${actual} (or without --kind); nothing removed`, EXIT_USAGE);
           }
         }

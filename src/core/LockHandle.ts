@@ -470,6 +470,16 @@ export abstract class LockHandle {
     this.lostUnkept(owner, holds, reason);
   }
 
+  /**
+   * A re-entry (the owner believed it held the lock) found its hold gone: the lock was `free` (the
+   * attempt took it afresh) or `taken` by another owner. Its scope is told now (`holdsLost`), not
+   * at the inner release, as the watchdog would have renewed a hold taken afresh as the old one.
+   */
+  protected reentryFoundHoldGone(owner: LockOwner, lock: 'free' | 'taken'): void {
+    if (owner.holds === 0) return;
+    this.holdsLost(owner, lock === 'free' ? 'a re-entry found its hold gone (the lock was free: taken afresh)' : "a re-entry found its hold gone (the lock is another owner's)");
+  }
+
   /** Tells the scopes watching the owner's holds (a timed scope has no watchdog entry) and `rlock:lost`. */
   private lostUnkept(owner: LockOwner, holds: number, reason: string): void {
     const error = new LockLostError(this.name, reason);

@@ -130,18 +130,16 @@ export class RLock extends ExclusiveLock {
           return { held: false, ttl: reply.ttl };
         }
         if (typeof reply === 'number') {
-          // A re-entry refused: the owner's hold is gone (another owner has the lock now). Its
-          // scope is told now; the re-entry waits on as a new hold's acquire.
-          if (owner.holds > 0) this.holdsLost(owner, "a re-entry found its hold gone (the lock is another owner's)");
+          // A re-entry refused: the owner's hold is gone (another owner has the lock now); the
+          // re-entry waits on as a new hold's acquire.
+          this.reentryFoundHoldGone(owner, 'taken');
           waiting?.refused(reply);
           return { held: false, ttl: reply };
         }
         waiting?.took(lease, true);
-        // A re-entry that found the lock free took it afresh: the hold it entered was lost, and
-        // another owner may have held the lock in between. Its scope is told now, not at the inner
-        // release (the watchdog would have renewed the new hold as the old one). The loss zeroes
-        // the owner's count: the hold taken now is its one.
-        if (tookAfresh(reply) && owner.holds > 0) this.holdsLost(owner, 'a re-entry found its hold gone (the lock was free: taken afresh)');
+        // A re-entry that found the lock free took it afresh: another owner may have held the lock
+        // in between. The loss zeroes the owner's count: the hold taken now is its one.
+        if (tookAfresh(reply)) this.reentryFoundHoldGone(owner, 'free');
         this.held(owner, reply);
         return { held: true, sentAt };
       },
@@ -333,7 +331,7 @@ export class RLock extends ExclusiveLock {
     if (typeof reply === 'number' || confirmed) return reply;
     await this.giveBackUnbooked(owner).catch(() => undefined);
     // A re-entry that took the lock afresh: the hold it entered was lost, confirmed or not.
-    if (tookAfresh(reply) && owner.holds > 0) this.holdsLost(owner, 'a re-entry found its hold gone (the lock was free: taken afresh)');
+    if (tookAfresh(reply)) this.reentryFoundHoldGone(owner, 'free');
     if (waitRefused) throw waitRefused;
     return new Unconfirmed(sync.timeout);
   }

@@ -58,8 +58,8 @@ export class WriteLock extends ReadWriteHandle {
       }
       // A re-entry whose hold was taken away (forced, expired, a restart): its scope is told now,
       // as RLock's is, whether the lock was free (taken afresh) or another owner's.
-      if (owner.holds > 0 && reply === 'afresh') this.holdsLost(owner, 'a re-entry found its hold gone (the lock was free: taken afresh)');
-      if (owner.holds > 0 && typeof reply === 'number') this.holdsLost(owner, "a re-entry found its hold gone (the lock is another owner's)");
+      if (reply === 'afresh') this.reentryFoundHoldGone(owner, 'free');
+      else if (typeof reply === 'number') this.reentryFoundHoldGone(owner, 'taken');
       const ttl = reply === 'afresh' ? null : reply;
       if (ttl !== null && listening && !beat) {
         beat = context.heartbeat.add({

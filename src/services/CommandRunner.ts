@@ -50,9 +50,9 @@ export class CommandRunner {
    * others: a semaphore's release abandoned so, then retried by its caller, and resent by
    * ioredis, gave its permits back twice.
    */
-  private readonly sentUnbounded = new LinkedList<SentCall>();
+  private readonly sentIdempotent = new LinkedList<SentCall>();
   private readonly onClose = (): void => {
-    for (const link of this.sentUnbounded.links()) {
+    for (const link of this.sentIdempotent.links()) {
       const call = link.value;
       if (!call) continue;
       call.dropTimer ??= setTimeout(() => {
@@ -244,12 +244,12 @@ export class CommandRunner {
     };
   }
 
-  /** Ends a sent call at `offlineTimeout` after its connection dropped under it (see `sentUnbounded`); returns the undo. */
+  /** Ends a sent idempotent call at `offlineTimeout` after its connection dropped under it (see `sentIdempotent`); returns the undo. */
   private watchDrop(name: string, settle: (error: Error) => void): () => void {
     const call: SentCall = { name, settle, dropTimer: undefined };
-    const link = this.sentUnbounded.push(call);
+    const link = this.sentIdempotent.push(call);
     return () => {
-      this.sentUnbounded.remove(link);
+      this.sentIdempotent.remove(link);
       if (call.dropTimer !== undefined) clearTimeout(call.dropTimer);
     };
   }
@@ -299,7 +299,7 @@ export class CommandRunner {
   }
 }
 
-/** A call sent with no bound of its own, watched for its connection dropping before the reply. */
+/** An idempotent call sent, watched for its connection dropping before the reply. */
 interface SentCall {
   readonly name: string;
   readonly settle: (error: Error) => void;
