@@ -23,8 +23,8 @@
     nil when the owner holds the write lock now ("afresh" instead when a re-entry, ARGV[5], found
     the lock free: its hold was lost and this one is new); "reading" when a re-entry finds its
     write gone but its own read holding the lock (its write lease ran out under its reads): an
-    upgrade, which would wait for itself; otherwise how long to sleep at most: until the first holder's lease runs out, or what
-    is left of the other clients' turn.
+    upgrade, which would wait for itself; otherwise how long to sleep at most: until the first
+    holder's lease runs out, or what is left of the other clients' turn.
 ]]
 --@include readWriteLock.lua
 local lease, field = tonumber(ARGV[1]), ARGV[2]
