@@ -429,6 +429,98 @@ describe('what an ACL cannot stop (docs/security.md says so)', () => {
   });
 });
 
+describe('a database Redis refuses: each call fails with a typed error naming it, and nothing runs in database 0', () => {
+  // Before, ioredis's SELECT after connecting only emitted an error, and every call then ran in
+  // database 0: a lock taken there, beside another client's lock of the same name in the right one.
+  const refusal = async (call: () => Promise<unknown>): Promise<RedisCommandError> => {
+    const error = await call().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(RedisCommandError);
+    return error as RedisCommandError;
+  };
+  const databaseAt = (db: number): Redis => new Redis(redis.server.port, '127.0.0.1', { db, disconnectTimeout: 0 });
+
+  test('an index past `databases` (99 of 16): locks, the fair lock, a semaphore, a latch and the plain reads fail; database 0 stays empty', async () => {
+    const client = new LockClient({ redis: `${redis.server.url}/99`, keyPrefix: 'db99:' });
+    clients.push(client);
+    const calls = [
+      () => client.getLock('a').lock(),
+      () => client.getLock('a').tryLock({ waitTime: 50 }),
+      () => client.getFairLock('b').lock(),
+      () => client.getFencedLock('c').lock(),
+      () => client.getReadWriteLock('d').writeLock().lock(),
+      () => client.getSemaphore('e').trySetPermits(1),
+      () => client.getCountDownLatch('f').trySetCount(1),
+      // The plain reads too (no script): they used to answer from database 0.
+      () => client.getLock('a').isLocked(),
+      () => client.getLock('a').isHeldByCurrentOwner(),
+      () => client.getLock('a').getHoldCount(),
+      () => client.getLock('a').remainTimeToLive(),
+      () => client.getLock('a').inspect(),
+      () => client.getFairLock('b').inspect(),
+      () => client.getReadWriteLock('d').readLock().inspect(),
+      () => client.getSemaphore('e').availablePermits(),
+      () => client.getSemaphore('e').inspect(),
+    ];
+    for (const call of calls) expect((await refusal(call)).message).toMatch(/cannot select database 99 \(ERR DB index is out of range\)/);
+    expect(await redis.admin.keys('db99:*')).toEqual([]);
+  });
+
+  test('an ACL without +select (the exact recipe, database 5): refused, then granted +select, the same client and connection lock in database 5 and the watchdog renews there', async () => {
+    await redis.admin.call('ACL', 'SETUSER', 'app-db', ...`on >pw-db resetkeys resetchannels ~app:* &app:* -@all ${EXACT_COMMANDS}`.split(' '));
+    const client = new LockClient({ redis: `redis://app-db:pw-db@127.0.0.1:${redis.server.port}/5`, keyPrefix: 'app:', watchdogTimeout: 300 });
+    clients.push(client);
+    const lock = client.getLock('db5');
+    // ioredis's own SELECT is refused as the connection comes up: a call waiting for it may be
+    // told so; one made later is refused by its script.
+    expect((await refusal(() => lock.lock())).message).toMatch(/NOPERM this user has no permissions to run the 'select' command|cannot select database 5 \(ERR The user executing the script can't run this command/);
+    await until('the connection is up', () => (client as unknown as { redis: Redis }).redis.status === 'ready');
+    expect((await refusal(() => lock.lock())).message).toMatch(/cannot select database 5 \(ERR The user executing the script can't run this command/);
+    expect((await refusal(() => lock.isLocked())).message).toMatch(/cannot select database 5 \(NOPERM this user has no permissions to run the 'select' command\)/);
+    expect(await redis.admin.exists('app:db5')).toBe(0);
+    // Granted later (ioredis's own SELECT stays refused on this connection, which sits in database
+    // 0): the calls go to database 5 from now on, with no reconnect.
+    await redis.admin.call('ACL', 'SETUSER', 'app-db', '+select');
+    const db5 = databaseAt(5);
+    try {
+      await lock.lock();
+      expect(await db5.hlen('app:db5')).toBe(1);
+      expect(await redis.admin.exists('app:db5')).toBe(0);
+      // Renewals run in database 5 too: its PTTL goes up again, twice.
+      let renewals = 0;
+      let last = await db5.pttl('app:db5');
+      await until('two renewals in database 5', async () => {
+        const now = await db5.pttl('app:db5');
+        if (now > last) renewals++;
+        last = now;
+        return renewals >= 2;
+      });
+      expect(await lock.isHeldByCurrentOwner()).toBe(true);
+      await lock.unlock();
+      expect(await db5.exists('app:db5')).toBe(0);
+    } finally {
+      db5.disconnect();
+    }
+  });
+
+  test('a client on database 2 and one on database 0 hold locks of the same name at once, each in its own database', async () => {
+    const inTwo = new LockClient({ redis: `${redis.server.url}/2` });
+    const inZero = new LockClient({ redis: redis.server.url });
+    clients.push(inTwo, inZero);
+    await inTwo.getLock('same').lock();
+    expect(await inZero.getLock('same').tryLock()).toBe(true);
+    const db2 = databaseAt(2);
+    try {
+      expect(await db2.hlen('same')).toBe(1);
+      expect(await redis.admin.hlen('same')).toBe(1);
+    } finally {
+      db2.disconnect();
+    }
+  });
+});
+
 test('the CLI as the exact ACL user: inspect, list and force-unlock work, with no warning and no holder name', async () => {
   const holder = clientAs('app-exact', 'app:');
   await holder.getLock('cli').lock();

@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { kindKeyOf, queueKeyOf } from './names';
+import { readsIn, readValues } from './services/database';
 
 /** One owner holding a lock. */
 export interface LockHolder {
@@ -73,13 +74,12 @@ export function isLockHash(hash: Record<string, string>): boolean {
  * TIME in one round trip; then CLIENT LIST for names, if anyone holds it.
  */
 export async function inspectLock(redis: Redis | Cluster, name: string, key: string, clientsExpiryKey: string): Promise<LockInfo> {
-  const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(clientsExpiryKey, 0, -1, 'WITHSCORES').time().exec();
-  const failed = replies?.find(([error]) => error);
-  if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
-  const hash = replies[0]![1] as Record<string, string>;
-  const ttl = replies[1]![1] as number;
-  const deadlines = replies[2]![1] as string[];
-  const [seconds, micros] = replies[3]![1] as [string, string];
+  const [hash, ttl, deadlines, [seconds, micros]] = (await readValues(redis, (reads) => reads.hgetall(key).pttl(key).zrange(clientsExpiryKey, 0, -1, 'WITHSCORES').time())) as [
+    Record<string, string>,
+    number,
+    string[],
+    [string, string],
+  ];
   const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   const holders: LockHolder[] = [];
   for (const [field, count] of Object.entries(hash)) {
@@ -216,8 +216,8 @@ export async function* listNamesWithKinds(redis: Redis | Cluster, keyPrefix: str
  * that is none of them (a free lock, or not ours).
  */
 export async function kindOf(redis: Redis | Cluster, keyPrefix: string, key: string): Promise<NameKind | undefined> {
-  const replies = await redis.pipeline().get(kindKeyOf(keyPrefix, key)).hexists(key, 'mode').exists(queueKeyOf(keyPrefix, key)).exec();
-  if (replies?.length !== 3) throw new Error('pipeline gave no replies');
+  const replies = await readsIn(redis, (reads) => reads.get(kindKeyOf(keyPrefix, key)).hexists(key, 'mode').exists(queueKeyOf(keyPrefix, key)));
+  if (replies.length !== 3) throw new Error('pipeline gave no replies');
   const [[markerError, marker], [modeError, mode], [queueError, queued]] = replies as [[Error | null, unknown], [Error | null, unknown], [Error | null, unknown]];
   if (markerError) throw markerError;
   if (queueError) throw queueError;

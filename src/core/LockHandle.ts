@@ -6,6 +6,7 @@ import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, typ
 import { lossWatch, type RenewalTarget } from '../services/ExpirationRenewal';
 import { IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { settledWithinGrace } from '../services/bounds';
+import { readOne } from '../services/database';
 import { heldByCompositeScope, LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { HeldLock } from './HeldLock';
@@ -194,7 +195,7 @@ export abstract class LockHandle {
    */
   async holdsThrough(other: LockHandle): Promise<boolean> {
     const field = this.field(this.currentOwner());
-    return (await other.context.command('isHeldByCurrentOwner', (redis) => redis.hexists(other.key, field))) === 1;
+    return (await other.context.command('isHeldByCurrentOwner', (redis) => readOne(redis, (reads) => reads.hexists(other.key, field)))) === 1;
   }
 
   /** @internal The lease the watchdog keeps a hold taken without `leaseTime` alive with, in ms. */
@@ -206,26 +207,26 @@ export abstract class LockHandle {
   async getHoldCount(): Promise<number> {
     this.context.assertOpen();
     const field = this.field(this.currentOwner());
-    const count = await this.context.command('getHoldCount', (redis) => redis.hget(this.key, field), IDEMPOTENT);
+    const count = await this.context.command('getHoldCount', (redis) => readOne(redis, (reads) => reads.hget(this.key, field)), IDEMPOTENT);
     return count === null ? 0 : Number(count);
   }
 
   /** Whether anyone holds the lock. */
   async isLocked(): Promise<boolean> {
     this.context.assertOpen();
-    return (await this.context.command('isLocked', (redis) => redis.exists(this.key), IDEMPOTENT)) === 1;
+    return (await this.context.command('isLocked', (redis) => readOne(redis, (reads) => reads.exists(this.key)), IDEMPOTENT)) === 1;
   }
 
   async isHeldByCurrentOwner(): Promise<boolean> {
     this.context.assertOpen();
     const field = this.field(this.currentOwner());
-    return (await this.context.command('isHeldByCurrentOwner', (redis) => redis.hexists(this.key, field), IDEMPOTENT)) === 1;
+    return (await this.context.command('isHeldByCurrentOwner', (redis) => readOne(redis, (reads) => reads.hexists(this.key, field)), IDEMPOTENT)) === 1;
   }
 
   /** Remaining lease in ms; -2 when there is no lock, -1 when it never expires (as PTTL). */
   async remainTimeToLive(): Promise<number> {
     this.context.assertOpen();
-    return this.context.command('remainTimeToLive', (redis) => redis.pttl(this.key), IDEMPOTENT);
+    return this.context.command('remainTimeToLive', (redis) => readOne<number>(redis, (reads) => reads.pttl(this.key)), IDEMPOTENT);
   }
 
   /** @internal One lock of one client, for the owner scopes (and MultiLock's duplicate check): `<clientId>\n<key>`. */

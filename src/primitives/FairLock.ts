@@ -6,6 +6,7 @@ import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection'
 import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../names';
 import { type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry, EntryKeeper } from '../services/ChannelEntry';
+import { readValues } from '../services/database';
 import type { LockOwner } from '../services/LockOwner';
 import type { Link } from '../services/LinkedList';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
@@ -57,10 +58,7 @@ export class FairLock extends ExclusiveLock {
     this.context.assertOpen();
     const { key, name } = this;
     return this.context.command('inspect', async (redis) => {
-      const replies = await redis.pipeline().hgetall(key).pttl(key).zrange(this.names.queue, 0, -1).zrange(this.names.expiry, 0, -1, 'WITHSCORES').time().exec();
-      const failed = replies?.find(([error]) => error);
-      if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
-      const [hash, ttl, members, deadlines, time] = replies.map(([, value]) => value) as [Record<string, string>, number, string[], string[], [string, string]];
+      const [hash, ttl, members, deadlines, time] = (await readValues(redis, (reads) => reads.hgetall(key).pttl(key).zrange(this.names.queue, 0, -1).zrange(this.names.expiry, 0, -1, 'WITHSCORES').time())) as [Record<string, string>, number, string[], string[], [string, string]];
       const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
       const deadlineOf = new Map<string, number>();
       for (let i = 0; i < deadlines.length; i += 2) deadlineOf.set(deadlines[i]!, Number(deadlines[i + 1]));

@@ -7,6 +7,7 @@ import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import { localHandoffOf, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { settledWithinGrace } from '../services/bounds';
+import { readOne, readValues } from '../services/database';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type PermitOptions, type TryPermitOptions } from './permitOptions';
@@ -189,7 +190,7 @@ export class Semaphore extends Primitive {
   /** Free permits now (0 when never set; negative after a negative `addPermits`). */
   async availablePermits(): Promise<number> {
     this.context.assertOpen();
-    const value = await this.context.command('availablePermits', (redis) => redis.get(this.key));
+    const value = await this.context.command('availablePermits', (redis) => readOne<string | null>(redis, (reads) => reads.get(this.key)));
     return value === null ? 0 : Number(value);
   }
 
@@ -205,10 +206,7 @@ export class Semaphore extends Primitive {
     this.context.assertOpen();
     const sharded = (await this.publishCommand()) === 'spublish';
     return this.context.command('inspect', async (redis) => {
-      const replies = await redis.pipeline().get(this.key).hgetall(this.reservationKey).pttl(this.reservationKey).exec();
-      const failed = replies?.find(([error]) => error);
-      if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
-      const [free, reservation, ttl] = replies.map(([, value]) => value) as [string | null, Record<string, string>, number];
+      const [free, reservation, ttl] = (await readValues(redis, (reads) => reads.get(this.key).hgetall(this.reservationKey).pttl(this.reservationKey))) as [string | null, Record<string, string>, number];
       const [clientId = '', waiterId = ''] = (reservation.field ?? '').split(':');
       return {
         name: this.name,

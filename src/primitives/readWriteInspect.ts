@@ -1,6 +1,7 @@
 import type { Redis, Cluster } from 'ioredis';
 import { clientNames, type LockHolder, type LockInfo } from '../introspection';
 import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf } from '../names';
+import { readValues } from '../services/database';
 
 const HOLDER_FIELD = /^([\w-]{21}):([\w-]{21})(:write)?$/;
 
@@ -10,15 +11,13 @@ const HOLDER_FIELD = /^([\w-]{21}):([\w-]{21})(:write)?$/;
  * `waitingClients` counts subscriptions: a client with readers and writers waiting counts twice.
  */
 export async function inspectReadWriteLock(redis: Redis | Cluster, name: string, keyPrefix: string, key: string, sharded: boolean): Promise<LockInfo> {
-  const pipeline = redis.pipeline().hgetall(key).pttl(key).zrange(rwLeasesKeyOf(keyPrefix, key), 0, -1, 'WITHSCORES').zrange(rwWritersKeyOf(keyPrefix, key), 0, -1, 'WITHSCORES').time();
-  for (const channel of [rwReadChannelOf(keyPrefix, key), rwWriteChannelOf(keyPrefix, key)]) {
-    if (sharded) pipeline.pubsub('SHARDNUMSUB', channel);
-    else pipeline.pubsub('NUMSUB', channel);
-  }
-  const replies = await pipeline.exec();
-  const failed = replies?.find(([error]) => error);
-  if (!replies || failed) throw failed?.[0] ?? new Error('pipeline gave no replies');
-  const [hash, ttl, leases, writers, time, readSubs, writeSubs] = replies.map(([, value]) => value) as [
+  const [hash, ttl, leases, writers, time, readSubs, writeSubs] = (await readValues(redis, (reads) => {
+    reads.hgetall(key).pttl(key).zrange(rwLeasesKeyOf(keyPrefix, key), 0, -1, 'WITHSCORES').zrange(rwWritersKeyOf(keyPrefix, key), 0, -1, 'WITHSCORES').time();
+    for (const channel of [rwReadChannelOf(keyPrefix, key), rwWriteChannelOf(keyPrefix, key)]) {
+      if (sharded) reads.pubsub('SHARDNUMSUB', channel);
+      else reads.pubsub('NUMSUB', channel);
+    }
+  })) as [
     Record<string, string>,
     number,
     string[],

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
+import { databaseOf, selectingScript } from './database';
 
 /**
  * The Lua scripts, grouped by primitive under `lua/<primitive>/`, one file per operation named
@@ -128,26 +129,32 @@ function loadSources(): NonNullable<typeof sources> {
 
 /** Registers the scripts on a connection once; a connection shared by two clients is fine. */
 export function defineScripts(redis: Redis | Cluster): ScriptedRedis {
+  const db = databaseOf(redis);
   for (const { name, numberOfKeys, lua } of loadSources()) {
     if (typeof (redis as unknown as Record<string, unknown>)[name] === 'function') continue;
-    redis.defineCommand(name, numberOfKeys === undefined ? { lua } : { numberOfKeys, lua });
+    const source = selectingScript(lua, db);
+    redis.defineCommand(name, numberOfKeys === undefined ? { lua: source } : { numberOfKeys, lua: source });
   }
   return redis as ScriptedRedis;
 }
 
 /**
- * A script's source, SHA1 and key count, by command name: for a caller that must send it as a
- * raw EVALSHA (no transparent fallback: `syncedAcquire`, whose WAIT must follow the script's run).
+ * A script's source, SHA1 and key count, by command name and database (`selectingScript`): for a
+ * caller that must send it as a raw EVALSHA (no transparent fallback: `syncedAcquire`, whose
+ * WAIT must follow the script's run).
  */
-export function scriptOf(command: string): { lua: string; sha: string; numberOfKeys: number | undefined } {
-  let script = scriptsByName.get(command);
+export function scriptOf(command: string, db = 0): { lua: string; sha: string; numberOfKeys: number | undefined } {
+  const id = `${db}:${command}`;
+  let script = scriptsByName.get(id);
   if (!script) {
     const found = loadSources().find((source) => source.name === command);
     if (!found) throw new Error(`no script ${command}`);
-    script = { lua: found.lua, sha: createHash('sha1').update(found.lua).digest('hex'), numberOfKeys: found.numberOfKeys };
-    scriptsByName.set(command, script);
+    const lua = selectingScript(found.lua, db);
+    script = { lua, sha: createHash('sha1').update(lua).digest('hex'), numberOfKeys: found.numberOfKeys };
+    scriptsByName.set(id, script);
   }
   return script;
 }
 
+/** By `<db>:<command>`. */
 const scriptsByName = new Map<string, { lua: string; sha: string; numberOfKeys: number | undefined }>();

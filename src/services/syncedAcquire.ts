@@ -1,5 +1,6 @@
 import { RedisCommandError } from '../errors';
 import type { CommandBound, LockContext } from './LockContext';
+import { databaseOf } from './database';
 import { scriptOf } from './scripts';
 
 /** The two commands of a synced acquire's pipeline. */
@@ -27,7 +28,7 @@ export async function syncedAcquire(
   args: readonly (string | number)[],
   bound?: CommandBound,
 ): Promise<{ reply: unknown; confirmed: boolean; waitRefused?: RedisCommandError }> {
-  const script = scriptOf(command);
+  const script = scriptOf(command, databaseOf(context.redis));
   const scriptArgs = script.numberOfKeys === undefined ? args : [script.numberOfKeys, ...args];
   const epoch = context.connectionEpoch();
   // A late answer is told as the acquire script's own reply, as without syncReplicas: what it
