@@ -441,6 +441,17 @@ describe('a database Redis refuses: each call fails with a typed error naming it
     return error as RedisCommandError;
   };
   const databaseAt = (db: number): Redis => new Redis(redis.server.port, '127.0.0.1', { db, disconnectTimeout: 0 });
+  /** Resolves once the watchdog renewed `key` twice in the database `connection` is on: its PTTL went up again, twice. */
+  const renewedTwiceIn = async (connection: Redis, key: string): Promise<void> => {
+    let renewals = 0;
+    let last = await connection.pttl(key);
+    await until(`two renewals of ${key} in database ${connection.options.db}`, async () => {
+      const now = await connection.pttl(key);
+      if (now > last) renewals++;
+      last = now;
+      return renewals >= 2;
+    });
+  };
 
   test('an index past `databases` (99 of 16): locks, the fair lock, a semaphore, a latch and the plain reads fail; database 0 stays empty', async () => {
     const client = new LockClient({ redis: `${redis.server.url}/99`, keyPrefix: 'db99:' });
@@ -463,6 +474,9 @@ describe('a database Redis refuses: each call fails with a typed error naming it
       () => client.getReadWriteLock('d').readLock().inspect(),
       () => client.getSemaphore('e').availablePermits(),
       () => client.getSemaphore('e').inspect(),
+      async () => {
+        for await (const name of client.listLocks()) return name;
+      },
     ];
     for (const call of calls) expect((await refusal(call)).message).toMatch(/cannot select database 99 \(ERR DB index is out of range\)/);
     expect(await redis.admin.keys('db99:*')).toEqual([]);
@@ -488,20 +502,68 @@ describe('a database Redis refuses: each call fails with a typed error naming it
       await lock.lock();
       expect(await db5.hlen('app:db5')).toBe(1);
       expect(await redis.admin.exists('app:db5')).toBe(0);
-      // Renewals run in database 5 too: its PTTL goes up again, twice.
-      let renewals = 0;
-      let last = await db5.pttl('app:db5');
-      await until('two renewals in database 5', async () => {
-        const now = await db5.pttl('app:db5');
-        if (now > last) renewals++;
-        last = now;
-        return renewals >= 2;
-      });
+      await renewedTwiceIn(db5, 'app:db5');
       expect(await lock.isHeldByCurrentOwner()).toBe(true);
       await lock.unlock();
       expect(await db5.exists('app:db5')).toBe(0);
     } finally {
       db5.disconnect();
+    }
+  });
+
+  test('BUSY at connect (ioredis’s SELECT refused while another client’s script runs long): the connection sits in database 0, yet locks, renewals, reads, listLocks and a nested release’s latch all go to database 2', async () => {
+    const busy = redis.server.connect();
+    const db2 = databaseAt(2);
+    try {
+      await redis.admin.config('SET', 'busy-reply-threshold', '50');
+      // A script that runs 600 ms: every other call is answered BUSY after the first 50.
+      const running = busy.eval("local t0 = redis.call('TIME') while true do local t = redis.call('TIME') if (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 600000 then break end end return 1", 0);
+      await until('Redis answers BUSY', () => redis.admin.ping().then(() => false, (error: Error) => /^BUSY/.test(error.message)));
+      const client = new LockClient({ redis: `${redis.server.url}/2`, keyPrefix: 'busy:', watchdogTimeout: 300 });
+      clients.push(client);
+      const connection = (client as unknown as { redis: Redis }).redis;
+      await until('ioredis’s SELECT was refused', async () => connection.status === 'ready');
+      await running;
+      // ioredis believes the connection is in database 2; Redis has it in 0.
+      expect(await connection.call('CLIENT', 'INFO')).toMatch(/ db=0 /);
+      const lock = client.getLock('r');
+      await lock.withLock(async () => {
+        // listLocks first: a read's SELECT moves the connection to database 2 for the calls after it.
+        const names: string[] = [];
+        for await (const name of client.listLocks()) names.push(name);
+        expect(names).toEqual(['r']);
+        await lock.withLock(async () => undefined); // a nested release: answered 0, its latch deleted
+        expect(await lock.isHeldByCurrentOwner()).toBe(true);
+        expect(await lock.getHoldCount()).toBe(1);
+        await renewedTwiceIn(db2, 'busy:r');
+        expect(await db2.keys('busy:*unlock_latch*')).toEqual([]);
+      });
+      // The last release's latch stays for its TTL (a resend would find it), as in any database.
+      expect((await db2.keys('busy:*')).filter((key) => !key.includes('unlock_latch'))).toEqual([]);
+      expect(await redis.admin.keys('busy:*')).toEqual([]);
+    } finally {
+      await redis.admin.config('SET', 'busy-reply-threshold', '5000');
+      busy.disconnect();
+      db2.disconnect();
+    }
+  });
+
+  test('a connection passed in whose user selected another database keeps it: the library’s reads select its own and then the user’s again', async () => {
+    const shared = databaseAt(1);
+    const db3 = databaseAt(3);
+    try {
+      await shared.select(3);
+      const client = new LockClient({ redis: shared });
+      clients.push(client);
+      const lock = client.getLock('shared');
+      await lock.lock();
+      expect(await lock.isLocked()).toBe(true);
+      await shared.set('users-own', '1');
+      expect(await db3.get('users-own')).toBe('1');
+      await lock.unlock();
+    } finally {
+      shared.disconnect();
+      db3.disconnect();
     }
   });
 

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { kindKeyOf, queueKeyOf } from './names';
-import { readsIn, readValues } from './services/database';
+import { inDatabase, readOne, readValues } from './services/database';
 
 /** One owner holding a lock. */
 export interface LockHolder {
@@ -199,9 +199,9 @@ export async function* listNamesWithKinds(redis: Redis | Cluster, keyPrefix: str
     for (const [key, kind] of await lockKinds(node, keys)) if (kind) yield { name: key.slice(keyPrefix.length), kind };
   }
   for await (const { node, keys } of scanBatches(redis, keyPrefix, match, count, 'string')) {
-    const pipeline = node.pipeline();
-    for (const key of keys) pipeline.get(kindKeyOf(keyPrefix, key));
-    const markers = await pipeline.exec();
+    const markers = await inDatabase(node, (reads) => {
+      for (const key of keys) reads.get(kindKeyOf(keyPrefix, key));
+    });
     for (let i = 0; i < keys.length; i++) {
       const [error, marker] = markers?.[i] ?? [new Error('pipeline gave no replies')];
       if (error) throw error;
@@ -216,7 +216,7 @@ export async function* listNamesWithKinds(redis: Redis | Cluster, keyPrefix: str
  * that is none of them (a free lock, or not ours).
  */
 export async function kindOf(redis: Redis | Cluster, keyPrefix: string, key: string): Promise<NameKind | undefined> {
-  const replies = await readsIn(redis, (reads) => reads.get(kindKeyOf(keyPrefix, key)).hexists(key, 'mode').exists(queueKeyOf(keyPrefix, key)));
+  const replies = await inDatabase(redis, (reads) => reads.get(kindKeyOf(keyPrefix, key)).hexists(key, 'mode').exists(queueKeyOf(keyPrefix, key)));
   if (replies.length !== 3) throw new Error('pipeline gave no replies');
   const [[markerError, marker], [modeError, mode], [queueError, queued]] = replies as [[Error | null, unknown], [Error | null, unknown], [Error | null, unknown]];
   if (markerError) throw markerError;
@@ -233,9 +233,9 @@ export async function kindOf(redis: Redis | Cluster, keyPrefix: string, key: str
 /** Each hash key with its kind when it has a lock's layout ('rw' with a mode), else undefined. */
 async function lockKinds(node: Redis, keys: string[]): Promise<[string, PrimitiveKind | undefined][]> {
   if (keys.length === 0) return [];
-  const pipeline = node.pipeline();
-  for (const key of keys) pipeline.hgetall(key);
-  const hashes = (await pipeline.exec()) ?? [];
+  const hashes = await inDatabase(node, (reads) => {
+    for (const key of keys) reads.hgetall(key);
+  });
   return keys.map((key, i) => {
     const [error, hash] = hashes[i] ?? [];
     // A key that changed type since SCAN is not a lock; a refusal (NOPERM: SCAN shows every
@@ -252,7 +252,7 @@ async function* scanBatches(redis: Redis | Cluster, keyPrefix: string, match: st
   for (const node of masters(redis)) {
     let cursor = '0';
     do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count, 'TYPE', type);
+      const [next, keys] = (await readOne(node, (reads) => reads.scan(cursor, 'MATCH', pattern, 'COUNT', count, 'TYPE', type))) as [string, string[]];
       cursor = next;
       if (keys.length > 0) yield { node, keys };
     } while (cursor !== '0');

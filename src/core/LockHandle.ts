@@ -6,7 +6,7 @@ import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, typ
 import { lossWatch, type RenewalTarget } from '../services/ExpirationRenewal';
 import { IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { settledWithinGrace } from '../services/bounds';
-import { readOne } from '../services/database';
+import { inDatabase, readOne } from '../services/database';
 import { heldByCompositeScope, LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { HeldLock } from './HeldLock';
@@ -383,7 +383,7 @@ export abstract class LockHandle {
     const field = this.field(owner);
     const latch = this.latchFor(owner, field);
     const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0), IDEMPOTENT);
-    if (result === 0) this.context.redis.del(latch).catch(() => undefined);
+    if (result === 0) inDatabase(this.context.redis, (commands) => commands.del(latch)).catch(() => undefined);
   }
 
   /** Gives back one hold; returns whether the lock was released entirely. */
@@ -420,7 +420,7 @@ export abstract class LockHandle {
     if (result !== null && holdsBefore > 0 && heldStill > 0 && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {
       // The reply came, so ioredis will not resend this call: the latch has done its job.
-      this.context.redis.del(latch).catch(() => undefined);
+      inDatabase(this.context.redis, (commands) => commands.del(latch)).catch(() => undefined);
       owner.holds = heldStill === 0 && holdsBefore > 0 ? 0 : Math.max(1, owner.holds - 1);
       return false;
     }

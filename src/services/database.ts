@@ -8,7 +8,7 @@ import type { ChainableCommander, Cluster, Redis } from 'ioredis';
  * an index past `databases`, BUSY while another client's script runs long) only emits an error,
  * and every call after it ran in database 0: a lock taken there beside another client's lock of
  * the same name in the right database. So every call of the library names its database itself
- * (`selectingScript`, `readsIn`): it runs there, or fails with Redis's refusal, and nothing is
+ * (`selectingScript`, `inDatabase`): it runs there, or fails with Redis's refusal, and nothing is
  * held back waiting for ioredis's SELECT to be confirmed (`security.test.ts`, "a database Redis
  * refuses").
  */
@@ -35,33 +35,44 @@ export function selectingScript(lua: string, db: number): string {
 export type PipelineReply = [error: Error | null, value: unknown];
 
 /**
- * Plain reads (no script) sent as one pipeline that starts with a SELECT of the connection's
- * database when it is not 0: Redis runs them there, or the SELECT's refusal is thrown and their
- * replies (from database 0) are dropped. The replies are the reads' own, in order; an error of
- * one of them is left to the caller.
+ * Plain commands (no script: reads, SCAN, a latch's DEL) sent as one pipeline that starts with a
+ * SELECT of the connection's database when it is not 0: Redis runs them there, or the SELECT's
+ * refusal is thrown and their replies (from database 0) are dropped. On a connection passed in
+ * whose user selected another database since (`redis.select()`), the pipeline selects that one
+ * again after them, so that the user's own commands stay where they were. The replies are the
+ * commands' own, in order; an error of one of them is left to the caller.
  */
-export async function readsIn(redis: Redis | Cluster, build: (pipeline: ChainableCommander) => unknown): Promise<PipelineReply[]> {
+export async function inDatabase(redis: Redis | Cluster, build: (pipeline: ChainableCommander) => unknown): Promise<PipelineReply[]> {
   const db = databaseOf(redis);
   const pipeline = redis.pipeline();
-  if (db !== 0) pipeline.select(db);
+  if (db === 0) {
+    build(pipeline);
+    const replies = await pipeline.exec();
+    if (!replies) throw new Error('pipeline gave no replies');
+    return replies;
+  }
+  // ioredis's record of the database it last sent a SELECT for (its own or the user's).
+  const usersDb = (redis as unknown as { condition?: { select?: unknown } }).condition?.select;
+  const restore = typeof usersDb === 'number' && usersDb !== db ? usersDb : undefined;
+  pipeline.select(db);
   build(pipeline);
+  if (restore !== undefined) pipeline.select(restore);
   const replies = await pipeline.exec();
   if (!replies) throw new Error('pipeline gave no replies');
-  if (db === 0) return replies;
   const [selectError] = replies[0] ?? [new Error('pipeline gave no replies')];
   if (selectError) throw Object.assign(new Error(`ERR cannot select database ${db} (${selectError.message})`), { name: 'ReplyError' });
-  return replies.slice(1);
+  return replies.slice(1, restore === undefined ? undefined : -1);
 }
 
-/** `readsIn`, the values only: the first read that failed throws its error. */
+/** `inDatabase`, the values only: the first read that failed throws its error. */
 export async function readValues(redis: Redis | Cluster, build: (pipeline: ChainableCommander) => unknown): Promise<unknown[]> {
-  const replies = await readsIn(redis, build);
+  const replies = await inDatabase(redis, build);
   const failed = replies.find(([error]) => error);
   if (failed) throw failed[0];
   return replies.map(([, value]) => value);
 }
 
-/** One plain read in the connection's database (`readsIn`). */
+/** One plain read in the connection's database (`inDatabase`). */
 export async function readOne<T = unknown>(redis: Redis | Cluster, build: (pipeline: ChainableCommander) => unknown): Promise<T> {
   const [value] = await readValues(redis, build);
   return value as T;
