@@ -420,3 +420,52 @@ test('force-unlock --kind rw of a held plain lock: exit 2 naming its kind, nothi
   expect(result.stderr).toMatch(/is a plain or fair lock, not a read-write lock/);
   expect(await client.getLock('cli:plain-as-rw').isLocked()).toBe(true);
 });
+
+describe('a name given without --prefix that belongs to a client with a keyPrefix', () => {
+  // `rlock list` without --prefix shows such a name whole (`pfx:orders`). inspect and force-unlock
+  // of it found its key but not its helper keys: a forced lock's waiters were not woken (they took
+  // it by their own bound, seconds later), a read-write lock showed as free, the queue was not shown.
+  const refusal = (name: string, prefix: string): { code: number; stdout: string; stderr: string } => ({
+    code: 2,
+    stdout: '',
+    stderr: `rlock: pfx:${name} belongs to a client with keyPrefix "${prefix}" (its keys are there): run with --prefix "${prefix}" and the name "${name}"; nothing done\n`,
+  });
+
+  test('force-unlock, inspect and watch exit 2 naming the prefix, nothing removed; with --prefix, force-unlock wakes the waiting client at once', async () => {
+    const holder = redis.client({ keyPrefix: 'pfx:' });
+    const other = redis.client({ keyPrefix: 'pfx:' });
+    const lock = holder.getLock('orders');
+    await lock.lock(); // a 30 s lease, kept by the watchdog
+    const waiting = other.getLock('orders').tryLock({ waitTime: 20_000 });
+    await until('the other client is in line', async () => (await redis.admin.exists('pfx:rlock__clients:{pfx:orders}')) === 1);
+    for (const command of [['force-unlock', '--yes'], ['inspect'], ['watch']]) {
+      expect(await run(['--url', redis.server.url, ...command, 'pfx:orders'])).toEqual(refusal('orders', 'pfx:'));
+    }
+    expect(await lock.isHeldByCurrentOwner()).toBe(true);
+    expect(await run(['--url', redis.server.url, '--prefix', 'pfx:', 'force-unlock', '--yes', 'orders'])).toMatchObject({ code: 0 });
+    const forcedAt = performance.now();
+    expect(await waiting).toBe(true);
+    // Woken by the force-unlock's message: well below the 30 s lease and the queue's 1.7 s heartbeat.
+    expect(performance.now() - forcedAt).toBeLessThan(1_000);
+  });
+
+  test('a held read-write lock: inspect exits 2 (it showed the lock as free)', async () => {
+    const holder = redis.client({ keyPrefix: 'pfx:' });
+    await holder.getReadWriteLock('rw').writeLock().lock();
+    expect(await run(['--url', redis.server.url, 'inspect', 'pfx:rw'])).toEqual(refusal('rw', 'pfx:'));
+    const right = await run(['--url', redis.server.url, '--prefix', 'pfx:', 'inspect', 'rw']);
+    expect(right.stdout).toMatch(/^rw \(key pfx:rw\): locked/);
+  });
+
+  test('a name with a colon of a client without a prefix is inspected as before, its waiting client shown', async () => {
+    const holder = redis.client();
+    const other = redis.client();
+    await holder.getLock('plain:orders').lock();
+    const waiting = other.getLock('plain:orders').tryLock({ waitTime: 20_000 });
+    waiting.catch(() => undefined); // settled by close()
+    await until('the other client is in line', async () => (await redis.admin.exists('rlock__clients:{plain:orders}')) === 1);
+    const inspected = await run(['--url', redis.server.url, 'inspect', 'plain:orders']);
+    expect(inspected).toMatchObject({ code: 0, stderr: '' });
+    expect(inspected.stdout).toMatch(/^plain:orders \(key plain:orders\): locked, ttl [\d.]+ s, 1 client\(s\) waiting\n/);
+  });
+});

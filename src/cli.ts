@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, LockUsageError, RedisCommandError } from './errors';
+import { prefixOfName } from './cliPrefix';
 import { formatInfo, KIND_NAMES, NAME_KINDS, resolveKind, shown, view } from './cliView';
 import { kindOf, listNamesWithKinds, type LockInfo, type NameKind, type PrimitiveKind } from './introspection';
 import { LockClient } from './LockClient';
@@ -197,6 +198,20 @@ function describeHolders(fields: string[]): string {
   return fields.join(', ');
 }
 
+/**
+ * Refuses a name given without --prefix whose helper keys are under a prefix (prefixOfName):
+ * acted on without it, the wrong helper keys were read and written.
+ */
+async function refuseForeignName(redis: Redis, keyPrefix: string, name: string): Promise<void> {
+  if (keyPrefix !== '') return;
+  const prefix = await prefixOfName(redis, name);
+  if (prefix === undefined) return;
+  throw new CliError(
+    `${shown(name)} belongs to a client with keyPrefix ${JSON.stringify(prefix)} (its keys are there): run with --prefix ${JSON.stringify(prefix)} and the name ${JSON.stringify(name.slice(prefix.length))}; nothing done`,
+    EXIT_USAGE,
+  );
+}
+
 async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions, redis: Redis) => Promise<T>): Promise<T> {
   const options = program.opts<GlobalOptions>();
   const { client, close, redis, connectionError } = await connect(options);
@@ -256,6 +271,7 @@ function buildProgram(): Command {
     .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys; a name with no keys shows as a free lock)').choices([...NAME_KINDS]))
     .action(async (name: string, opts: { kind?: NameKind }) => {
       await withClient(program, async (client, options, redis) => {
+        await refuseForeignName(redis, options.prefix, name);
         const { text, json } = await view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
         console.log(options.json ? JSON.stringify(json) : text);
       });
@@ -289,6 +305,7 @@ function buildProgram(): Command {
       const { ifHolder } = opts;
       if (ifHolder !== undefined && !HOLDER_ID.test(ifHolder)) throw new CliError(`--if-holder: a clientId or clientId:ownerId as inspect shows it, got ${JSON.stringify(ifHolder)}`, EXIT_USAGE);
       await withClient(program, async (client, options, redis) => {
+        await refuseForeignName(redis, options.prefix, name);
         const kind = await resolveKind(client, redis, options.prefix, name, opts.kind);
         // A semaphore's permits and a latch's count have no holder to take them from.
         if (kind !== 'lock' && kind !== 'fair' && kind !== 'rw') throw new CliError(`${shown(name)} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
@@ -349,6 +366,7 @@ function buildProgram(): Command {
       const interval = Number(opts.interval);
       if (!Number.isInteger(interval) || interval < 50 || interval > 3_600_000) throw new CliError('--interval: a whole number of ms from 50 to 3600000', EXIT_USAGE);
       await withClient(program, async (client, options, redis) => {
+        await refuseForeignName(redis, options.prefix, name);
         const stop = new AbortController();
         const onSignal = (): void => stop.abort();
         process.once('SIGINT', onSignal);
