@@ -60,8 +60,9 @@ test('awaiters in 5 processes (20 each) all resolve within a second of the count
   // One script call for the countDown, one read (count and state, one script call) per awaiter
   // re-checking: nothing else.
   expect((after.evalsha ?? 0) + (after.eval ?? 0) - (before.evalsha ?? 0) - (before.eval ?? 0)).toBe(101);
-  // The countDown script's own read of the count, and the two of each awaiter's read.
-  expect((after.get ?? 0) - (before.get ?? 0)).toBe(1 + 2 * 100);
+  // The countDown script's own reads of the kind marker and the count, and the two of each
+  // awaiter's read (the marker, checked and answered, and the count).
+  expect((after.get ?? 0) - (before.get ?? 0)).toBe(2 + 2 * 100);
 }, 30_000);
 
 test('await times out with false, rejects on abort, and close() settles it', async () => {
@@ -158,10 +159,10 @@ test('a first SUBSCRIBE slower than the awaiter waits for it: a countDown before
 test('the same countDown operation run twice by the script counts once; another operation counts', async () => {
   const latch = redis.client().getCountDownLatch(uniqueName());
   await latch.trySetCount(3);
-  const script = lua('latch/countDown-4.lua');
+  const script = lua('latch/countDown-5.lua');
   const opsKey = latchOpsKeyOf('', latch.key);
   const run = (opId: string): Promise<unknown> =>
-    redis.admin.eval(script, 4, latch.key, latchChannelOf('', latch.key), opsKey, latchRoundsKeyOf('', latch.key), 'publish', opId, 600_000);
+    redis.admin.eval(script, 5, latch.key, latchChannelOf('', latch.key), opsKey, latchRoundsKeyOf('', latch.key), `rlock__kind:{${latch.key}}`, 'publish', opId, 600_000);
   expect(await run('op-1')).toBe(2);
   expect(await run('op-1')).toBe(2); // a resend: nothing counted
   expect(await latch.getCount()).toBe(2);
@@ -287,7 +288,7 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
     const keys = keysOf(name);
     const multi = redis.admin.multi();
     for (const operation of operations) {
-      if (operation === 'countDown') multi.eval(lua('latch/countDown-4.lua'), 4, name, keys.channel, keys.ops, keys.rounds, 'publish', `op-${++counter}`, 600_000);
+      if (operation === 'countDown') multi.eval(lua('latch/countDown-5.lua'), 5, name, keys.channel, keys.ops, keys.rounds, keys.kind, 'publish', `op-${++counter}`, 600_000);
       if (operation === 'trySetCount') multi.eval(lua('latch/trySetCount-4.lua'), 4, name, keys.kind, `${keys.request}.${++counter}`, keys.rounds, 1, 60_000);
       if (operation === 'forgetRounds') multi.del(keys.rounds); // as when a deleted latch's rounds expire
       // What a client of the version before rounds does: the count goes and the awaiters are told,

@@ -119,7 +119,7 @@ export function permitsKeyOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'permits', key);
 }
 
-/** The clientId a permit-expirable semaphore keeps its next free permit for (see permitSemaphore/acquire-4.lua): `<keyPrefix>rlock__permits_claim:{<key>}`. */
+/** The clientId a permit-expirable semaphore keeps its next free permit for (see permitSemaphore/acquire-5.lua): `<keyPrefix>rlock__permits_claim:{<key>}`. */
 export function permitClaimKeyOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'permits_claim', key);
 }

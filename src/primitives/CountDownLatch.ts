@@ -10,7 +10,7 @@ import { type Attempt, Primitive } from './Primitive';
 /** The scripts of src/lua/latch/, as `defineCommand` adds them. */
 interface LatchScripts {
   rlock_latch_trySetCount(key: string, kindKey: string, latch: string, roundsKey: string, count: number, latchTtlMs: number): Promise<0 | 1>;
-  rlock_latch_countDown(key: string, channel: string, opsKey: string, roundsKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
+  rlock_latch_countDown(key: string, channel: string, opsKey: string, roundsKey: string, kindKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
   rlock_latch_delete(key: string, kindKey: string, channel: string, latch: string, roundsKey: string, publish: PublishCommand, deletedTtlMs: number, latchTtlMs: number): Promise<0 | 1>;
   rlock_latch_read(key: string, kindKey: string, roundsKey: string, since: string, exact: 0 | 1): Promise<[string | null, string | null, string | null, RoundOutcome | null, string | null]>;
 }
@@ -73,7 +73,7 @@ export class CountDownLatch extends Primitive {
     const publish = await this.publishCommand();
     // A caller's id is kept apart from the calls' own ids (nanoids), which it could spell.
     const opId = operationId === undefined ? this.newId() : `op:${operationId}`;
-    await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, publish, opId, LATCH_OP_TTL_MS));
+    await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, this.kindKey, publish, opId, LATCH_OP_TTL_MS));
   }
 
   /**

@@ -25,6 +25,7 @@ interface PermitScripts {
     permitsKey: string,
     channel: string,
     claimKey: string,
+    kindKey: string,
     id: string,
     leaseMs: number,
     publish: PublishCommand,
@@ -369,7 +370,7 @@ export class PermitExpirableSemaphore extends Primitive {
     const sync = context.syncReplicas;
     let attempts = 0;
     // A waiter parked for STARVING_MS claims the next free permit for its client (see
-    // acquire-4.lua), as the plain semaphore's waiters reserve: a release wakes a waiter in
+    // acquire-5.lua), as the plain semaphore's waiters reserve: a release wakes a waiter in
     // every client, and the client always woken last would otherwise starve.
     const clock = starvingClock();
     // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
@@ -382,7 +383,7 @@ export class PermitExpirableSemaphore extends Primitive {
       if (standBack !== undefined) return { held: false, ttl: standBack };
       const sentAt = performance.now();
       const claims = listening && clock.starving() ? 1 : 0;
-      const args = [this.key, this.permitsKey, this.channel, this.claimKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;
+      const args = [this.key, this.permitsKey, this.channel, this.claimKey, this.kindKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;
       // Answered after the wait ended (Redis frozen, a silent connection): a permit taken for the
       // caller that is gone goes back (a number is a refusal's TTL).
       const lateBound: CommandBound = {

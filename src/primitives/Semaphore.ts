@@ -32,10 +32,10 @@ export function standBackBound(entry: ChannelEntry, permits: number, first: bool
 
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
-  rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number, number?]>;
+  rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, kindKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number, number?]>;
   rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
-  rlock_semaphore_drain(key: string, latch: string, latchTtlMs: number): Promise<number>;
+  rlock_semaphore_drain(key: string, latch: string, kindKey: string, latchTtlMs: number): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
 }
 
@@ -198,7 +198,7 @@ export class Semaphore extends Primitive {
   async drainPermits(): Promise<number> {
     this.context.assertOpen();
     const latch = this.requestLatch(); // a resend after a lost reply answers what the first run took
-    return this.context.command('drainPermits', (redis) => scripts(redis).rlock_semaphore_drain(this.key, latch, RELEASE_LATCH_TTL_MS));
+    return this.context.command('drainPermits', (redis) => scripts(redis).rlock_semaphore_drain(this.key, latch, this.kindKey, RELEASE_LATCH_TTL_MS));
   }
 
   /** Free permits, the reservation (who, how many, for how long), and how many clients wait. */
@@ -322,7 +322,7 @@ export class Semaphore extends Primitive {
       const latch = this.requestLatch(`${field}.${number}`);
       const [status, ttl, free] = await context.command(
         'acquire',
-        (redis) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
+        (redis) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, this.kindKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
         {
           ...bound,
           // Answered after the wait ended (Redis frozen, a silent connection): permits taken for

@@ -2,12 +2,29 @@
 -- this marker beside it ("semaphore", "permits" or "latch", in the key's slot) lets `rlock list`
 -- and `rlock inspect` tell which one it is. Written where the main key is created, deleted
 -- with it.
+-- The marker also keeps the kinds apart: a name used by mistake as two of them (a semaphore's
+-- name taken for a latch, a plain semaphore's for a permit-expirable one) would otherwise have
+-- each count on the other's integer: permits over-admitted, a latch opened early. A script that
+-- writes or decides on the integer first refuses (WRONGTYPE, nothing written) a marker of
+-- another kind. "deleted" (a latch deleted a moment ago) belongs to nobody.
+local KIND_NAMES = { semaphore = 'a semaphore', permits = 'a permit-expirable semaphore', latch = 'a count-down latch' }
+
+-- Answers the marker (false when there is none).
+local function assertKind(kindKey, kind)
+  local marker = redis.call('get', kindKey)
+  if marker and marker ~= kind and marker ~= 'deleted' then
+    error({ err = 'WRONGTYPE the name is used by ' .. (KIND_NAMES[marker] or marker) .. ', not ' .. KIND_NAMES[kind] })
+  end
+  return marker
+end
+
 local function markKind(kindKey, kind)
   redis.call('set', kindKey, kind)
 end
 
 -- Sets `key` to `value` and marks it as a `kind`, only if it has no value yet; true when set.
 local function setMarkedOnce(key, value, kindKey, kind)
+  assertKind(kindKey, kind)
   if redis.call('exists', key) == 1 then
     return false
   end
@@ -19,6 +36,7 @@ end
 -- Adds `delta` to the integer at `key` and answers the new value; a key this creates is marked
 -- as a `kind` (a count that existed already was marked when it was created).
 local function incrByMarked(key, delta, kindKey, kind)
+  assertKind(kindKey, kind)
   if redis.call('exists', key) == 0 then
     markKind(kindKey, kind)
   end

@@ -7,7 +7,7 @@
 
   Input:
     KEYS[1] the count
-    KEYS[2] the kind marker "rlock__kind:{<key>}"
+    KEYS[2] the kind marker "rlock__kind:{<key>}"; another kind's is refused (WRONGTYPE)
     KEYS[3] the rounds "rlock__latch_rounds:{<key>}"
     ARGV[1] the round an awaiter waits for (see outcomeOf in latchRounds.lua), or "" (none asked)
     ARGV[2] "1" when ARGV[1] is the id of the round it found counting, "0" when it waits for the
@@ -18,9 +18,13 @@
     the latest round's id}, each nil when absent.
 ]]
 --@include latchRounds.lua
+--@include kind.lua
+-- A semaphore's count read as a latch's: its getCount, its state "closed", an await() that never
+-- ended. Refused instead (kind.lua).
+local marker = assertKind(KEYS[2], 'latch')
 local rounds = readRounds(KEYS[3])
 local outcome = false
 if string.match(ARGV[1], '^%d+$') then
   outcome = outcomeOf(rounds, tonumber(ARGV[1]), ARGV[2] == '1')
 end
-return { redis.call('get', KEYS[1]), redis.call('get', KEYS[2]), rounds.live, outcome, rounds.round }
+return { redis.call('get', KEYS[1]), marker, rounds.live, outcome, rounds.round }

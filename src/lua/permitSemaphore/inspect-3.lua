@@ -5,7 +5,7 @@
   Input:
     KEYS[1] total permits
     KEYS[2] permits taken, zset permit id -> expiry (Redis ms)
-    KEYS[3] the claim (see acquire-4.lua)
+    KEYS[3] the claim (see acquire-5.lua)
 
   Output:
     {total or false, now (Redis ms), {id1, expiry1, id2, expiry2, ...} (live permits, soonest

@@ -11,6 +11,7 @@
     KEYS[2] permits taken, zset permit id -> expiry (Redis ms)
     KEYS[3] channel "rlock__permits_channel:{<key>}"
     KEYS[4] the claim: the clientId the next free permit is kept for
+    KEYS[5] the kind marker "rlock__kind:{<key>}": another kind's is refused (kind.lua)
     ARGV[1] the new permit's id
     ARGV[2] lease in ms
     ARGV[3] publish command: "spublish" on a Cluster with sharded pub/sub, else "publish"
@@ -24,6 +25,8 @@
     is sooner; -1 when there is no such bound (a release or a new total will say).
 ]]
 --@include permits.lua
+--@include kind.lua
+assertKind(KEYS[5], 'permits')
 local now = nowMs()
 -- A resend (ioredis, after a reconnect) of a call whose first run took the permit: taken. The
 -- id is new for each acquire, so only that first run can have put it there.

@@ -9,6 +9,7 @@
     KEYS[2] channel "rlock__latch:{<key>}"
     KEYS[3] the ids of recent count downs, set "rlock__latch_ops:{<key>}" with a TTL
     KEYS[4] the rounds "rlock__latch_rounds:{<key>}": the one that reaches 0 ends the round as "open"
+    KEYS[5] the kind marker "rlock__kind:{<key>}": another kind's is refused (kind.lua)
     ARGV[1] publish command: "spublish" on a Cluster with sharded pub/sub, else "publish"
     ARGV[2] this call's operation id
     ARGV[3] how long an id stays recorded, in ms (longer than any resend may take)
@@ -17,6 +18,8 @@
     the count left (never below 0: a count down on an open latch changes nothing).
 ]]
 --@include latchRounds.lua
+--@include kind.lua
+assertKind(KEYS[5], 'latch')
 -- Read first: a key of another type fails here (WRONGTYPE) with nothing written.
 local count = redis.call('get', KEYS[1])
 local rounds = readRounds(KEYS[4])

@@ -11,6 +11,7 @@
     KEYS[1] the semaphore's counter of free permits (a string; missing: never set, 0 free)
     KEYS[2] its reservation, hash { field, permits } with a TTL
     KEYS[3] latch of this attempt "rlock__unlock_latch:{<key>}:<clientId>:<waiterId>.<attempt>"
+    KEYS[4] the kind marker "rlock__kind:{<key>}": another kind's is refused (kind.lua)
     ARGV[1] permits asked for (>= 1)
     ARGV[2] the waiter's field "<clientId>:<waiterId>"
     ARGV[3] "1" when the waiter may claim the reservation (subscribed, more than one permit)
@@ -26,6 +27,8 @@
     (below 0: permits are owed after a cut, and the caller's client must stop handing permits on
     in-process).
 ]]
+--@include kind.lua
+assertKind(KEYS[4], 'semaphore')
 if redis.call('exists', KEYS[3]) == 1 then
   return {1, 0}
 end
