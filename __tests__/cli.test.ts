@@ -428,7 +428,7 @@ describe('a name given without --prefix that belongs to a client with a keyPrefi
   const refusal = (name: string, prefix: string): { code: number; stdout: string; stderr: string } => ({
     code: 2,
     stdout: '',
-    stderr: `rlock: pfx:${name} belongs to a client with keyPrefix "${prefix}" (its keys are there): run with --prefix "${prefix}" and the name "${name}"; nothing done\n`,
+    stderr: `rlock: pfx:${name} belongs to a client with keyPrefix "${prefix}" (its keys are there): run with --prefix "${prefix}" and the name "${name}" (or with --prefix '' if it is a client's without a prefix); nothing done\n`,
   });
 
   test('force-unlock, inspect and watch exit 2 naming the prefix, nothing removed; with --prefix, force-unlock wakes the waiting client at once', async () => {
@@ -442,6 +442,8 @@ describe('a name given without --prefix that belongs to a client with a keyPrefi
       expect(await run(['--url', redis.server.url, ...command, 'pfx:orders'])).toEqual(refusal('orders', 'pfx:'));
     }
     expect(await lock.isHeldByCurrentOwner()).toBe(true);
+    // An explicit --prefix '' takes the name as it is (here: inspected, its waiting client not seen).
+    expect(await run(['--url', redis.server.url, '--prefix', '', 'inspect', 'pfx:orders'])).toMatchObject({ code: 0, stderr: '' });
     expect(await run(['--url', redis.server.url, '--prefix', 'pfx:', 'force-unlock', '--yes', 'orders'])).toMatchObject({ code: 0 });
     const forcedAt = performance.now();
     expect(await waiting).toBe(true);

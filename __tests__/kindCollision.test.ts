@@ -2,8 +2,9 @@
 // error (WRONGTYPE) and leave the first kind's state as it was. Before, the semaphores and the
 // latch each counted on the other's integer (permits over-admitted, a latch opened early, a
 // semaphore re-armed), and a latch's delete() freed a held lock.
-import { type LockClient, RedisCommandError } from '../src';
+import { LatchDeletedError, type LockClient, RedisCommandError } from '../src';
 import { usePrivateRedis } from './helpers/privateRedis';
+import { until } from './helpers/time';
 
 const redis = usePrivateRedis();
 
@@ -85,6 +86,7 @@ test.each([
   ['a plain lock', (client: LockClient, name: string) => client.getLock(name)],
   ['a write lock', (client: LockClient, name: string) => client.getReadWriteLock(name).writeLock()],
   ['a fair lock', (client: LockClient, name: string) => client.getFairLock(name)],
+  ['a fenced lock', (client: LockClient, name: string) => client.getFencedLock(name)],
 ])('a name held as %s: a latch’s delete() fails with WRONGTYPE and the lock stays held (it freed the lock, and another owner took it)', async (_kind, lockOf) => {
   const client = redis.client();
   const name = `collide:lock:${_kind}`;
@@ -92,7 +94,7 @@ test.each([
   await lock.lock();
   await expectWrongType('latch.delete', () => client.getCountDownLatch(name).delete());
   expect(await lock.isHeldByCurrentOwner()).toBe(true);
-  expect(await lockOf(redis.client(), name).tryLock()).toBe(false);
+  expect([false, null]).toContain(await lockOf(redis.client(), name).tryLock()); // refused (a fenced lock answers null)
   await lock.unlock();
 });
 
@@ -104,4 +106,20 @@ test('a latch deleted a moment ago (its marker says "deleted") may be set up as 
   const semaphore = client.getSemaphore('collide:reuse');
   expect(await semaphore.trySetPermits(1)).toBe(true);
   expect(await semaphore.tryAcquire()).toBe(true);
+});
+
+test('a latch deleted while awaited, its name set up as a semaphore before the awaiter re-reads: the awaiter rejects with LatchDeletedError (its round was deleted), not WRONGTYPE', async () => {
+  const client = redis.client();
+  const latch = client.getCountDownLatch('collide:awaited');
+  await latch.trySetCount(1);
+  const awaiting = latch.await({ waitTime: 20_000 }).then(
+    () => 'resolved',
+    (error: unknown) => error,
+  );
+  await until('the awaiter listens', async () => Number(((await redis.admin.pubsub('NUMSUB', 'rlock__latch:{collide:awaited}')) as [string, number])[1]) === 1);
+  // Sent back to back on one connection: both run before the woken awaiter's re-read.
+  const semaphore = client.getSemaphore('collide:awaited');
+  await Promise.all([latch.delete(), semaphore.trySetPermits(1)]);
+  expect(await awaiting).toBeInstanceOf(LatchDeletedError);
+  expect(await semaphore.availablePermits()).toBe(1);
 });

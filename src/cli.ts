@@ -202,12 +202,14 @@ function describeHolders(fields: string[]): string {
  * Refuses a name given without --prefix whose helper keys are under a prefix (prefixOfName):
  * acted on without it, the wrong helper keys were read and written.
  */
-async function refuseForeignName(redis: Redis, keyPrefix: string, name: string): Promise<void> {
-  if (keyPrefix !== '') return;
+async function refuseForeignName(program: Command, redis: Redis, keyPrefix: string, name: string): Promise<void> {
+  // An explicit --prefix '' says the name is a prefixless client's, whatever keys a prefixed
+  // client left under the same key (an opened latch's marker stays).
+  if (keyPrefix !== '' || program.getOptionValueSource('prefix') !== 'default') return;
   const prefix = await prefixOfName(redis, name);
   if (prefix === undefined) return;
   throw new CliError(
-    `${shown(name)} belongs to a client with keyPrefix ${JSON.stringify(prefix)} (its keys are there): run with --prefix ${JSON.stringify(prefix)} and the name ${JSON.stringify(name.slice(prefix.length))}; nothing done`,
+    `${shown(name)} belongs to a client with keyPrefix ${JSON.stringify(prefix)} (its keys are there): run with --prefix ${JSON.stringify(prefix)} and the name ${JSON.stringify(name.slice(prefix.length))} (or with --prefix '' if it is a client's without a prefix); nothing done`,
     EXIT_USAGE,
   );
 }
@@ -271,7 +273,7 @@ function buildProgram(): Command {
     .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys; a name with no keys shows as a free lock)').choices([...NAME_KINDS]))
     .action(async (name: string, opts: { kind?: NameKind }) => {
       await withClient(program, async (client, options, redis) => {
-        await refuseForeignName(redis, options.prefix, name);
+        await refuseForeignName(program, redis, options.prefix, name);
         const { text, json } = await view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
         console.log(options.json ? JSON.stringify(json) : text);
       });
@@ -305,7 +307,7 @@ function buildProgram(): Command {
       const { ifHolder } = opts;
       if (ifHolder !== undefined && !HOLDER_ID.test(ifHolder)) throw new CliError(`--if-holder: a clientId or clientId:ownerId as inspect shows it, got ${JSON.stringify(ifHolder)}`, EXIT_USAGE);
       await withClient(program, async (client, options, redis) => {
-        await refuseForeignName(redis, options.prefix, name);
+        await refuseForeignName(program, redis, options.prefix, name);
         const kind = await resolveKind(client, redis, options.prefix, name, opts.kind);
         // A semaphore's permits and a latch's count have no holder to take them from.
         if (kind !== 'lock' && kind !== 'fair' && kind !== 'rw') throw new CliError(`${shown(name)} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
@@ -366,7 +368,7 @@ function buildProgram(): Command {
       const interval = Number(opts.interval);
       if (!Number.isInteger(interval) || interval < 50 || interval > 3_600_000) throw new CliError('--interval: a whole number of ms from 50 to 3600000', EXIT_USAGE);
       await withClient(program, async (client, options, redis) => {
-        await refuseForeignName(redis, options.prefix, name);
+        await refuseForeignName(program, redis, options.prefix, name);
         const stop = new AbortController();
         const onSignal = (): void => stop.abort();
         process.once('SIGINT', onSignal);

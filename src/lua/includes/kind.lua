@@ -9,12 +9,17 @@
 -- another kind. "deleted" (a latch deleted a moment ago) belongs to nobody.
 local KIND_NAMES = { semaphore = 'a semaphore', permits = 'a permit-expirable semaphore', latch = 'a count-down latch' }
 
--- Answers the marker (false when there is none).
-local function assertKind(kindKey, kind)
-  local marker = redis.call('get', kindKey)
+-- Refuses a marker of another kind than `kind`.
+local function assertMarker(marker, kind)
   if marker and marker ~= kind and marker ~= 'deleted' then
     error({ err = 'WRONGTYPE the name is used by ' .. (KIND_NAMES[marker] or marker) .. ', not ' .. KIND_NAMES[kind] })
   end
+end
+
+-- Refuses a name another kind marked; answers the marker (false when there is none).
+local function assertKind(kindKey, kind)
+  local marker = redis.call('get', kindKey)
+  assertMarker(marker, kind)
   return marker
 end
 

@@ -23,10 +23,11 @@
 local rounds = readRounds(KEYS[5])
 --@include kind.lua
 return once(KEYS[4], ARGV[3], function()
-  -- Another kind's count, or a lock's hash (no marker; a string answers HEXISTS with WRONGTYPE):
-  -- refused, or the DEL below freed a held lock or another primitive's count.
+  -- Another kind's count, or a lock's hash (no marker; GET fails on it): refused, or the DEL below
+  -- freed a held lock or another primitive's count.
   assertKind(KEYS[2], 'latch')
-  if redis.call('exists', KEYS[1]) == 1 and type(redis.pcall('hexists', KEYS[1], 'x')) == 'number' then
+  local count = redis.pcall('get', KEYS[1])
+  if type(count) == 'table' and count.err then
     error({ err = 'WRONGTYPE the name is used by a lock, not a count-down latch' })
   end
   local counted = redis.call('del', KEYS[1])

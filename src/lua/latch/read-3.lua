@@ -19,12 +19,16 @@
 ]]
 --@include latchRounds.lua
 --@include kind.lua
--- A semaphore's count read as a latch's: its getCount, its state "closed", an await() that never
--- ended. Refused instead (kind.lua).
-local marker = assertKind(KEYS[2], 'latch')
+local marker = redis.call('get', KEYS[2])
 local rounds = readRounds(KEYS[3])
 local outcome = false
 if string.match(ARGV[1], '^%d+$') then
   outcome = outcomeOf(rounds, tonumber(ARGV[1]), ARGV[2] == '1')
+end
+-- A semaphore's count read as a latch's: its getCount, its state "closed", an await() that never
+-- ended. Refused instead (kind.lua), unless the awaited round has ended: a latch deleted and its
+-- name taken by another kind before the awaiter re-read tells it "deleted".
+if not outcome then
+  assertMarker(marker, 'latch')
 end
 return { redis.call('get', KEYS[1]), marker, rounds.live, outcome, rounds.round }
