@@ -260,7 +260,7 @@ test('force-unlock of a read-write lock removes its holds, leases and waiting wr
   for (const kind of ['lock', 'fair']) {
     const wrongKind = await run([...url, 'force-unlock', '--kind', kind, 'report', '--yes']);
     expect(wrongKind).toMatchObject({ code: 2, stdout: '' });
-    expect(wrongKind.stderr).toBe('rlock: report is a read-write lock: force-unlock it with --kind rw (or without --kind); nothing removed\n');
+    expect(wrongKind.stderr).toBe(`rlock: report is a read-write lock, not a ${kind === 'lock' ? 'lock' : 'fair lock'}: force-unlock it with --kind rw (or without --kind); nothing removed\n`);
   }
   const forced = await run([...url, 'force-unlock', 'report', '--yes']);
   const forcedAt = Date.now();
@@ -403,13 +403,39 @@ test('a password with an unencoded `@` and `/`: refused as a URL whose path is n
   expect(result).toEqual({ code: 2, stdout: '', stderr: "rlock: the URL's path must be a database number (redis://host:port/2): (not shown: it may hold a password)\n" });
 });
 
-test('--kind naming another kind than the key holds (a plain lock asked of a semaphore): exit 2, bad input, not 3', async () => {
-  const client = redis.client();
-  await client.getSemaphore('cli:wrongkind').trySetPermits(2);
+test('--kind naming another kind than the key holds (a plain lock asked of a string that is not ours): exit 2, bad input, not 3', async () => {
+  await redis.admin.set('cli:wrongkind', '2');
   const result = await run(['--url', redis.server.url, 'force-unlock', '--yes', '--kind', 'lock', 'cli:wrongkind']);
   expect(result.code).toBe(2);
   expect(result.stderr).toMatch(/another kind than asked/);
-  expect(await client.getSemaphore('cli:wrongkind').availablePermits()).toBe(2);
+  expect(await redis.admin.get('cli:wrongkind')).toBe('2');
+});
+
+describe('--kind naming another kind than the name’s keys show', () => {
+  // Read as the kind said, a held plain lock showed as a free read-write lock, a latch as a
+  // semaphore with its count for permits.
+  test('inspect and watch exit 2 naming the kind the keys show; force-unlock --kind lock of a semaphore is refused as a semaphore', async () => {
+    const client = redis.client();
+    await client.getLock('cli:kind-plain').lock();
+    await client.getCountDownLatch('cli:kind-latch').trySetCount(3);
+    await client.getSemaphore('cli:kind-sem').trySetPermits(2);
+    const url = ['--url', redis.server.url];
+    expect(await run([...url, 'inspect', '--kind', 'rw', 'cli:kind-plain'])).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'rlock: cli:kind-plain is a plain or fair lock, not a read-write lock: inspect it with --kind lock (or without --kind); nothing shown\n',
+    });
+    expect(await run([...url, 'watch', '--kind', 'semaphore', 'cli:kind-latch'])).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'rlock: cli:kind-latch is a count-down latch, not a semaphore: watch it with --kind latch (or without --kind); nothing shown\n',
+    });
+    expect(await run([...url, 'force-unlock', '--yes', '--kind', 'lock', 'cli:kind-sem'])).toEqual({ code: 2, stdout: '', stderr: 'rlock: cli:kind-sem is a semaphore: force-unlock removes locks only, nothing removed\n' });
+    expect(await client.getSemaphore('cli:kind-sem').availablePermits()).toBe(2);
+    // The lock family agrees with itself, and a name with no keys is free whatever is said.
+    expect(await run([...url, 'inspect', '--kind', 'fair', 'cli:kind-plain'])).toMatchObject({ code: 0, stderr: '' });
+    expect((await run([...url, 'inspect', '--kind', 'rw', 'cli:kind-none'])).stdout).toMatch(/^cli:kind-none \(key cli:kind-none\): free/);
+  });
 });
 
 test('force-unlock --kind rw of a held plain lock: exit 2 naming its kind, nothing removed (before: "no lock", exit 1)', async () => {

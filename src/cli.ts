@@ -214,6 +214,26 @@ async function refuseForeignName(program: Command, redis: Redis, keyPrefix: stri
   );
 }
 
+/**
+ * Refuses a --kind that names another kind than the name's keys show (a plain or fair lock, a
+ * read-write lock, a semaphore, ...): read as the kind said, a held plain lock showed as a free
+ * read-write lock, a latch as a semaphore with its count for permits.
+ */
+async function refuseOtherKind(client: LockClient, redis: Redis, keyPrefix: string, name: string, said: NameKind | undefined, command: 'inspect' | 'watch' | 'force-unlock'): Promise<void> {
+  if (said === undefined) return;
+  const { key } = client.getLock(name);
+  const actual = await kindOf(redis, keyPrefix, key);
+  // Not one of ours (the view says so, or Redis answers WRONGTYPE), or one of the lock family.
+  if (actual === undefined || (actual === 'fair' ? 'lock' : actual) === (said === 'fair' ? 'lock' : said)) return;
+  // kindOf answers "lock" for a name with no keys at all: free, whatever its kind.
+  if (actual === 'lock' && (await redis.exists(key)) === 0) return;
+  if (command === 'force-unlock' && actual !== 'lock' && actual !== 'fair' && actual !== 'rw') {
+    throw new CliError(`${shown(name)} is a ${KIND_NAMES[actual]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
+  }
+  const what = actual === 'lock' || actual === 'fair' ? 'plain or fair lock' : KIND_NAMES[actual];
+  throw new CliError(`${shown(name)} is a ${what}, not a ${KIND_NAMES[said]}: ${command} it with --kind ${actual} (or without --kind); nothing ${command === 'force-unlock' ? 'removed' : 'shown'}`, EXIT_USAGE);
+}
+
 async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions, redis: Redis) => Promise<T>): Promise<T> {
   const options = program.opts<GlobalOptions>();
   const { client, close, redis, connectionError } = await connect(options);
@@ -274,6 +294,7 @@ function buildProgram(): Command {
     .action(async (name: string, opts: { kind?: NameKind }) => {
       await withClient(program, async (client, options, redis) => {
         await refuseForeignName(program, redis, options.prefix, name);
+        await refuseOtherKind(client, redis, options.prefix, name, opts.kind, 'inspect');
         const { text, json } = await view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
         console.log(options.json ? JSON.stringify(json) : text);
       });
@@ -312,20 +333,10 @@ function buildProgram(): Command {
         // A semaphore's permits and a latch's count have no holder to take them from.
         if (kind !== 'lock' && kind !== 'fair' && kind !== 'rw') throw new CliError(`${shown(name)} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
         if (kind === 'rw' && ifHolder !== undefined) throw new CliError('--if-holder: not for a read-write lock (its readers hold it together); force-unlock it without', EXIT_USAGE);
-        // The kind said against the kind the key has, before the prompt. Said to be a plain or
-        // fair lock, a read-write lock would be forced by that kind's script, which refuses its
-        // hash (it would delete the hash alone); said to be a read-write lock, a held plain or fair
-        // one looked free ("no lock ...: nothing removed", exit 1).
-        if (opts.kind !== undefined) {
-          const { key } = client.getLock(name);
-          const actual = await kindOf(redis, options.prefix, key);
-          if ((kind === 'lock' || kind === 'fair') && actual === 'rw') {
-            throw new CliError(`${shown(name)} is a read-write lock: force-unlock it with --kind rw (or without --kind); nothing removed`, EXIT_USAGE);
-          }
-          if (kind === 'rw' && (actual === 'lock' || actual === 'fair') && (await redis.exists(key)) === 1) {
-            throw new CliError(`${shown(name)} is a plain or fair lock, not a read-write lock: force-unlock it with --kind ${actual} (or without --kind); nothing removed`, EXIT_USAGE);
-          }
-        }
+        // Before the prompt. Said to be a plain or fair lock, a read-write lock would be forced by
+        // that kind's script, which refuses its hash (it would delete the hash alone); said to be
+        // a read-write lock, a held plain or fair one looked free ("no lock ...", exit 1).
+        await refuseOtherKind(client, redis, options.prefix, name, opts.kind, 'force-unlock');
         const info = await client.inspectAs(name, kind);
         if (!info.locked) throw new CliError(`no lock ${shown(name)} (key ${shown(info.key)}): nothing removed`, EXIT_NOTHING);
         const fields = info.holders.map((h) => `${h.clientId}:${h.ownerId}`);
@@ -369,6 +380,7 @@ function buildProgram(): Command {
       if (!Number.isInteger(interval) || interval < 50 || interval > 3_600_000) throw new CliError('--interval: a whole number of ms from 50 to 3600000', EXIT_USAGE);
       await withClient(program, async (client, options, redis) => {
         await refuseForeignName(program, redis, options.prefix, name);
+        await refuseOtherKind(client, redis, options.prefix, name, opts.kind, 'watch');
         const stop = new AbortController();
         const onSignal = (): void => stop.abort();
         process.once('SIGINT', onSignal);
