@@ -3,7 +3,7 @@
 import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts, settledCommandCounts } from './helpers/testRedis';
-import { sleep, until } from './helpers/time';
+import { orAfter, sleep, until } from './helpers/time';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TcpProxy, withReplyCut } from './helpers/tcpProxy';
@@ -131,7 +131,7 @@ test('the subscriber back on a slow link: a countDown between the waiters\' retr
     await back; // the awaiter retried (still closed) and sleeps with no bound
     await redis.client().getCountDownLatch(name).countDown(); // published before the SUBSCRIBE arrives
     const countedAt = performance.now();
-    await expect(Promise.race([opened, sleep(8_000).then(() => 'still waiting')])).resolves.toBe(true);
+    await expect(orAfter(opened, 8_000, 'still waiting')).resolves.toBe(true);
     expect(performance.now() - countedAt).toBeLessThan(5_000);
   } finally {
     await proxy.close();
@@ -150,7 +150,7 @@ test('a first SUBSCRIBE slower than the awaiter waits for it: a countDown before
     await until('the awaiter stopped waiting for its SUBSCRIBE and sleeps', () => client.stats.waiters === 1 && (client as unknown as { pubsub: { peek(c: string): { confirmed: boolean } | undefined } }).pubsub.peek(latchChannelOf('', name))?.confirmed === false);
     await sleep(1_100); // past SUBSCRIBE_WAIT_MS: it retried, found the latch closed, and sleeps with no bound
     await redis.client().getCountDownLatch(name).countDown(); // before the SUBSCRIBE reaches Redis
-    await expect(Promise.race([opened, sleep(8_000).then(() => 'still waiting')])).resolves.toBe(true);
+    await expect(orAfter(opened, 8_000, 'still waiting')).resolves.toBe(true);
   } finally {
     await proxy.close();
   }

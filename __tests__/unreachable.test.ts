@@ -214,7 +214,7 @@ test('an outage where connections are accepted and closed at once, past ioredis\
     proxy.closingNew = false;
     // Back: calls settle (they hung for good before), the one made while Redis was away too.
     expect(await madeWhileDown).toBe(true);
-    const settled = await Promise.race([lock.tryLock(), sleep(8_000).then(() => 'hung')]);
+    const settled = await orAfter(lock.tryLock(), 8_000, 'hung');
     expect(settled).toBe(true);
     await lock.unlock();
   } finally {
@@ -338,7 +338,7 @@ describe('a release whose connection drops before its reply', () => {
       proxy.stopAccepting();
       const release = semaphore.release();
       // Past offlineTimeout three times over, still waiting for its reply.
-      expect(await Promise.race([release.then(() => 'settled', () => 'settled'), sleep(1_500).then(() => 'waiting')])).toBe('waiting');
+      expect(await orAfter(release.then(() => 'settled', () => 'settled'), 1_500, 'waiting')).toBe('waiting');
       await proxy.resumeAccepting();
       await release;
       expect(await semaphore.availablePermits()).toBe(1);

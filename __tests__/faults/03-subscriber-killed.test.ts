@@ -6,7 +6,7 @@ import { LockPubSub } from '../../src/services/LockPubSub';
 import { commandCounts } from '../helpers/testRedis';
 import { usePrivateRedis, parkedWaiters, subscribers } from '../helpers/privateRedis';
 import { TcpProxy } from '../helpers/tcpProxy';
-import { sleep, until } from '../helpers/time';
+import { orAfter, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
 
@@ -139,7 +139,7 @@ test('a client on a lazyConnect connection: its subscriber connects, and a relea
 });
 
 test('a subscriber that ioredis gave up on (retryStrategy null, then killed): a later subscribe fails at once instead of queueing every later one behind it for good', async () => {
-  const subscriber = new Redis(redis.server.url, { retryStrategy: () => null, connectionName: 'ended-subscriber' });
+  const subscriber = new Redis(redis.server.url, { retryStrategy: () => null, connectionName: 'ended-subscriber', disconnectTimeout: 0 });
   subscriber.on('error', () => undefined);
   const pubsub = new LockPubSub(() => subscriber, async () => 'publish');
   try {
@@ -169,7 +169,7 @@ test('a channel whose subscribe failed (its subscriber ended before it was ever 
     await until("the channel's subscribe failed", () => [...pubsub.entries.values()].some((entry) => entry.failed));
     await opener.getCountDownLatch(name).countDown(); // published to nobody on this client
     proxy.closingNew = false;
-    await expect(Promise.race([opened, sleep(8_000).then(() => 'still waiting')])).resolves.toBe(true);
+    await expect(orAfter(opened, 8_000, 'still waiting')).resolves.toBe(true);
   } finally {
     await proxy.close();
   }
@@ -191,7 +191,7 @@ test('a SUBSCRIBE Redis refuses while the subscriber stays connected (an ACL wit
     await until("the channel's subscribe was refused", () => [...pubsub.entries.values()].some((entry) => entry.failed));
     await redis.admin.call('ACL', 'SETUSER', user, 'allchannels');
     await opener.getCountDownLatch(name).countDown(); // may reach nobody on this client yet
-    await expect(Promise.race([opened, sleep(8_000).then(() => 'still waiting')])).resolves.toBe(true);
+    await expect(orAfter(opened, 8_000, 'still waiting')).resolves.toBe(true);
   } finally {
     await redis.admin.call('ACL', 'DELUSER', user);
   }
