@@ -20,13 +20,14 @@ async function expectWrongType(what: string, call: () => Promise<unknown>): Prom
 
 type CountKind = 'semaphore' | 'permits' | 'latch';
 
-/** Every call of a kind that writes or decides on the name's count. */
+/** Every call of a kind that writes, decides on or reports the name's count. */
 function countingCalls(client: LockClient, name: string): Record<CountKind, Record<string, () => Promise<unknown>>> {
   const semaphore = client.getSemaphore(name);
   const permits = client.getPermitExpirableSemaphore(name);
   const latch = client.getCountDownLatch(name);
   return {
     semaphore: {
+      availablePermits: () => semaphore.availablePermits(),
       trySetPermits: () => semaphore.trySetPermits(5),
       tryAcquire: () => semaphore.tryAcquire(),
       acquire: () => semaphore.acquire({ permits: 1 }),
@@ -35,6 +36,7 @@ function countingCalls(client: LockClient, name: string): Record<CountKind, Reco
       addPermits: () => semaphore.addPermits(1),
     },
     permits: {
+      availablePermits: () => permits.availablePermits(),
       trySetPermits: () => permits.trySetPermits(5),
       tryAcquire: () => permits.tryAcquire({ leaseTime: 60_000 }),
       addPermits: () => permits.addPermits(1),
@@ -73,7 +75,7 @@ const KINDS: CountKind[] = ['semaphore', 'permits', 'latch'];
 const LABELS: Record<CountKind, string> = { semaphore: 'semaphore', permits: 'permit-expirable semaphore', latch: 'count-down latch' };
 const PAIRS = KINDS.flatMap((first) => KINDS.filter((second) => second !== first).map((second) => [LABELS[first], LABELS[second], first, second] as const));
 
-test.each(PAIRS)('a name set up as a %s: every counting call of a %s fails with WRONGTYPE, and its state is unchanged', async (_first, _second, first, second) => {
+test.each(PAIRS)('a name set up as a %s: every counting call and the free count of a %s fail with WRONGTYPE, and its state is unchanged', async (_first, _second, first, second) => {
   const client = redis.client();
   const name = `collide:${first}:${second}`;
   const read = await setUp(client, name, first);
@@ -87,12 +89,16 @@ test.each([
   ['a write lock', (client: LockClient, name: string) => client.getReadWriteLock(name).writeLock()],
   ['a fair lock', (client: LockClient, name: string) => client.getFairLock(name)],
   ['a fenced lock', (client: LockClient, name: string) => client.getFencedLock(name)],
-])('a name held as %s: a latch’s delete() fails with WRONGTYPE and the lock stays held (it freed the lock, and another owner took it)', async (_kind, lockOf) => {
+])('a name held as %s: a latch’s delete() fails with WRONGTYPE and the lock stays held (it freed the lock, and another owner took it); the counters’ trySet calls fail with WRONGTYPE (they answered false)', async (_kind, lockOf) => {
   const client = redis.client();
   const name = `collide:lock:${_kind}`;
   const lock = lockOf(client, name);
   await lock.lock();
   await expectWrongType('latch.delete', () => client.getCountDownLatch(name).delete());
+  // Set up as a counter on a lock's hash: refused too (it answered false, "already set").
+  await expectWrongType('latch.trySetCount', () => client.getCountDownLatch(name).trySetCount(1));
+  await expectWrongType('semaphore.trySetPermits', () => client.getSemaphore(name).trySetPermits(1));
+  await expectWrongType('permits.trySetPermits', () => client.getPermitExpirableSemaphore(name).trySetPermits(1));
   expect(await lock.isHeldByCurrentOwner()).toBe(true);
   expect([false, null]).toContain(await lockOf(redis.client(), name).tryLock()); // refused (a fenced lock answers null)
   await lock.unlock();

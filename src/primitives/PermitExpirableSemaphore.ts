@@ -36,7 +36,7 @@ interface PermitScripts {
   rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, latch: string, id: string, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[0 | 1, number]>;
   rlock_permitSemaphore_handoff(key: string, permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number, pipelined: 0 | 1): Promise<0 | 1 | 2 | 3>;
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
-  rlock_permitSemaphore_available(key: string, permitsKey: string): Promise<number>;
+  rlock_permitSemaphore_available(key: string, permitsKey: string, kindKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, latchTtlMs: number): Promise<number>;
   rlock_permitSemaphore_inspect(key: string, permitsKey: string, claimKey: string): Promise<[string | null, number, string[], string | null, number]>;
@@ -276,7 +276,7 @@ export class PermitExpirableSemaphore extends Primitive {
   /** Free permits now, counting those whose lease ran out as free (read-only; Redis time). */
   async availablePermits(): Promise<number> {
     this.context.assertOpen();
-    return this.context.command('availablePermits', (redis) => scripts(redis).rlock_permitSemaphore_available(this.key, this.permitsKey));
+    return this.context.command('availablePermits', (redis) => scripts(redis).rlock_permitSemaphore_available(this.key, this.permitsKey, this.kindKey));
   }
 
   /** The total, the free permits, every permit on lease with its remaining lease (Redis time), the claim on the next free permit, and how many clients wait. */

@@ -7,7 +7,7 @@ import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import { localHandoffOf, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { settledWithinGrace } from '../services/bounds';
-import { readOne, readValues } from '../services/database';
+import { readValues } from '../services/database';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkPermitOptions, type PermitOptions, type TryPermitOptions } from './permitOptions';
@@ -190,7 +190,12 @@ export class Semaphore extends Primitive {
   /** Free permits now (0 when never set; negative after a negative `addPermits`). */
   async availablePermits(): Promise<number> {
     this.context.assertOpen();
-    const value = await this.context.command('availablePermits', (redis) => readOne<string | null>(redis, (reads) => reads.get(this.key)));
+    const value = await this.context.command('availablePermits', async (redis) => {
+      const [free, marker] = (await readValues(redis, (reads) => reads.get(this.key).get(this.kindKey))) as [string | null, string | null];
+      // Another kind's count read as free permits: refused, as the scripts refuse it (kind.lua).
+      if (marker !== null && marker !== 'semaphore' && marker !== 'deleted') throw new Error(`WRONGTYPE the name is used by ${marker === 'latch' ? 'a count-down latch' : 'a permit-expirable semaphore'}, not a semaphore`);
+      return free;
+    });
     return value === null ? 0 : Number(value);
   }
 

@@ -31,6 +31,11 @@ end
 local function setMarkedOnce(key, value, kindKey, kind)
   assertKind(kindKey, kind)
   if redis.call('exists', key) == 1 then
+    -- A lock's hash (no marker) answered "already set": refused as a kind of its own instead.
+    local current = redis.pcall('get', key)
+    if type(current) == 'table' and current.err then
+      error({ err = 'WRONGTYPE the name is used by a lock, not ' .. KIND_NAMES[kind] })
+    end
     return false
   end
   redis.call('set', key, value)
