@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
-import { until } from './helpers/time';
+import { orAfter, until } from './helpers/time';
 
 const redis = usePrivateRedis();
 const root = join(__dirname, '..');
@@ -24,6 +24,15 @@ function run(args: string[], env: Record<string, string> = {}): Promise<{ code: 
     child.stderr.on('data', (chunk) => (stderr += chunk));
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** The CLI as a running child: what it printed so far, and its exit code once it closes. */
+function spawnCli(args: string[]): { child: ReturnType<typeof spawn>; out: { stdout: string; stderr: string }; closed: Promise<number | null> } {
+  const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = { stdout: '', stderr: '' };
+  child.stdout!.on('data', (chunk) => (out.stdout += chunk));
+  child.stderr!.on('data', (chunk) => (out.stderr += chunk));
+  return { child, out, closed: new Promise((resolve) => child.on('close', resolve)) };
 }
 
 test('inspect prints holders and client names, in text and JSON', async () => {
@@ -168,18 +177,13 @@ test('force-unlock refuses without --yes off a terminal, removes with it, exits 
 });
 
 test('watch refreshes until interrupted, with nothing on stderr after 15 refreshes (no listener piling up on its stop signal)', async () => {
-  const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--json', 'watch', 'w', '--interval', '50'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  await until('watch printed 15 frames', () => stdout.split('\n').filter(Boolean).length >= 15, 20_000);
+  const { child, out, closed } = spawnCli(['--url', redis.server.url, '--json', 'watch', 'w', '--interval', '50']);
+  await until('watch printed 15 frames', () => out.stdout.split('\n').filter(Boolean).length >= 15, 20_000);
   child.kill('SIGINT');
-  const code = await new Promise((resolve) => child.on('close', resolve));
-  expect(code).toBe(0);
+  expect(await closed).toBe(0);
   // One abort listener per refresh printed MaxListenersExceededWarning at the 11th.
-  expect(stderr).toBe('');
-  const frames = stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { locked: boolean });
+  expect(out.stderr).toBe('');
+  const frames = out.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { locked: boolean });
   expect(frames.length).toBeGreaterThanOrEqual(15);
   expect(frames[0]).toMatchObject({ name: 'w', locked: false });
 });
@@ -345,20 +349,15 @@ test('a server that accepts but never answers: exit 3 after --timeout, one clear
 });
 
 test('a server that stops answering mid-watch: exit 3 after --timeout, one clear line', async () => {
-  const child = spawn(process.execPath, [cli, '--url', redis.server.url, '--json', '--timeout', '300', 'watch', 'w', '--interval', '50'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const code = new Promise((resolve) => child.on('close', resolve));
+  const { out, closed } = spawnCli(['--url', redis.server.url, '--json', '--timeout', '300', 'watch', 'w', '--interval', '50']);
   try {
-    await until('watch printed a frame', () => stdout.includes('\n'));
+    await until('watch printed a frame', () => out.stdout.includes('\n'));
     redis.server.pause();
-    expect(await code).toBe(3);
+    expect(await closed).toBe(3);
   } finally {
     redis.server.resume();
   }
-  expect(stderr).toBe(`rlock: cannot reach Redis at 127.0.0.1:${redis.server.port}: no reply within 300 ms (--timeout)\n`);
+  expect(out.stderr).toBe(`rlock: cannot reach Redis at 127.0.0.1:${redis.server.port}: no reply within 300 ms (--timeout)\n`);
 });
 
 test('--timeout must be a whole number of ms', async () => {
@@ -412,6 +411,19 @@ test('--kind naming another kind than the key holds (a plain lock asked of a str
 });
 
 describe('--kind naming another kind than the name’s keys show', () => {
+  test('watch checks the kind at every refresh: a plain lock taken on the name while watched as a read-write lock ends the watch with exit 2 (it showed the held lock as free)', async () => {
+    const name = 'cli:kind-watched';
+    const { child, out, closed } = spawnCli(['--url', redis.server.url, '--json', 'watch', '--interval', '100', '--kind', 'rw', name]);
+    try {
+      await until('the watch showed its first frame (the name free)', () => out.stdout.includes('"locked":false'));
+      await redis.client().getLock(name).lock();
+      expect(await orAfter(closed, 10_000, 'still watching')).toBe(2);
+    } finally {
+      child.kill('SIGINT'); // ended already, unless the expectation above failed
+    }
+    expect(out.stderr).toBe(`rlock: ${name} is a plain or fair lock, not a read-write lock: watch it with --kind lock (or without --kind); nothing shown\n`);
+  });
+
   // Read as the kind said, a held plain lock showed as a free read-write lock, a latch as a
   // semaphore with its count for permits.
   test('inspect and watch exit 2 naming the kind the keys show; force-unlock --kind lock of a semaphore is refused as a semaphore', async () => {
@@ -432,6 +444,15 @@ describe('--kind naming another kind than the name’s keys show', () => {
     });
     expect(await run([...url, 'force-unlock', '--yes', '--kind', 'lock', 'cli:kind-sem'])).toEqual({ code: 2, stdout: '', stderr: 'rlock: cli:kind-sem is a semaphore: force-unlock removes locks only, nothing removed\n' });
     expect(await client.getSemaphore('cli:kind-sem').availablePermits()).toBe(2);
+    // A lock taken on an opened latch's name (its marker stays for good) is the lock: shown, and
+    // forced, as one (the latch's marker made --kind lock refuse it, and without --kind it showed
+    // as an open latch).
+    const latch = client.getCountDownLatch('cli:kind-was-latch');
+    await latch.trySetCount(1);
+    await latch.countDown();
+    await client.getLock('cli:kind-was-latch').lock();
+    expect((await run([...url, 'inspect', 'cli:kind-was-latch'])).stdout).toMatch(/^cli:kind-was-latch \(key cli:kind-was-latch\): locked/);
+    expect(await run([...url, 'force-unlock', '--yes', '--kind', 'lock', 'cli:kind-was-latch'])).toMatchObject({ code: 0 });
     // The lock family agrees with itself, and a name with no keys is free whatever is said.
     expect(await run([...url, 'inspect', '--kind', 'fair', 'cli:kind-plain'])).toMatchObject({ code: 0, stderr: '' });
     expect((await run([...url, 'inspect', '--kind', 'rw', 'cli:kind-none'])).stdout).toMatch(/^cli:kind-none \(key cli:kind-none\): free/);

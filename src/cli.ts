@@ -380,7 +380,6 @@ function buildProgram(): Command {
       if (!Number.isInteger(interval) || interval < 50 || interval > 3_600_000) throw new CliError('--interval: a whole number of ms from 50 to 3600000', EXIT_USAGE);
       await withClient(program, async (client, options, redis) => {
         await refuseForeignName(program, redis, options.prefix, name);
-        await refuseOtherKind(client, redis, options.prefix, name, opts.kind, 'watch');
         const stop = new AbortController();
         const onSignal = (): void => stop.abort();
         process.once('SIGINT', onSignal);
@@ -390,7 +389,11 @@ function buildProgram(): Command {
           while (!stop.signal.aborted) {
             // Ctrl-C during a refresh that Redis does not answer stops now, not after --timeout:
             // closing the client ends the refresh.
-            const refresh = (async () => view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind)))();
+            // The kind checked at every refresh: the name may change hands while watched.
+            const refresh = (async () => {
+              await refuseOtherKind(client, redis, options.prefix, name, opts.kind, 'watch');
+              return view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
+            })();
             refresh.catch(() => undefined);
             const frame = await Promise.race([refresh, stopped]);
             if (!frame) break;

@@ -216,13 +216,19 @@ export async function* listNamesWithKinds(redis: Redis | Cluster, keyPrefix: str
  * that is none of them (a free lock, or not ours).
  */
 export async function kindOf(redis: Redis | Cluster, keyPrefix: string, key: string): Promise<NameKind | undefined> {
-  const replies = await inDatabase(redis, (reads) => reads.get(kindKeyOf(keyPrefix, key)).hexists(key, 'mode').exists(queueKeyOf(keyPrefix, key)));
-  if (replies.length !== 3) throw new Error('pipeline gave no replies');
-  const [[markerError, marker], [modeError, mode], [queueError, queued]] = replies as [[Error | null, unknown], [Error | null, unknown], [Error | null, unknown]];
+  const replies = await inDatabase(redis, (reads) => reads.get(kindKeyOf(keyPrefix, key)).hexists(key, 'mode').exists(queueKeyOf(keyPrefix, key)).exists(key));
+  if (replies.length !== 4) throw new Error('pipeline gave no replies');
+  const [[markerError, marker], [modeError, mode], [queueError, queued], [keyError, present]] = replies as [[Error | null, unknown], [Error | null, unknown], [Error | null, unknown], [Error | null, unknown]];
   if (markerError) throw markerError;
   if (queueError) throw queueError;
-  if (marker === 'deleted') return 'latch';
-  if (typeof marker === 'string' && MARKED_KINDS.includes(marker)) return marker as PrimitiveKind;
+  if (keyError) throw keyError;
+  // A latch's marker outlives its count (open: for good; deleted: a while), and a lock may take
+  // the name since: a hash there is the lock, not the latch.
+  const lockHash = !modeError && present === 1;
+  if (!(lockHash && (marker === 'latch' || marker === 'deleted'))) {
+    if (marker === 'deleted') return 'latch';
+    if (typeof marker === 'string' && MARKED_KINDS.includes(marker)) return marker as PrimitiveKind;
+  }
   // WRONGTYPE: a string no primitive marked, not ours.
   if (modeError && !/^WRONGTYPE /.test(modeError.message)) throw modeError;
   if (modeError) return undefined;

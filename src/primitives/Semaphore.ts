@@ -193,7 +193,10 @@ export class Semaphore extends Primitive {
     const value = await this.context.command('availablePermits', async (redis) => {
       const [free, marker] = (await readValues(redis, (reads) => reads.get(this.key).get(this.kindKey))) as [string | null, string | null];
       // Another kind's count read as free permits: refused, as the scripts refuse it (kind.lua).
-      if (marker !== null && marker !== 'semaphore' && marker !== 'deleted') throw new Error(`WRONGTYPE the name is used by ${marker === 'latch' ? 'a count-down latch' : 'a permit-expirable semaphore'}, not a semaphore`);
+      if (marker !== null && marker !== 'semaphore' && marker !== 'deleted') {
+        const kind = marker === 'latch' ? 'a count-down latch' : marker === 'permits' ? 'a permit-expirable semaphore' : JSON.stringify(marker);
+        throw new Error(`WRONGTYPE the name is used by ${kind}, not a semaphore`);
+      }
       return free;
     });
     return value === null ? 0 : Number(value);

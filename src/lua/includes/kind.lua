@@ -34,7 +34,7 @@ local function setMarkedOnce(key, value, kindKey, kind)
     -- A lock's hash (no marker) answered "already set": refused as a kind of its own instead.
     local current = redis.pcall('get', key)
     if type(current) == 'table' and current.err then
-      error({ err = 'WRONGTYPE the name is used by a lock, not ' .. KIND_NAMES[kind] })
+      error({ err = 'WRONGTYPE the name is used by a lock (or a key of another type), not ' .. KIND_NAMES[kind] })
     end
     return false
   end
