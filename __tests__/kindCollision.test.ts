@@ -28,6 +28,7 @@ function countingCalls(client: LockClient, name: string): Record<CountKind, Reco
   return {
     semaphore: {
       availablePermits: () => semaphore.availablePermits(),
+      inspect: () => semaphore.inspect(),
       trySetPermits: () => semaphore.trySetPermits(5),
       tryAcquire: () => semaphore.tryAcquire(),
       acquire: () => semaphore.acquire({ permits: 1 }),
@@ -37,6 +38,7 @@ function countingCalls(client: LockClient, name: string): Record<CountKind, Reco
     },
     permits: {
       availablePermits: () => permits.availablePermits(),
+      inspect: () => permits.inspect(),
       trySetPermits: () => permits.trySetPermits(5),
       tryAcquire: () => permits.tryAcquire({ leaseTime: 60_000 }),
       addPermits: () => permits.addPermits(1),
@@ -75,7 +77,7 @@ const KINDS: CountKind[] = ['semaphore', 'permits', 'latch'];
 const LABELS: Record<CountKind, string> = { semaphore: 'semaphore', permits: 'permit-expirable semaphore', latch: 'count-down latch' };
 const PAIRS = KINDS.flatMap((first) => KINDS.filter((second) => second !== first).map((second) => [LABELS[first], LABELS[second], first, second] as const));
 
-test.each(PAIRS)('a name set up as a %s: every counting call and the free count of a %s fail with WRONGTYPE, and its state is unchanged', async (_first, _second, first, second) => {
+test.each(PAIRS)('a name set up as a %s: every counting call and the reads of a %s fail with WRONGTYPE, and its state is unchanged', async (_first, _second, first, second) => {
   const client = redis.client();
   const name = `collide:${first}:${second}`;
   const read = await setUp(client, name, first);

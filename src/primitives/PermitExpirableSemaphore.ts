@@ -39,7 +39,7 @@ interface PermitScripts {
   rlock_permitSemaphore_available(key: string, permitsKey: string, kindKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, latchTtlMs: number): Promise<number>;
-  rlock_permitSemaphore_inspect(key: string, permitsKey: string, claimKey: string): Promise<[string | null, number, string[], string | null, number]>;
+  rlock_permitSemaphore_inspect(key: string, permitsKey: string, claimKey: string, kindKey: string): Promise<[string | null, number, string[], string | null, number]>;
 }
 
 const scripts = (redis: ScriptedRedis): PermitScripts => redis as unknown as PermitScripts;
@@ -284,7 +284,7 @@ export class PermitExpirableSemaphore extends Primitive {
     this.context.assertOpen();
     const sharded = (await this.publishCommand()) === 'spublish';
     return this.context.command('inspect', async (redis) => {
-      const [total, now, flat, claimant, claimTtl] = await scripts(redis).rlock_permitSemaphore_inspect(this.key, this.permitsKey, this.claimKey);
+      const [total, now, flat, claimant, claimTtl] = await scripts(redis).rlock_permitSemaphore_inspect(this.key, this.permitsKey, this.claimKey, this.kindKey);
       const permits: PermitSemaphoreInfo['permits'] = [];
       for (let i = 0; i < flat.length; i += 2) permits.push({ id: flat[i]!, expiresInMs: Number(flat[i + 1]) - now });
       const totalPermits = total === null ? null : Number(total);

@@ -1,3 +1,4 @@
+import type { ChainableCommander } from 'ioredis';
 import type { Hold } from '../core/waitLoop';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../errors';
@@ -190,16 +191,21 @@ export class Semaphore extends Primitive {
   /** Free permits now (0 when never set; negative after a negative `addPermits`). */
   async availablePermits(): Promise<number> {
     this.context.assertOpen();
-    const value = await this.context.command('availablePermits', async (redis) => {
-      const [free, marker] = (await readValues(redis, (reads) => reads.get(this.key).get(this.kindKey))) as [string | null, string | null];
-      // Another kind's count read as free permits: refused, as the scripts refuse it (kind.lua).
-      if (marker !== null && marker !== 'semaphore' && marker !== 'deleted') {
-        const kind = marker === 'latch' ? 'a count-down latch' : marker === 'permits' ? 'a permit-expirable semaphore' : JSON.stringify(marker);
-        throw new Error(`WRONGTYPE the name is used by ${kind}, not a semaphore`);
-      }
-      return free;
-    });
+    const value = await this.context.command('availablePermits', async (redis) => (await this.readCount(redis))[0]);
     return value === null ? 0 : Number(value);
+  }
+
+  /**
+   * The free permits (a string, or null when never set) with `more` read in the same round trip.
+   * Another kind's count read as free permits is refused, as the scripts refuse it (kind.lua).
+   */
+  private async readCount(redis: ScriptedRedis, more: (reads: ChainableCommander) => unknown = () => undefined): Promise<[string | null, ...unknown[]]> {
+    const [free, marker, ...rest] = (await readValues(redis, (reads) => more(reads.get(this.key).get(this.kindKey)))) as [string | null, string | null, ...unknown[]];
+    if (marker !== null && marker !== 'semaphore' && marker !== 'deleted') {
+      const kind = marker === 'latch' ? 'a count-down latch' : marker === 'permits' ? 'a permit-expirable semaphore' : JSON.stringify(marker);
+      throw new Error(`WRONGTYPE the name is used by ${kind}, not a semaphore`);
+    }
+    return [free, ...rest];
   }
 
   /** Takes every free permit; returns how many. */
@@ -214,7 +220,7 @@ export class Semaphore extends Primitive {
     this.context.assertOpen();
     const sharded = (await this.publishCommand()) === 'spublish';
     return this.context.command('inspect', async (redis) => {
-      const [free, reservation, ttl] = (await readValues(redis, (reads) => reads.get(this.key).hgetall(this.reservationKey).pttl(this.reservationKey))) as [string | null, Record<string, string>, number];
+      const [free, reservation, ttl] = (await this.readCount(redis, (reads) => reads.hgetall(this.reservationKey).pttl(this.reservationKey))) as [string | null, Record<string, string>, number];
       const [clientId = '', waiterId = ''] = (reservation.field ?? '').split(':');
       return {
         name: this.name,
