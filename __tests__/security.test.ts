@@ -515,6 +515,10 @@ describe('a database Redis refuses: each call fails with a typed error naming it
     const busy = redis.server.connect();
     const db2 = databaseAt(2);
     try {
+      // The test's own connections are up (and db2's SELECT answered) before Redis turns BUSY:
+      // one still connecting then had its SELECT refused, and read database 0.
+      await busy.ping();
+      expect(await db2.call('CLIENT', 'INFO')).toMatch(/ db=2 /);
       await redis.admin.config('SET', 'busy-reply-threshold', '50');
       // A script that runs 600 ms: every other call is answered BUSY after the first 50.
       const running = busy.eval("local t0 = redis.call('TIME') while true do local t = redis.call('TIME') if (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 600000 then break end end return 1", 0);
