@@ -8,8 +8,8 @@ import { Command, CommanderError, Option } from 'commander';
 import { Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { InvalidArgumentError, LockError, LockUsageError, RedisCommandError } from './errors';
 import { prefixOfName } from './cliPrefix';
-import { formatInfo, KIND_NAMES, NAME_KINDS, resolveKind, shown, view } from './cliView';
-import { kindOf, listNamesWithKinds, type LockInfo, type NameKind, type PrimitiveKind } from './introspection';
+import { formatInfo, NAME_KINDS, resolveKind, shown, view } from './cliView';
+import { KIND_NAMES, kindOf, listNamesWithKinds, type LockInfo, type NameKind, type PrimitiveKind } from './introspection';
 import { LockClient } from './LockClient';
 import { checkListOptions } from './options';
 import { displayUrl, redactUrls } from './redact';
@@ -214,6 +214,11 @@ async function refuseForeignName(program: Command, redis: Redis, keyPrefix: stri
   );
 }
 
+/** force-unlock of a semaphore or a latch: they have no holder to take permits or a count from. */
+function refuseCounter(name: string, kind: NameKind): asserts kind is 'lock' | 'fair' | 'rw' {
+  if (kind !== 'lock' && kind !== 'fair' && kind !== 'rw') throw new CliError(`${shown(name)} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
+}
+
 /**
  * Refuses a --kind that names another kind than the name's keys show (a plain or fair lock, a
  * read-write lock, a semaphore, ...): read as the kind said, a held plain lock showed as a free
@@ -223,13 +228,10 @@ async function refuseOtherKind(client: LockClient, redis: Redis, keyPrefix: stri
   if (said === undefined) return;
   const { key } = client.getLock(name);
   const actual = await kindOf(redis, keyPrefix, key);
-  // Not one of ours (the view says so, or Redis answers WRONGTYPE), or one of the lock family.
+  // No keys (free, whatever its kind), not one of ours (the view says so, or Redis answers
+  // WRONGTYPE), or one of the lock family.
   if (actual === undefined || (actual === 'fair' ? 'lock' : actual) === (said === 'fair' ? 'lock' : said)) return;
-  // kindOf answers "lock" for a name with no keys at all: free, whatever its kind.
-  if (actual === 'lock' && (await redis.exists(key)) === 0) return;
-  if (command === 'force-unlock' && actual !== 'lock' && actual !== 'fair' && actual !== 'rw') {
-    throw new CliError(`${shown(name)} is a ${KIND_NAMES[actual]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
-  }
+  if (command === 'force-unlock') refuseCounter(name, actual);
   const what = actual === 'lock' || actual === 'fair' ? 'plain or fair lock' : KIND_NAMES[actual];
   throw new CliError(`${shown(name)} is a ${what}, not a ${KIND_NAMES[said]}: ${command} it with --kind ${actual} (or without --kind); nothing ${command === 'force-unlock' ? 'removed' : 'shown'}`, EXIT_USAGE);
 }
@@ -330,8 +332,7 @@ function buildProgram(): Command {
       await withClient(program, async (client, options, redis) => {
         await refuseForeignName(program, redis, options.prefix, name);
         const kind = await resolveKind(client, redis, options.prefix, name, opts.kind);
-        // A semaphore's permits and a latch's count have no holder to take them from.
-        if (kind !== 'lock' && kind !== 'fair' && kind !== 'rw') throw new CliError(`${shown(name)} is a ${KIND_NAMES[kind]}: force-unlock removes locks only, nothing removed`, EXIT_USAGE);
+        refuseCounter(name, kind);
         if (kind === 'rw' && ifHolder !== undefined) throw new CliError('--if-holder: not for a read-write lock (its readers hold it together); force-unlock it without', EXIT_USAGE);
         // Before the prompt. Said to be a plain or fair lock, a read-write lock would be forced by
         // that kind's script, which refuses its hash (it would delete the hash alone); said to be

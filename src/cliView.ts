@@ -7,15 +7,6 @@ import type { LockClient } from './LockClient';
 /** What `--kind` takes on inspect, watch and force-unlock (`list` has no `fair`: a fair lock lists as a lock). */
 export const NAME_KINDS: readonly NameKind[] = ['lock', 'fair', 'rw', 'semaphore', 'permits', 'latch'];
 
-export const KIND_NAMES: Record<NameKind, string> = {
-  lock: 'lock',
-  fair: 'fair lock',
-  rw: 'read-write lock',
-  semaphore: 'semaphore',
-  permits: 'permit-expirable semaphore',
-  latch: 'count-down latch',
-};
-
 /** The kind of `name`: the one the operator said, else recognised from its keys; a name with no keys is a free lock. */
 export async function resolveKind(client: LockClient, redis: Redis, keyPrefix: string, name: string, said: NameKind | undefined): Promise<NameKind> {
   return said ?? (await kindOf(redis, keyPrefix, client.getLock(name).key)) ?? 'lock';

@@ -185,6 +185,16 @@ export type PrimitiveKind = 'lock' | 'rw' | 'semaphore' | 'permits' | 'latch';
 /** What `kindOf` tells apart: the kinds, and a fair lock while its queue has waiters (its hash is a plain lock's). */
 export type NameKind = PrimitiveKind | 'fair';
 
+/** Each kind as an error message names it. */
+export const KIND_NAMES: Record<NameKind, string> = {
+  lock: 'lock',
+  fair: 'fair lock',
+  rw: 'read-write lock',
+  semaphore: 'semaphore',
+  permits: 'permit-expirable semaphore',
+  latch: 'count-down latch',
+};
+
 /** The kinds a marker key (names.ts, kindKeyOf) may name. */
 const MARKED_KINDS: readonly string[] = ['semaphore', 'permits', 'latch'] satisfies PrimitiveKind[];
 
@@ -224,16 +234,15 @@ export async function kindOf(redis: Redis | Cluster, keyPrefix: string, key: str
   if (keyError) throw keyError;
   // A latch's marker outlives its count (open: for good; deleted: a while), and a lock may take
   // the name since: a hash there is the lock, not the latch.
-  const lockHash = !modeError && present === 1;
-  if (!(lockHash && (marker === 'latch' || marker === 'deleted'))) {
-    if (marker === 'deleted') return 'latch';
-    if (typeof marker === 'string' && MARKED_KINDS.includes(marker)) return marker as PrimitiveKind;
-  }
+  const lockOverLatch = (marker === 'latch' || marker === 'deleted') && !modeError && present === 1;
+  if (marker === 'deleted' && !lockOverLatch) return 'latch';
+  if (typeof marker === 'string' && MARKED_KINDS.includes(marker) && !lockOverLatch) return marker as PrimitiveKind;
   // WRONGTYPE: a string no primitive marked, not ours.
   if (modeError && !/^WRONGTYPE /.test(modeError.message)) throw modeError;
   if (modeError) return undefined;
   if (mode === 1) return 'rw';
-  return queued === 1 ? 'fair' : 'lock';
+  if (queued === 1) return 'fair';
+  return present === 1 ? 'lock' : undefined;
 }
 
 /** Each hash key with its kind when it has a lock's layout ('rw' with a mode), else undefined. */

@@ -2,7 +2,7 @@ import type { ChainableCommander } from 'ioredis';
 import type { Hold } from '../core/waitLoop';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../errors';
-import { subscriberCount, type SemaphoreInfo } from '../introspection';
+import { KIND_NAMES, type NameKind, subscriberCount, type SemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
@@ -202,7 +202,7 @@ export class Semaphore extends Primitive {
   private async readCount(redis: ScriptedRedis, more: (reads: ChainableCommander) => unknown = () => undefined): Promise<[string | null, ...unknown[]]> {
     const [free, marker, ...rest] = (await readValues(redis, (reads) => more(reads.get(this.key).get(this.kindKey)))) as [string | null, string | null, ...unknown[]];
     if (marker !== null && marker !== 'semaphore' && marker !== 'deleted') {
-      const kind = marker === 'latch' ? 'a count-down latch' : marker === 'permits' ? 'a permit-expirable semaphore' : JSON.stringify(marker);
+      const kind = marker in KIND_NAMES ? `a ${KIND_NAMES[marker as NameKind]}` : JSON.stringify(marker);
       throw new Error(`WRONGTYPE the name is used by ${kind}, not a semaphore`);
     }
     return [free, ...rest];

@@ -2,6 +2,7 @@
 -- this marker beside it ("semaphore", "permits" or "latch", in the key's slot) lets `rlock list`
 -- and `rlock inspect` tell which one it is. Written where the main key is created, deleted
 -- with it.
+--
 -- The marker also keeps the kinds apart: a name used by mistake as two of them (a semaphore's
 -- name taken for a latch, a plain semaphore's for a permit-expirable one) would otherwise have
 -- each count on the other's integer: permits over-admitted, a latch opened early. A script that
@@ -23,6 +24,14 @@ local function assertKind(kindKey, kind)
   return marker
 end
 
+-- Refuses a `key` that is no count: a lock's hash (it has no marker), or a key of another type.
+local function assertCount(key, kind)
+  local value = redis.pcall('get', key)
+  if type(value) == 'table' and value.err then
+    error({ err = 'WRONGTYPE the name is used by a lock (or a key of another type), not ' .. KIND_NAMES[kind] })
+  end
+end
+
 local function markKind(kindKey, kind)
   redis.call('set', kindKey, kind)
 end
@@ -32,10 +41,7 @@ local function setMarkedOnce(key, value, kindKey, kind)
   assertKind(kindKey, kind)
   if redis.call('exists', key) == 1 then
     -- A lock's hash (no marker) answered "already set": refused as a kind of its own instead.
-    local current = redis.pcall('get', key)
-    if type(current) == 'table' and current.err then
-      error({ err = 'WRONGTYPE the name is used by a lock (or a key of another type), not ' .. KIND_NAMES[kind] })
-    end
+    assertCount(key, kind)
     return false
   end
   redis.call('set', key, value)

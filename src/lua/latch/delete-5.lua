@@ -23,13 +23,10 @@
 local rounds = readRounds(KEYS[5])
 --@include kind.lua
 return once(KEYS[4], ARGV[3], function()
-  -- Another kind's count, or a lock's hash (no marker; GET fails on it): refused, or the DEL below
-  -- freed a held lock or another primitive's count.
+  -- Another kind's count, or a lock's hash: refused, or the DEL below freed a held lock or
+  -- another primitive's count.
   assertKind(KEYS[2], 'latch')
-  local count = redis.pcall('get', KEYS[1])
-  if type(count) == 'table' and count.err then
-    error({ err = 'WRONGTYPE the name is used by a lock, not a count-down latch' })
-  end
+  assertCount(KEYS[1], 'latch')
   local counted = redis.call('del', KEYS[1])
   if counted == 0 and redis.call('get', KEYS[2]) ~= 'latch' then
     return 0
