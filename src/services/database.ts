@@ -44,24 +44,18 @@ export type PipelineReply = [error: Error | null, value: unknown];
  */
 export async function inDatabase(redis: Redis | Cluster, build: (pipeline: ChainableCommander) => unknown): Promise<PipelineReply[]> {
   const db = databaseOf(redis);
-  const pipeline = redis.pipeline();
-  if (db === 0) {
-    build(pipeline);
-    const replies = await pipeline.exec();
-    if (!replies) throw new Error('pipeline gave no replies');
-    return replies;
-  }
   // ioredis's record of the database it last sent a SELECT for (its own or the user's).
   const usersDb = (redis as unknown as { condition?: { select?: unknown } }).condition?.select;
-  const restore = typeof usersDb === 'number' && usersDb !== db ? usersDb : undefined;
-  pipeline.select(db);
+  const restore = db !== 0 && typeof usersDb === 'number' && usersDb !== db ? usersDb : undefined;
+  const pipeline = redis.pipeline();
+  if (db !== 0) pipeline.select(db);
   build(pipeline);
   if (restore !== undefined) pipeline.select(restore);
   const replies = await pipeline.exec();
   if (!replies) throw new Error('pipeline gave no replies');
-  const [selectError] = replies[0] ?? [new Error('pipeline gave no replies')];
+  const [selectError] = db !== 0 ? (replies[0] ?? [new Error('pipeline gave no replies')]) : [null];
   if (selectError) throw Object.assign(new Error(`ERR cannot select database ${db} (${selectError.message})`), { name: 'ReplyError' });
-  return replies.slice(1, restore === undefined ? undefined : -1);
+  return replies.slice(db !== 0 ? 1 : 0, restore === undefined ? undefined : -1);
 }
 
 /** `inDatabase`, the values only: the first read that failed throws its error. */
