@@ -226,6 +226,13 @@ function semaphoreCases(): Case[] {
     ['CountDownLatch.await', 'requireInit "yes"', 'options.requireInit', () => latch().await({ requireInit: 'yes' as never })],
     ...([5, '', 'x'.repeat(101), null] as unknown[]).map((id): Case => ['CountDownLatch.countDown', `operationId ${describeId(id)}`, 'options.operationId', () => latch().countDown({ operationId: id as string })]),
     ['CountDownLatch.countDown', 'options a string', 'options', () => latch().countDown('op' as never)],
+    ...([5, '', 'x'.repeat(101), null] as unknown[]).flatMap((id): Case[] => [
+      ['Semaphore.release', `operationId ${describeId(id)}`, 'options.operationId', () => sem().release({ operationId: id as string })],
+      ['Semaphore.addPermits', `operationId ${describeId(id)}`, 'options.operationId', () => sem().addPermits(1, { operationId: id as string })],
+      ['PermitExpirableSemaphore.addPermits', `operationId ${describeId(id)}`, 'options.operationId', () => pes().addPermits(1, { operationId: id as string })],
+    ]),
+    ['Semaphore.addPermits', 'options a string', 'options', () => sem().addPermits(1, 'op' as never)],
+    ['Semaphore.addPermits', 'a misspelt option', 'options.operationID', () => sem().addPermits(1, { operationID: 'x' } as never)],
     ['CountDownLatch.countDown', 'a misspelt option', 'options.operationID', () => latch().countDown({ operationID: 'x' } as never)],
     ...([undefined, null, 'fn', {}] as unknown[]).flatMap((fn): Case[] => [
       ['Semaphore.withPermits', `fn ${String(fn)}`, 'fn', () => sem().withPermits(fn as never)],

@@ -56,6 +56,47 @@ describe('resent after a reconnect (the soak found both: more holders than permi
   });
 });
 
+describe('operationId: a release or addPermits whose outcome is unknown may be made again', () => {
+  test('a release with an operationId gives its permits back once per id, retried by this client or another; calls without one each count', async () => {
+    const { name, sem } = await newSemaphore(3);
+    await sem.acquire({ permits: 3 });
+    await sem.release({ operationId: 'job-1' });
+    await redis.client().getSemaphore(name).release({ operationId: 'job-1' }); // retried by another process
+    await sem.release({ operationId: 'job-1', permits: 2 }); // an id counts once, whatever it asks
+    expect(await sem.availablePermits()).toBe(1);
+    await sem.release({ operationId: 'job-2' });
+    expect(await sem.availablePermits()).toBe(2);
+    await sem.release();
+    await sem.release();
+    expect(await sem.availablePermits()).toBe(4);
+  });
+
+  test('addPermits with an operationId changes the count once per id (a cut as well), on both semaphores', async () => {
+    const { name, sem } = await newSemaphore(1);
+    await sem.addPermits(2, { operationId: 'grow-1' });
+    await redis.client().getSemaphore(name).addPermits(2, { operationId: 'grow-1' });
+    expect(await sem.availablePermits()).toBe(3);
+    await sem.addPermits(-1, { operationId: 'cut-1' });
+    await sem.addPermits(-1, { operationId: 'cut-1' });
+    expect(await sem.availablePermits()).toBe(2);
+    const pes = redis.client().getPermitExpirableSemaphore(uniqueName());
+    await pes.trySetPermits(1);
+    await pes.addPermits(2, { operationId: 'grow-1' });
+    await redis.client().getPermitExpirableSemaphore(pes.name).addPermits(2, { operationId: 'grow-1' });
+    expect(await pes.availablePermits()).toBe(3);
+  });
+
+  test('a release with an operationId goes to Redis even when a waiter of its client could take the permit in-process: a retry from another process counts nothing (handed over in-process, nothing recorded it)', async () => {
+    const { name, channel, client, sem } = await takenSemaphore();
+    const waiting = client.getSemaphore(name).acquire();
+    await until('a waiter is parked', () => parkedOnChannel(client, channel) === 1);
+    await sem.release({ operationId: 'job-3' });
+    await waiting; // the waiter got the permit
+    await redis.client().getSemaphore(name).release({ operationId: 'job-3' });
+    expect(await sem.availablePermits()).toBe(0);
+  });
+});
+
 describe('permits', () => {
   test('trySetPermits sets only once, also after every permit was taken; addPermits may go below 0', async () => {
     const sem = redis.client().getSemaphore(uniqueName());

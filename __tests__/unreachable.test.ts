@@ -348,6 +348,45 @@ describe('a release whose connection drops before its reply', () => {
     }
   }, 20_000);
 
+  test.each([
+    ['a semaphore’s release', async (made: LockClient, name: string) => {
+      const semaphore = made.getSemaphore(name);
+      await semaphore.trySetPermits(1);
+      await semaphore.acquire();
+      return { call: () => semaphore.release({ operationId: 'job-9' }), count: () => semaphore.availablePermits(), expected: 1 };
+    }],
+    ['a semaphore’s addPermits', async (made: LockClient, name: string) => {
+      const semaphore = made.getSemaphore(name);
+      await semaphore.trySetPermits(1);
+      return { call: () => semaphore.addPermits(1, { operationId: 'grow-9' }), count: () => semaphore.availablePermits(), expected: 2 };
+    }],
+    ['a latch’s countDown', async (made: LockClient, name: string) => {
+      const latch = made.getCountDownLatch(name);
+      await latch.trySetCount(3);
+      await latch.countDown(); // the script is loaded: no NOSCRIPT reply to cut below
+      return { call: () => latch.countDown({ operationId: 'job-9' }), count: () => latch.getCount(), expected: 1 };
+    }],
+  ])('%s with an operationId ends within offlineTimeout, its outcome unknown; made again with that id once Redis is back, it counts once (ioredis’s resend and the retry)', async (_call, setUp) => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null });
+    own.on('error', () => undefined);
+    try {
+      const made = client({ redis: own, offlineTimeout: 500 });
+      const { call, count, expected } = await setUp(made, `unreachable:operation-id:${Date.now()}`);
+      proxy.cutOnNextReply();
+      proxy.stopAccepting();
+      // Before: it waited for ioredis for as long as the outage lasted (a retry without the id would count twice).
+      const { ms } = await failure(call);
+      expect(ms).toBeLessThan(3_000);
+      await proxy.resumeAccepting();
+      await call(); // sent after ioredis's resend on the same connection
+      expect(await count()).toBe(expected);
+    } finally {
+      await proxy.close();
+      own.disconnect();
+    }
+  }, 20_000);
+
   test('unlock() again after the first one failed tells the rest from the first call’s latch: released, and no loss reported (before: a new latch, "not held", rlock:lost and NotLockOwnerError)', async () => {
     const lost: unknown[] = [];
     const onLost = (message: unknown): void => void lost.push(message);

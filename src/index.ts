@@ -5,7 +5,7 @@ export { Semaphore } from './primitives/Semaphore';
 export { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore';
 export { CountDownLatch } from './primitives/CountDownLatch';
 export { MAX_PERMITS } from './primitives/permitOptions';
-export type { AwaitOptions, CountDownOptions, ExpirablePermitOptions, PermitOptions, TryExpirablePermitOptions, TryPermitOptions } from './primitives/permitOptions';
+export type { AwaitOptions, CountDownOptions, ExpirablePermitOptions, OperationOptions, PermitOptions, ReleaseOptions, TryExpirablePermitOptions, TryPermitOptions } from './primitives/permitOptions';
 export { FencedLock } from './primitives/FencedLock';
 export { MultiLock } from './primitives/composite/MultiLock';
 export { RedLock, type RedLockOptions } from './primitives/composite/RedLock';

@@ -2,9 +2,9 @@ import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { LatchDeletedError } from '../errors';
 import { subscriberCount, type LatchInfo, type LatchState } from '../introspection';
 import { kindKeyOf, latchChannelOf, latchOpsKeyOf, latchRoundsKeyOf } from '../names';
-import type { CommandBound, LockContext } from '../services/LockContext';
+import { type CommandBound, IDEMPOTENT, type LockContext } from '../services/LockContext';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
-import { checkCount, checkCountDownOptions, checkPermitOptions, type AwaitOptions, type CountDownOptions } from './permitOptions';
+import { checkCount, checkOperationOptions, checkPermitOptions, OPERATION_ID_TTL_MS, type AwaitOptions, type CountDownOptions } from './permitOptions';
 import { type Attempt, Primitive } from './Primitive';
 
 /** The scripts of src/lua/latch/, as `defineCommand` adds them. */
@@ -19,12 +19,6 @@ const scripts = (redis: ScriptedRedis): LatchScripts => redis as unknown as Latc
 
 /** How a round of the latch ended (see lua/includes/latchRounds.lua). */
 type RoundOutcome = 'open' | 'deleted' | 'lost';
-
-/**
- * How long a countDown's operation id stays recorded: far longer than ioredis keeps a command
- * to resend it after a reconnect (its offline queue), so that a resend never counts twice.
- */
-export const LATCH_OP_TTL_MS = 10 * 60_000;
 
 /** How long a deleted latch says so: its awaiters, woken by the delete's message, read it within ms. */
 export const LATCH_DELETED_TTL_MS = 60_000;
@@ -68,12 +62,15 @@ export class CountDownLatch extends Primitive {
    * a count down: make them unique for the latch (with the round or batch in them).
    */
   async countDown(options?: CountDownOptions): Promise<void> {
-    const operationId = checkCountDownOptions(options);
+    const operationId = checkOperationOptions(options);
     this.context.assertOpen();
     const publish = await this.publishCommand();
     // A caller's id is kept apart from the calls' own ids (nanoids), which it could spell.
     const opId = operationId === undefined ? this.newId() : `op:${operationId}`;
-    await this.context.command('countDown', (redis) => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, this.kindKey, publish, opId, LATCH_OP_TTL_MS));
+    // The recorded ids outlive any resend by ioredis (its offline queue), so that none counts twice.
+    const run = (redis: ScriptedRedis): Promise<number> => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, this.kindKey, publish, opId, OPERATION_ID_TTL_MS);
+    // With the caller's id, a call whose connection drops ends at offlineTimeout: its retry is safe.
+    await this.context.command('countDown', run, operationId === undefined ? undefined : IDEMPOTENT);
   }
 
   /**

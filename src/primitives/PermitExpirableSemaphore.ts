@@ -12,7 +12,7 @@ import type { ChannelEntry } from '../services/ChannelEntry';
 import { LockOwner } from '../services/LockOwner';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';
-import { checkCount, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type TryExpirablePermitOptions } from './permitOptions';
+import { checkCount, checkOperationOptions, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type OperationOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
 import { PermitScope, permitScopeOf } from './permitScopes';
 import { type Attempt, Primitive } from './Primitive';
@@ -89,16 +89,17 @@ export class PermitExpirableSemaphore extends Primitive {
     return (await this.context.command('trySetPermits', (redis) => scripts(redis).rlock_permitSemaphore_trySetPermits(this.key, this.permitsKey, this.channel, this.kindKey, latch, permits, publish, RELEASE_LATCH_TTL_MS))) === 1;
   }
 
-  /** Changes the total of permits by `delta` (may be negative). */
-  async addPermits(delta: number): Promise<void> {
+  /** Changes the total of permits by `delta` (may be negative); with `operationId`, once per id (see OperationOptions). */
+  async addPermits(delta: number, options?: OperationOptions): Promise<void> {
     checkCount('delta', delta, -Infinity);
+    const operationId = checkOperationOptions(options);
     this.context.assertOpen();
     // A cut: no pipelined handoff here until one is answered "handed over" (see handOver); the
     // other clients learn it from the script's message.
     if (delta < 0) this.context.pubsub.peek(this.channel)?.local?.suspend();
     const publish = await this.publishCommand();
-    const latch = this.requestLatch(); // a resend after a lost reply changes nothing again
-    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, latch, delta, publish, RELEASE_LATCH_TTL_MS));
+    const [latch, latchTtl, bound] = this.operationLatch(operationId); // a resend after a lost reply, or a retry with the id, changes nothing again
+    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, latch, delta, publish, latchTtl), bound);
   }
 
   /** Waits as long as it takes (or until `signal` aborts) and takes a permit; resolves with its id. */

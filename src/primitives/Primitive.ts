@@ -4,7 +4,9 @@ import { waitFor } from '../core/waitLoop';
 import { type LockEvent, waitReports } from '../diagnostics';
 import { latchPrefixOf } from '../names';
 import { checkName } from '../options';
-import type { CommandBound, LockContext } from '../services/LockContext';
+import { type CommandBound, IDEMPOTENT, type LockContext } from '../services/LockContext';
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { OPERATION_ID_TTL_MS } from './permitOptions';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
 import type { PublishCommand } from '../services/scripts';
 
@@ -52,6 +54,18 @@ export abstract class Primitive {
   }
 
   private latchPrefix: string | undefined;
+
+  /**
+   * The latch of a call that adds permits (see requestLatch), its TTL and its bound. With the
+   * caller's `operationId`, the id's latch, kept OPERATION_ID_TTL_MS, and a call whose connection
+   * drops ends at offlineTimeout, since a retry with the id is safe. Otherwise a fresh latch,
+   * which answers ioredis's resend only, and the call waits for ioredis (a retry would add again).
+   */
+  protected operationLatch(operationId: string | undefined): [latch: string, ttlMs: number, bound: CommandBound | undefined] {
+    if (operationId === undefined) return [this.requestLatch(), RELEASE_LATCH_TTL_MS, undefined];
+    // Not `<clientId>:`: any process may retry; clientIds never spell `op`.
+    return [this.requestLatch(`op:${operationId}`), OPERATION_ID_TTL_MS, IDEMPOTENT];
+  }
 
   /**
    * Waits through `waitFor`: `attempt` until it takes, sleeping between attempts until a message

@@ -11,7 +11,7 @@ import { settledWithinGrace } from '../services/bounds';
 import { readValues } from '../services/database';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
-import { checkCount, checkPermitOptions, type PermitOptions, type TryPermitOptions } from './permitOptions';
+import { checkCount, checkOperationOptions, checkPermitOptions, type OperationOptions, type PermitOptions, type ReleaseOptions, type TryPermitOptions } from './permitOptions';
 import { type Attempt, Primitive } from './Primitive';
 
 /**
@@ -34,7 +34,7 @@ export function standBackBound(entry: ChannelEntry, permits: number, first: bool
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
   rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, kindKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number, number?]>;
-  rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number]>;
+  rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number, 1?]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
   rlock_semaphore_drain(key: string, latch: string, kindKey: string, latchTtlMs: number): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
@@ -106,13 +106,15 @@ export class Semaphore extends Primitive {
   /**
    * Adds `delta` permits (negative: removes them; the count may go below 0, and no one gets any
    * until it is back above). A cut stops every client's in-process handoffs (its message; this
-   * client's at once): the permits released go back to Redis until none are owed.
+   * client's at once): the permits released go back to Redis until none are owed. With
+   * `operationId`, once per id (see OperationOptions).
    */
-  async addPermits(delta: number): Promise<void> {
+  async addPermits(delta: number, options?: OperationOptions): Promise<void> {
     checkCount('delta', delta, -Infinity);
+    const operationId = checkOperationOptions(options);
     this.context.assertOpen();
     if (delta < 0) this.context.pubsub.peek(this.channel)?.local?.suspend();
-    await this.add('addPermits', delta);
+    await this.add('addPermits', delta, operationId);
   }
 
   /** Waits as long as it takes (or until `signal` aborts) and takes `permits` permits (default 1). */
@@ -134,29 +136,34 @@ export class Semaphore extends Primitive {
    * owners. Permits that a waiter of this client parked on this semaphore can use are handed to
    * it in-process, no Redis call at all (at most MAX_LOCAL_HANDOFFS in a row and for at most
    * MAX_LOCAL_RUN_MS; then the permits go back to Redis and wake the other processes' waiters too).
+   * With `operationId`, once per id (see OperationOptions); such a release always goes to Redis,
+   * which records the id.
    */
-  async release(options?: Pick<PermitOptions, 'permits'>): Promise<void> {
-    const { permits } = checkPermitOptions(options, ['permits']);
+  async release(options?: ReleaseOptions): Promise<void> {
+    const { permits, operationId } = checkPermitOptions(options, ['permits', 'operationId']);
     this.context.assertOpen();
-    await this.giveBackTold(permits);
+    await this.giveBackTold(permits, operationId);
   }
 
   /** Gives back and says so on `rlock:released` (`withPermits` too: its takes are announced). */
-  private async giveBackTold(permits: number): Promise<void> {
-    await this.giveBack(permits);
+  private async giveBackTold(permits: number, operationId?: string): Promise<void> {
+    await this.giveBack(permits, operationId);
     if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(''), permits, released: true });
   }
 
-  private async giveBack(permits: number): Promise<void> {
-    const { left, yielded } = this.handOver(permits);
+  private async giveBack(permits: number, operationId: string | undefined): Promise<void> {
+    // A release with the caller's id is not handed over in-process: no record of the id would
+    // stop its retry, by this process or another, from giving the permits back again.
+    const { left, yielded } = operationId === undefined ? this.handOver(permits) : { left: permits, yielded: false };
     if (left === 0) return;
     const sentAt = performance.now();
-    const [free, reached] = await this.giveBackToRedis(left);
+    const [free, reached, replayed] = await this.add('release', left, operationId);
     // Below 0: permits are owed after a cut whose message this client may have missed (its
     // subscriber was reconnecting); its next releases must pay them off, not go to its waiters.
+    // An answer replayed from an earlier run (a retry's) is older than this call: it may not resume.
     const entry = this.context.pubsub.peek(this.channel);
     if (free < 0) entry?.local?.suspend();
-    else entry?.local?.resume(sentAt);
+    else if (replayed !== 1) entry?.local?.resume(sentAt);
     if (!yielded || reached > 1) return;
     // No other client waits (the message reached ours alone, or no one): no turn to give; our
     // waiters, which the message may have found still standing back, try again now.
@@ -250,30 +257,23 @@ export class Semaphore extends Primitive {
     }
   }
 
-  /**
-   * Gives back `permits` a holder took, once: the release's latch (expiring by itself) makes a
-   * release that ioredis resends after a reconnect answer what the first run did instead of
-   * adding the permits twice. Resolves as `add`.
-   */
-  private async giveBackToRedis(permits: number): Promise<[number, number]> {
-    const publish = await this.publishCommand();
-    const latch = this.requestLatch();
-    return this.context.command('release', (redis) =>
-      scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
-    );
-  }
-
   /** Gives up the reservation `field` holds (if it still does), passing the permits it gathered on. */
   private async leaveReservation(field: string, bound?: CommandBound): Promise<void> {
     const publish = await this.publishCommand();
     await this.context.command('leave', (redis) => scripts(redis).rlock_semaphore_leave(this.key, this.reservationKey, this.channel, field, publish), bound);
   }
 
-  /** Adds `delta` permits; resolves with the free permits after, and how many clients the wake-up reached. */
-  private async add(call: string, delta: number): Promise<[number, number]> {
+  /**
+   * Adds `delta` permits (a release, or addPermits), once: the request's latch (expiring by
+   * itself) makes a call that ioredis resends after a reconnect, or that its caller makes again
+   * with the same `operationId`, answer what the first run did instead of adding the permits
+   * twice. Resolves with the free permits after, how many clients the wake-up reached, and 1
+   * when that answer is replayed from an earlier run.
+   */
+  private async add(call: string, delta: number, operationId: string | undefined): Promise<[number, number, 1?]> {
     const publish = await this.publishCommand();
-    const latch = this.requestLatch(); // a resend after a lost reply adds nothing again
-    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, RELEASE_LATCH_TTL_MS));
+    const [latch, latchTtl, bound] = this.operationLatch(operationId);
+    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, latchTtl), bound);
   }
 
   /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */
@@ -343,7 +343,7 @@ export class Semaphore extends Primitive {
           // the caller that is gone go back, a reservation made for it is left.
           lateReply: (late) => {
             const [lateStatus] = late as [number, number];
-            if (lateStatus === 1) return this.giveBackToRedis(permits);
+            if (lateStatus === 1) return this.add('release', permits, undefined);
             return lateStatus === 2 ? this.leaveReservation(field) : undefined;
           },
         },
@@ -414,7 +414,7 @@ export class Semaphore extends Primitive {
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {
       // Not longer than an attempt would wait (Redis frozen): it is given back when Redis answers.
-      await settledWithinGrace(this.giveBackToRedis(permits));
+      await settledWithinGrace(this.add('release', permits, undefined));
       throw stopped;
     }
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(callId), permits });

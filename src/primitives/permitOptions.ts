@@ -11,6 +11,28 @@ export interface PermitOptions {
   signal?: AbortSignal;
 }
 
+/** How long Redis remembers an `operationId` (of a count down, a release, an addPermits) after its call. */
+export const OPERATION_ID_TTL_MS = 10 * 60_000;
+
+export interface OperationOptions {
+  /**
+   * The caller's id of this call (1 to 100 characters): a second call with the same id changes
+   * nothing, so a call whose outcome is unknown (it rejected with `RedisCommandError` after the
+   * connection dropped) may be made again, by any process. An idempotency key, remembered for at
+   * least 10 minutes after the call (OPERATION_ID_TTL_MS): make it unique for the primitive, with
+   * the job, round or batch in it. With an id, a call whose connection drops before its reply
+   * rejects `offlineTimeout` after the drop, as an `unlock()` does; without one, it waits for
+   * ioredis to resend it (a retry would count it twice).
+   */
+  operationId?: string;
+}
+
+/** What a semaphore's `release` takes: how many permits, and the caller's id of the call. */
+export interface ReleaseOptions extends OperationOptions {
+  /** Permits to give back at once. Default 1. */
+  permits?: number;
+}
+
 export interface TryPermitOptions extends PermitOptions {
   /** How long to wait, in ms. Default 0: a single attempt. */
   waitTime?: number;
@@ -52,11 +74,12 @@ interface Checked {
   leaseTime: number | undefined;
   signal: AbortSignal | undefined;
   requireInit: boolean;
+  operationId: string | undefined;
 }
 
 /** Validates the options object of a semaphore or latch call; `allowed` lists the keys it takes. */
-export function checkPermitOptions(options: unknown, allowed: readonly ('permits' | 'waitTime' | 'leaseTime' | 'signal' | 'requireInit')[]): Checked {
-  if (options === undefined) return { permits: 1, waitTime: undefined, leaseTime: undefined, signal: undefined, requireInit: false };
+export function checkPermitOptions(options: unknown, allowed: readonly ('permits' | 'waitTime' | 'leaseTime' | 'signal' | 'requireInit' | 'operationId')[]): Checked {
+  if (options === undefined) return { permits: 1, waitTime: undefined, leaseTime: undefined, signal: undefined, requireInit: false, operationId: undefined };
   const raw = checkPlainObject('options', options, allowed);
   return {
     permits: raw.permits === undefined ? 1 : checkCount('options.permits', raw.permits, 1),
@@ -64,6 +87,7 @@ export function checkPermitOptions(options: unknown, allowed: readonly ('permits
     leaseTime: checkTime('options.leaseTime', raw.leaseTime, 1),
     signal: checkSignal('options.signal', raw.signal),
     requireInit: checkFlag('options.requireInit', raw.requireInit),
+    operationId: checkOperationId(raw.operationId),
   };
 }
 
@@ -72,20 +96,16 @@ function checkFlag(argument: string, value: unknown): boolean {
   return value === true;
 }
 
-export interface CountDownOptions {
-  /**
-   * The caller's id of this count down (1 to 100 characters): a second `countDown` with the same
-   * id counts nothing, so a call whose outcome is unknown may be made again. An idempotency key:
-   * unique for the latch across its rounds (a latch set again remembers the ids of the rounds
-   * before, until 10 minutes pass without a count down), so put the round or batch in it.
-   */
-  operationId?: string;
+/** A latch's `countDown` options (see OperationOptions: with an id, it counts once per id). */
+export type CountDownOptions = OperationOptions;
+
+/** The `operationId` of a `countDown` or `addPermits` options object, checked. */
+export function checkOperationOptions(options: unknown): string | undefined {
+  if (options === undefined) return undefined;
+  return checkOperationId(checkPlainObject('options', options, ['operationId']).operationId);
 }
 
-/** The `operationId` of `countDown` options, checked. */
-export function checkCountDownOptions(options: unknown): string | undefined {
-  if (options === undefined) return undefined;
-  const { operationId } = checkPlainObject('options', options, ['operationId']);
+function checkOperationId(operationId: unknown): string | undefined {
   if (operationId !== undefined && (typeof operationId !== 'string' || operationId.length === 0 || operationId.length > 100)) {
     throw new InvalidArgumentError('options.operationId', `must be a string of 1 to 100 characters, got ${describe(operationId)}`);
   }
