@@ -62,6 +62,19 @@ test('a lazyConnect connection passed in: its first call connects and works; wit
   }
 });
 
+test('a connection passed in with nothing listening: its calls wait up to offlineTimeout for it (it is its owner’s to connect), then reject with RedisUnreachableError ETIMEDOUT', async () => {
+  const dead = new Redis(await freePort(), { retryStrategy: () => 50 });
+  dead.on('error', () => undefined);
+  try {
+    const { error, ms } = await failure(() => client({ redis: dead, offlineTimeout: 600 }).getLock('passed-in').tryLock({ waitTime: 5_000 }));
+    expect(error.code).toBe('ETIMEDOUT');
+    expect(ms).toBeGreaterThanOrEqual(500);
+    expect(ms).toBeLessThan(3_000);
+  } finally {
+    dead.disconnect();
+  }
+});
+
 test('a wrong password: WRONGPASS, with the address', async () => {
   await redis.admin.config('SET', 'requirepass', 'secret'); // the admin connection stays authenticated
   try {

@@ -11,6 +11,7 @@ export { MultiLock } from './primitives/composite/MultiLock';
 export { RedLock, type RedLockOptions } from './primitives/composite/RedLock';
 export type { CompositeLock, CompositeLockEvents } from './primitives/composite/CompositeLock';
 export type { LockHandle } from './core/LockHandle';
+export type { ForceUnlockResult } from './core/ExclusiveLock';
 export { ReadWriteLock } from './primitives/ReadWriteLock';
 export { ReadLock } from './primitives/ReadLock';
 export { WriteLock } from './primitives/WriteLock';

@@ -30,7 +30,8 @@ export interface LockClientOptions {
    */
   name?: string;
   /**
-   * Opt-in: after each successful acquire, `WAIT` until `replicas` replicas have the lock, at
+   * Opt-in: after each successful acquire of an `RLock`, a `FencedLock` or an expirable permit
+   * (not the fair lock, the read-write lock or the plain semaphore), `WAIT` until `replicas` replicas have the lock, at
    * most `timeout` ms; when fewer acknowledge, the hold is given back and the attempt counts as
    * failed (Redisson's synced acquire). Closes the failover window of asynchronous replication
    * at the cost of the replication delay; WAIT holds the command connection meanwhile.
