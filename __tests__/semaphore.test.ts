@@ -635,6 +635,30 @@ describe('in-process handoff', () => {
     expect(Math.max(...settledAt)).toBeLessThan(4_000);
   });
 
+  test('a 1-permit caller beside its client\'s parked request for more permits than are free takes a free permit at once: it neither stands back behind that request nor sleeps under its refusal (it waited 0.5-4.7 s, a permit free)', async () => {
+    const name = uniqueName();
+    const client = redis.client({ queueTimeout: 300 }); // the big request's reservation ends after 1.8 s; then it asks every 300 ms
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(2);
+    const controller = new AbortController();
+    const big = sem.acquire({ permits: 3, signal: controller.signal }).catch((error: unknown) => error);
+    await until('the reservation is held', async () => (await redis.admin.exists(`rlock__semaphore_reservation:{${name}}`)) === 1);
+    await until('the reservation is over and the 3-permit request parked without it', async () => (await redis.admin.exists(`rlock__semaphore_reservation:{${name}}`)) === 0 && parkedOnChannel(client, `rlock__semaphore:{${name}}`) === 1, 5_000);
+    const took: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const started = performance.now();
+      expect(await client.getSemaphore(name).tryAcquire({ waitTime: 5_000 })).toBe(true);
+      took.push(performance.now() - started);
+      await sem.release();
+    }
+    // One attempt each (a round trip); before, each waited out what was left of the big request's
+    // 300 ms bound and then slept on under its refusals, 130-4 700 ms.
+    expect(Math.max(...took)).toBeLessThan(150);
+    controller.abort(new Error('stop'));
+    expect(await big).toEqual(new Error('stop'));
+    expect(await sem.availablePermits()).toBe(2);
+  });
+
   test('when a yield ends, the client\'s parked waiters try again for every permit its release gave back, not for one', async () => {
     const name = uniqueName();
     const a = redis.client();

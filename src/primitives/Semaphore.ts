@@ -27,8 +27,10 @@ import { type Attempt, Primitive } from './Primitive';
  */
 export function standBackBound(entry: ChannelEntry, permits: number, first: boolean): number | undefined {
   const local = entry.local;
-  const standsBack = local?.yielding === true || (first && permits === 1 && local?.hasCandidates === true);
-  return standsBack ? entry.joinBound() : undefined;
+  // Behind waiters for 1 permit only: one for more may wait while a permit is free (it waited
+  // 1.5-4.7 s behind a parked request for more permits than the semaphore has, a permit free).
+  const standsBack = local?.yielding === true || (first && permits === 1 && local?.hasCandidateFor(1) === true);
+  return standsBack ? entry.joinBound(permits) : undefined;
 }
 
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
@@ -330,7 +332,7 @@ export class Semaphore extends Primitive {
       // per client, not each of them): a refusal records its bound below, a success wakes as
       // many as the permits it left free can serve.
       const marks = !reserving ? listening : undefined;
-      marks?.asking(context.queueTimeout);
+      marks?.asking(context.queueTimeout, permits);
       const sentAt = performance.now();
       // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
       const latch = this.requestLatch(`${field}.${number}`);
@@ -380,7 +382,8 @@ export class Semaphore extends Primitive {
       // that asked had left; bounding each of them on its own made every parked waiter ask
       // (a second reader measured 220 script calls a second for 200 waiters, against 3).
       const sleepMs = reserving ? Math.floor(context.queueTimeout / 3) : ttl < 0 ? context.queueTimeout : ttl;
-      if (!reserving) listening?.refused(sleepMs);
+      // A refusal of `permits` covers the requests for as many or more only (fewer may fit).
+      if (!reserving) listening?.refused(sleepMs, permits);
       return { held: false, ttl: sleepMs };
     };
     let hold: Hold | undefined;

@@ -107,6 +107,11 @@ export class ChannelEntry {
    * (performance.now(); Infinity: it answered none, a message must come); undefined: none yet.
    */
   private refusedUntil: number | undefined;
+  /**
+   * The permits the attempt behind `refusedUntil` asked for: its answer covers requests for as
+   * many or more, not fewer (a 3-permit request refused says nothing of 1 permit).
+   */
+  private refusedPermits = 1;
   /** Parked waiters sleeping under `refusedUntil`, told when it shortens. */
   private readonly boundListeners = new Set<() => void>();
   /** Set by a primitive whose entry may outlive its waiters. */
@@ -178,9 +183,13 @@ export class ChannelEntry {
     for (const { parked } of [...this.expected.values()]) parked?.(undefined);
   }
 
-  /** An attempt through this entry was refused with `ttl` (ms; negative: no bound). */
-  refused(ttl: number): void {
+  /**
+   * An attempt through this entry was refused with `ttl` (ms; negative: no bound), for want of
+   * `permits` (a semaphore's; 1 when any request would have been refused, as behind a lock).
+   */
+  refused(ttl: number, permits = 1): void {
     const until = ttl < 0 ? Infinity : performance.now() + ttl;
+    this.refusedPermits = permits;
     // Waiters sleeping under the longer bound (see `coveredBySiblings`) sleep to the new one; not
     // for every few ms a reservation's PTTL went down since the last answer (each re-parks them).
     const shortened = this.refusedUntil !== undefined && until < this.refusedUntil - SHORTENED_MS;
@@ -194,8 +203,9 @@ export class ChannelEntry {
    * on for `ms` instead of asking too (see `coveredBySiblings`), so a client asks once per bound,
    * not once per parked waiter.
    */
-  asking(ms: number): void {
+  asking(ms: number, permits = 1): void {
     this.refusedUntil = performance.now() + ms;
+    this.refusedPermits = permits;
   }
 
   /**
@@ -218,8 +228,10 @@ export class ChannelEntry {
    * semaphore's): what is left of the latest refusal's (-1: none). Undefined when no refusal is
    * known or its bound ran out: the waiter must ask. Without it such a waiter slept with no bound
    * while a permit that came back by a lease's or a reservation's end (no message) sat free.
+   * Undefined too for a request of fewer `permits` than the refused one: it may be served now.
    */
-  joinBound(): number | undefined {
+  joinBound(permits = 1): number | undefined {
+    if (permits < this.refusedPermits) return undefined;
     if (this.refusedUntil === Infinity) return -1;
     const left = this.refusedUntil === undefined ? 0 : this.refusedUntil - performance.now();
     return left > 0 ? left : undefined;

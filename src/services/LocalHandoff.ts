@@ -155,6 +155,11 @@ export class LocalHandoff {
     return this.candidates.length > 0;
   }
 
+  /** Whether a waiter for at most `permits` permits is parked (a semaphore's; any waiter for a lock). */
+  hasCandidateFor(permits: number): boolean {
+    return this.candidates.some((candidate) => (candidate.permits ?? 1) <= permits);
+  }
+
   /**
    * The first parked waiter that is still waiting (and that `fits`, if given: the others keep
    * their place), taken out of its sleep.
@@ -288,7 +293,7 @@ export async function sleepAsCandidate(
       // The bound ran out (or a fresher answer shortened it) with no wake-up: asked since by a
       // sibling, whose answer covers this waiter too (a refusal's bound, or its success waking
       // the waiters the leftover serves).
-      const cover = waiter.coveredBySiblings ? Math.min(entry.joinBound() ?? 0, deadline - now) : 0;
+      const cover = waiter.coveredBySiblings ? Math.min(entry.joinBound(waiter.permits) ?? 0, deadline - now) : 0;
       if (cover <= 0) return undefined;
       until = now + cover;
       covered = true;
