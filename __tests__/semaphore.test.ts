@@ -86,6 +86,25 @@ describe('operationId: a release or addPermits whose outcome is unknown may be m
     expect(await pes.availablePermits()).toBe(3);
   });
 
+  test('a retried release answered from its first run (before a cut) does not resume the in-process handoffs the cut suspended: the next release goes to Redis, which owes the permit (else two holders of a total of 1)', async () => {
+    const { name, channel, client, sem } = await newSemaphore(2);
+    await sem.acquire({ permits: 2 });
+    await sem.release({ operationId: 'job-4' }); // free 1
+    const other = redis.client().getSemaphore(name);
+    await other.acquire(); // free 0
+    await sem.addPermits(-1); // free -1
+    const controller = new AbortController();
+    const waiting = client.getSemaphore(name).acquire({ signal: controller.signal }).then(() => 'held', () => 'stopped');
+    await until('a waiter is parked', () => parkedOnChannel(client, channel) === 1);
+    expect(handoffsSuspended(client, channel)).toBe(true); // its refused attempt read the permits owed
+    await sem.release({ operationId: 'job-4' }); // its answer (free 1) is replayed, from before the cut
+    expect(handoffsSuspended(client, channel)).toBe(true);
+    await sem.release(); // owed to Redis: not handed to the waiter
+    expect(await sem.availablePermits()).toBe(0);
+    controller.abort();
+    expect(await waiting).toBe('stopped');
+  });
+
   test('a release with an operationId goes to Redis even when a waiter of its client could take the permit in-process: a retry from another process counts nothing (handed over in-process, nothing recorded it)', async () => {
     const { name, channel, client, sem } = await takenSemaphore();
     const waiting = client.getSemaphore(name).acquire();

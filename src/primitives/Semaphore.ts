@@ -156,7 +156,7 @@ export class Semaphore extends Primitive {
   private async giveBack(permits: number, operationId: string | undefined): Promise<void> {
     // A release with the caller's id is not handed over in-process: no record of the id would
     // stop its retry, by this process or another, from giving the permits back again.
-    const { left, yielded } = operationId === undefined ? this.handOver(permits) : { left: permits, yielded: false };
+    const { left, yielded } = operationId === undefined ? this.handOver(permits) : this.notHandedOver(permits);
     if (left === 0) return;
     const sentAt = performance.now();
     const [free, reached, replayed] = await this.add('release', left, operationId);
@@ -171,6 +171,12 @@ export class Semaphore extends Primitive {
     // waiters, which the message may have found still standing back, try again now.
     entry?.local?.stopYielding();
     entry?.wake(free);
+  }
+
+  /** A release that goes back through Redis whole: the next in-process handoff starts a new run. */
+  private notHandedOver(permits: number): { left: number; yielded: boolean } {
+    this.context.pubsub.peek(this.channel)?.local?.endRun();
+    return { left: permits, yielded: false };
   }
 
   /** Hands released permits to this client's parked waiters that they suffice for; returns the rest, and whether this client yields its turn. */

@@ -18,9 +18,9 @@ export interface OperationOptions {
   /**
    * The caller's id of this call (1 to 100 characters): a second call with the same id changes
    * nothing, so a call whose outcome is unknown (it rejected with `RedisCommandError` after the
-   * connection dropped) may be made again, by any process. An idempotency key, remembered for at
-   * least 10 minutes after the call (OPERATION_ID_TTL_MS): make it unique for the primitive, with
-   * the job, round or batch in it. With an id, a call whose connection drops before its reply
+   * connection dropped) may be made again, by any process. An idempotency key, remembered 10
+   * minutes (OPERATION_ID_TTL_MS) from the id's first run (a latch's ids: from its latest count
+   * down): make it unique for the primitive, with the job, round or batch in it. With an id, a call whose connection drops before its reply
    * rejects `offlineTimeout` after the drop, as an `unlock()` does; without one, it waits for
    * ioredis to resend it (a retry would count it twice).
    */
