@@ -162,7 +162,7 @@ test('the same countDown operation run twice by the script counts once; another 
   const script = lua('latch/countDown-5.lua');
   const opsKey = latchOpsKeyOf('', latch.key);
   const run = (opId: string): Promise<unknown> =>
-    redis.admin.eval(script, 5, latch.key, latchChannelOf('', latch.key), opsKey, latchRoundsKeyOf('', latch.key), `rlock__kind:{${latch.key}}`, 'publish', opId, 600_000);
+    redis.admin.eval(script, 5, latch.key, latchChannelOf('', latch.key), opsKey, latchRoundsKeyOf('', latch.key), `rlock__kind:{${latch.key}}`, 'publish', opId, 600_000, 0);
   expect(await run('op-1')).toBe(2);
   expect(await run('op-1')).toBe(2); // a resend: nothing counted
   expect(await latch.getCount()).toBe(2);
@@ -288,14 +288,14 @@ describe('rounds: an awaiter waits for the round it saw closed, not for the next
     const keys = keysOf(name);
     const multi = redis.admin.multi();
     for (const operation of operations) {
-      if (operation === 'countDown') multi.eval(lua('latch/countDown-5.lua'), 5, name, keys.channel, keys.ops, keys.rounds, keys.kind, 'publish', `op-${++counter}`, 600_000);
+      if (operation === 'countDown') multi.eval(lua('latch/countDown-5.lua'), 5, name, keys.channel, keys.ops, keys.rounds, keys.kind, 'publish', `op-${++counter}`, 600_000, 0);
       if (operation === 'trySetCount') multi.eval(lua('latch/trySetCount-4.lua'), 4, name, keys.kind, `${keys.request}.${++counter}`, keys.rounds, 1, 60_000);
       if (operation === 'forgetRounds') multi.del(keys.rounds); // as when a deleted latch's rounds expire
       // What a client of the version before rounds does: the count goes and the awaiters are told,
       // or a count is set and marked, and the rounds are left as they are.
       if (operation === 'oldCountDownToZero') multi.del(name).publish(keys.channel, 'wake:all');
       if (operation === 'oldTrySetCount') multi.set(name, 1).set(keys.kind, 'latch');
-      if (operation === 'delete') multi.eval(lua('latch/delete-5.lua'), 5, name, keys.kind, keys.channel, `${keys.request}.${++counter}`, keys.rounds, 'publish', 60_000, 60_000);
+      if (operation === 'delete') multi.eval(lua('latch/delete-5.lua'), 5, name, keys.kind, keys.channel, `${keys.request}.${++counter}`, keys.rounds, 'publish', 60_000, 60_000, 0);
     }
     const replies = await multi.exec();
     for (const [error] of replies ?? []) expect(error).toBeNull();

@@ -20,7 +20,7 @@ const EXACT_COMMANDS =
   '+hset +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +zscore';
 
 /** What the semaphores and the latch add to the exact recipe (docs/security.md; keep the two identical). */
-const SEMAPHORE_COMMANDS = '+incrby +decrby +decr +zcount +sadd';
+const SEMAPHORE_COMMANDS = '+incrby +decrby +decr +zcount +sadd +sismember';
 
 /** What the read-write lock adds to the exact recipe (docs/security.md; keep the two identical). */
 const READ_WRITE_COMMANDS = '+hdel +zcard +pexpireat';

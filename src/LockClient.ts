@@ -8,6 +8,7 @@ import { diagnostics } from './diagnostics';
 import { reviveWhenEnded } from './services/reviveEnded';
 import { keepListening } from './services/abortListeners';
 import { CommandRunner } from './services/CommandRunner';
+import { RedisClock } from './services/RedisClock';
 import { nameConnection, openConnection, quitWithin, subscriberOf } from './services/connection';
 import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
 import type { CommandBound, LockContext } from './services/LockContext';
@@ -67,6 +68,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly renewal: ExpirationRenewal;
   private readonly heartbeat: QueueHeartbeat;
   private readonly commands: CommandRunner;
+  /** Redis's clock, for the deadlines of counting calls (a resend later than its latch is refused). */
+  private readonly clock: RedisClock;
   /** Aborted by close(): wakes every parked waiter with ClientClosedError. */
   private readonly closing = new AbortController();
   private waiterCount = 0;
@@ -110,10 +113,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       },
     );
     this.heartbeat = new QueueHeartbeat(redis, checked.queueTimeout, redis.isCluster ? (key) => calculateSlot(key) : () => 0);
+    this.clock = new RedisClock(redis);
     // After a reconnect Redis may have restarted empty or failed over: check every kept lock now
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
     let wasReady = this.redis.status === 'ready';
     this.onReconnect = () => {
+      this.clock.measure(); // Redis may be another server now, with another clock
       if (wasReady) void this.renewal.renewAll();
       wasReady = true;
     };
@@ -136,6 +141,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       renewal: this.renewal,
       assertOpen: () => this.assertOpen(),
       command: (name, call, bound?: CommandBound) => this.commands.run(name, call, bound),
+      redisTimeAfter: (ms) => this.clock.after(ms),
       connectionEpoch: () => this.epoch,
       publishCommand: () => this.publishCommand(),
       knownPublishCommand: () => (this.redis.isCluster ? this.publishCommandKnown : 'publish'),

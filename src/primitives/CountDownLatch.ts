@@ -10,8 +10,8 @@ import { type Attempt, Primitive } from './Primitive';
 /** The scripts of src/lua/latch/, as `defineCommand` adds them. */
 interface LatchScripts {
   rlock_latch_trySetCount(key: string, kindKey: string, latch: string, roundsKey: string, count: number, latchTtlMs: number): Promise<0 | 1>;
-  rlock_latch_countDown(key: string, channel: string, opsKey: string, roundsKey: string, kindKey: string, publish: PublishCommand, opId: string, opTtlMs: number): Promise<number>;
-  rlock_latch_delete(key: string, kindKey: string, channel: string, latch: string, roundsKey: string, publish: PublishCommand, deletedTtlMs: number, latchTtlMs: number): Promise<0 | 1>;
+  rlock_latch_countDown(key: string, channel: string, opsKey: string, roundsKey: string, kindKey: string, publish: PublishCommand, opId: string, opTtlMs: number, notAfter: number): Promise<number>;
+  rlock_latch_delete(key: string, kindKey: string, channel: string, latch: string, roundsKey: string, publish: PublishCommand, deletedTtlMs: number, latchTtlMs: number, notAfter: number): Promise<0 | 1>;
   rlock_latch_read(key: string, kindKey: string, roundsKey: string, since: string, exact: 0 | 1): Promise<[string | null, string | null, string | null, RoundOutcome | null, string | null]>;
 }
 
@@ -68,7 +68,7 @@ export class CountDownLatch extends Primitive {
     // A caller's id is kept apart from the calls' own ids (nanoids), which it could spell.
     const opId = operationId === undefined ? this.newId() : `op:${operationId}`;
     // The recorded ids outlive any resend by ioredis (its offline queue), so that none counts twice.
-    const run = (redis: ScriptedRedis): Promise<number> => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, this.kindKey, publish, opId, OPERATION_ID_TTL_MS);
+    const run = (redis: ScriptedRedis): Promise<number> => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, this.kindKey, publish, opId, OPERATION_ID_TTL_MS, this.deadlineFor(OPERATION_ID_TTL_MS));
     // With the caller's id, a call whose connection drops ends at offlineTimeout: its retry is safe.
     await this.context.command('countDown', run, operationId === undefined ? undefined : IDEMPOTENT);
   }
@@ -82,7 +82,7 @@ export class CountDownLatch extends Primitive {
     this.context.assertOpen();
     const publish = await this.publishCommand();
     const latch = this.requestLatch(); // a resend after a lost reply deletes nothing set since
-    return (await this.context.command('delete', (redis) => scripts(redis).rlock_latch_delete(this.key, this.kindKey, this.channel, latch, this.roundsKey, publish, LATCH_DELETED_TTL_MS, RELEASE_LATCH_TTL_MS))) === 1;
+    return (await this.context.command('delete', (redis) => scripts(redis).rlock_latch_delete(this.key, this.kindKey, this.channel, latch, this.roundsKey, publish, LATCH_DELETED_TTL_MS, RELEASE_LATCH_TTL_MS, this.deadlineFor(RELEASE_LATCH_TTL_MS)))) === 1;
   }
 
   /** The count now (0: open, never set, or deleted). */

@@ -38,7 +38,7 @@ interface PermitScripts {
   rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
   rlock_permitSemaphore_available(key: string, permitsKey: string, kindKey: string): Promise<number>;
   rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
-  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, latchTtlMs: number): Promise<number>;
+  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, latchTtlMs: number, notAfter: number): Promise<number>;
   rlock_permitSemaphore_inspect(key: string, permitsKey: string, claimKey: string, kindKey: string): Promise<[string | null, number, string[], string | null, number]>;
 }
 
@@ -99,7 +99,7 @@ export class PermitExpirableSemaphore extends Primitive {
     if (delta < 0) this.context.pubsub.peek(this.channel)?.local?.suspend();
     const publish = await this.publishCommand();
     const [latch, latchTtl, bound] = this.operationLatch(operationId); // a resend after a lost reply, or a retry with the id, changes nothing again
-    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, latch, delta, publish, latchTtl), bound);
+    await this.context.command('addPermits', (redis) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, latch, delta, publish, latchTtl, this.deadlineFor(latchTtl)), bound);
   }
 
   /** Waits as long as it takes (or until `signal` aborts) and takes a permit; resolves with its id. */

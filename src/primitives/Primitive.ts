@@ -7,6 +7,7 @@ import { checkName } from '../options';
 import { type CommandBound, IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { OPERATION_ID_TTL_MS } from './permitOptions';
+import { STALE_MARGIN_MS } from '../services/RedisClock';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
 import type { PublishCommand } from '../services/scripts';
 
@@ -54,6 +55,11 @@ export abstract class Primitive {
   }
 
   private latchPrefix: string | undefined;
+
+  /** The deadline (Redis ms; 0: none) of a call under a latch of `latchTtlMs`: a resend later is refused (fresh.lua). */
+  protected deadlineFor(latchTtlMs: number): number {
+    return this.context.redisTimeAfter(latchTtlMs - STALE_MARGIN_MS);
+  }
 
   /**
    * The latch of a call that adds permits (see requestLatch), its TTL and its bound. With the

@@ -36,9 +36,9 @@ export function standBackBound(entry: ChannelEntry, permits: number, first: bool
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
   rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, kindKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number, number?]>;
-  rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[number, number, 1?]>;
+  rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number, notAfter: number): Promise<[number, number, 1?]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
-  rlock_semaphore_drain(key: string, latch: string, kindKey: string, latchTtlMs: number): Promise<number>;
+  rlock_semaphore_drain(key: string, latch: string, kindKey: string, latchTtlMs: number, notAfter: number): Promise<number>;
   rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
 }
 
@@ -227,7 +227,7 @@ export class Semaphore extends Primitive {
   async drainPermits(): Promise<number> {
     this.context.assertOpen();
     const latch = this.requestLatch(); // a resend after a lost reply answers what the first run took
-    return this.context.command('drainPermits', (redis) => scripts(redis).rlock_semaphore_drain(this.key, latch, this.kindKey, RELEASE_LATCH_TTL_MS));
+    return this.context.command('drainPermits', (redis) => scripts(redis).rlock_semaphore_drain(this.key, latch, this.kindKey, RELEASE_LATCH_TTL_MS, this.deadlineFor(RELEASE_LATCH_TTL_MS)));
   }
 
   /** Free permits, the reservation (who, how many, for how long), and how many clients wait. */
@@ -281,7 +281,7 @@ export class Semaphore extends Primitive {
   private async add(call: string, delta: number, operationId: string | undefined): Promise<[number, number, 1?]> {
     const publish = await this.publishCommand();
     const [latch, latchTtl, bound] = this.operationLatch(operationId);
-    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, latchTtl), bound);
+    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, latchTtl, this.deadlineFor(latchTtl)), bound);
   }
 
   /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */

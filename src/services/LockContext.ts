@@ -54,6 +54,11 @@ export interface LockContext {
   publishCommand(): Promise<PublishCommand>;
   /** The same, once known (at once off a Cluster): callers on the hot path need not wait a turn. */
   knownPublishCommand(): PublishCommand | undefined;
+  /**
+   * Redis's time `ms` from now (ms since the epoch), 0 when not known yet: the deadline a counting
+   * call carries so that a resend later than its latch lasts is refused (see RedisClock).
+   */
+  redisTimeAfter(ms: number): number;
   /** Goes up each time the command connection drops; a call that spans a change may have been resent. */
   connectionEpoch(): number;
   /** Aborts (with `ClientClosedError`) when the client closes: every parked waiter listens to it. */

@@ -13,13 +13,22 @@
     ARGV[1] publish command: "spublish" on a Cluster with sharded pub/sub, else "publish"
     ARGV[2] this call's operation id
     ARGV[3] how long an id stays recorded, in ms (longer than any resend may take)
+    ARGV[4] the call's deadline in Redis ms, 0 for none: a resend later than that whose id is no
+            longer recorded is refused (fresh.lua)
 
   Output:
     the count left (never below 0: a count down on an open latch changes nothing).
 ]]
 --@include latchRounds.lua
 --@include kind.lua
+--@include fresh.lua
 assertKind(KEYS[5], 'latch')
+-- Late, it is refused unless its id is recorded (then it changes nothing, below). SISMEMBER only
+-- then: an ACL that lacks it fails that rare call, before anything is written.
+local late = lateBy(ARGV[4])
+if late > 0 and redis.call('sismember', KEYS[3], ARGV[2]) == 0 then
+  refuseStale(late)
+end
 -- Read first: a key of another type fails here (WRONGTYPE) with nothing written.
 local count = redis.call('get', KEYS[1])
 local rounds = readRounds(KEYS[4])

@@ -14,6 +14,7 @@
     ARGV[1] publish command
     ARGV[2] how long the "deleted" marker stays, in ms (the awaiters woken read it well before)
     ARGV[3] latch TTL in ms
+    ARGV[4] the call's deadline in Redis ms, 0 for none: a resend later than that is refused (fresh.lua)
 
   Output:
     1 when there was a latch (set or open), 0 when there was none (never set, or deleted already).
@@ -22,7 +23,10 @@
 --@include latchRounds.lua
 local rounds = readRounds(KEYS[5])
 --@include kind.lua
+--@include fresh.lua
 return once(KEYS[4], ARGV[3], function()
+  -- A resend later than the latch lasts would delete a latch set again since.
+  assertFresh(ARGV[4])
   -- Another kind's count, or a lock's hash: refused, or the DEL below freed a held lock or
   -- another primitive's count.
   assertKind(KEYS[2], 'latch')

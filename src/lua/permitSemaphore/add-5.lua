@@ -11,15 +11,18 @@
     ARGV[1] delta
     ARGV[2] publish command
     ARGV[3] latch TTL in ms
+    ARGV[4] the call's deadline in Redis ms, 0 for none: a resend later than that is refused (fresh.lua)
 
   Output:
     the free permits after the change.
 ]]
 --@include permits.lua
 --@include kind.lua
+--@include fresh.lua
 if redis.call('exists', KEYS[5]) == 1 then
   return freePermits(KEYS[1], KEYS[2], nowMs())
 end
+assertFresh(ARGV[4])
 incrByMarked(KEYS[1], ARGV[1], KEYS[4], 'permits')
 local free = freePermits(KEYS[1], KEYS[2], nowMs())
 if tonumber(ARGV[1]) > 0 and free > 0 then

@@ -20,6 +20,7 @@
     ARGV[2] publish command: "spublish" on a Cluster with sharded pub/sub, else "publish"
     ARGV[3] the releasing client's id (named in the message)
     ARGV[4] latch TTL in ms
+    ARGV[5] the call's deadline in Redis ms, 0 for none: a resend later than that is refused (fresh.lua)
 
   Output:
     {free permits after the change, clients the wake-up message reached (0: none sent)}, and a
@@ -27,11 +28,13 @@
 ]]
 --@include semaphoreWake.lua
 --@include kind.lua
+--@include fresh.lua
 local done = redis.call('get', KEYS[5])
 if done then
   local free, reached = string.match(done, '^(-?%d+):(%d+)$')
   return {tonumber(free), tonumber(reached), 1}
 end
+assertFresh(ARGV[5])
 local free = incrByMarked(KEYS[1], ARGV[1], KEYS[4], 'semaphore')
 local reached = 0
 if tonumber(ARGV[1]) > 0 then
