@@ -44,68 +44,141 @@ test('the deadline a call carries is Redis’s clock plus its latch’s time les
   expect(Math.abs(context.redisTimeAfter(RELEASE_LATCH_TTL_MS - STALE_MARGIN_MS) - (redisNow + RELEASE_LATCH_TTL_MS - STALE_MARGIN_MS))).toBeLessThan(500);
 });
 
-test('past its deadline a counting call is refused (STALE) and writes nothing; one whose latch or id is still there answers what its first run did', async () => {
+test('a call sent once that reaches Redis past its deadline (Redis stalled, or the clock estimate wrong) goes again without one and counts once; the clock is measured again', async () => {
   const client = redis.client();
   const clock = await clockOf(client);
-  const name = uniqueName();
-  const sem = client.getSemaphore(name);
-  const pes = client.getPermitExpirableSemaphore(uniqueName());
+  const sem = client.getSemaphore(uniqueName());
   const latch = client.getCountDownLatch(uniqueName());
   await sem.trySetPermits(2);
-  await sem.release({ operationId: 'job-1' }); // 3
-  await pes.trySetPermits(1);
   await latch.trySetCount(3);
-  await latch.countDown({ operationId: 'job-1' }); // 2
-  // Every deadline now falls in Redis's past: as if each call reached Redis after its latch ran out.
+  const right = clock.offset;
+  // Every deadline now falls in Redis's past, as if each call had waited in a stalled Redis.
   clock.offset -= 2 * OPERATION_ID_TTL_MS;
-  for (const call of [sem.release(), sem.release({ operationId: 'job-2' }), sem.addPermits(1), sem.addPermits(-1, { operationId: 'cut-1' }), sem.drainPermits(), pes.addPermits(1), latch.countDown(), latch.countDown({ operationId: 'job-2' }), latch.delete()]) {
-    expectStale(await rejection(call));
-  }
-  expect(await sem.availablePermits()).toBe(3);
-  expect(await pes.availablePermits()).toBe(1);
-  expect(await latch.getCount()).toBe(2);
-  expect(await latch.getState()).toBe('closed');
-  // The calls that ran before: their ids' records answer, nothing counts again.
-  await sem.release({ operationId: 'job-1' });
-  await latch.countDown({ operationId: 'job-1' });
-  expect(await sem.availablePermits()).toBe(3);
-  expect(await latch.getCount()).toBe(2);
-  clock.offset += 2 * OPERATION_ID_TTL_MS;
   await sem.release();
+  await until('the clock is measured again', () => clock.offset !== undefined && Math.abs(clock.offset - right) < 1_000);
+  clock.offset = right - 2 * OPERATION_ID_TTL_MS;
+  await sem.addPermits(1, { operationId: 'grow-1' });
+  clock.offset = right - 2 * OPERATION_ID_TTL_MS;
+  await latch.countDown();
   expect(await sem.availablePermits()).toBe(4);
+  expect(await latch.getCount()).toBe(2);
+  await until('the clock is measured again', () => clock.offset !== undefined && Math.abs(clock.offset - right) < 1_000);
 });
 
-test('a release whose reply was cut, resent by ioredis after its latch expired and its deadline passed, is refused: its permit comes back once (before: twice, more holders than permits)', async () => {
+test('after a reconnect the clock is measured afresh (another server may answer now), and a measure sent before the drop counts for nothing', async () => {
   const proxy = await TcpProxy.start(redis.server.port);
-  const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null }); // BullMQ's setting: ioredis keeps a call for the whole outage
+  const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null });
   own.on('error', () => undefined);
   try {
     const client = redis.client({ redis: own });
-    const name = uniqueName();
-    const sem = client.getSemaphore(name);
-    await sem.trySetPermits(1);
-    await sem.acquire();
-    // The release's deadline falls 1.5 s after its send instead of 50 s: the outage below outlasts it.
     const clock = await clockOf(client);
-    clock.offset -= RELEASE_LATCH_TTL_MS - STALE_MARGIN_MS - 1_500;
-    proxy.cutOnNextReply();
-    proxy.stopAccepting();
-    const sentAt = performance.now();
-    const release = rejection(sem.release());
-    await until('Redis ran the release', async () => (await redis.admin.get(name)) === '1');
-    // Its latch runs out (60 s in life; deleted here), and the outage outlasts the deadline.
-    const latches = await redis.admin.keys(`rlock__unlock_latch:{${name}}:*`);
-    expect(latches.length).toBeGreaterThan(0);
-    await redis.admin.del(...latches);
-    await until('the deadline has passed', () => performance.now() - sentAt > 2_000, 5_000);
-    await proxy.resumeAccepting();
-    expectStale(await release);
-    expect(await sem.availablePermits()).toBe(1);
+    const right = clock.offset;
+    clock.offset = right - 55_000; // another server's clock, standing in
+    // A measure held in flight by a silent link, then the drop and the reconnect.
+    const internals = clock as unknown as { nextMeasureAt: number };
+    internals.nextMeasureAt = 0;
+    proxy.silenced = true;
+    (client as unknown as { context: { redisTimeAfter(ms: number): number } }).context.redisTimeAfter(0); // sends the measure
+    const heldFrom = performance.now();
+    await until('the measure has been held longer than a measure may take', () => performance.now() - heldFrom > 1_200, 3_000);
+    proxy.cutAll();
+    proxy.silenced = false;
+    await until('the connection is back', () => own.status === 'ready');
+    await until('the clock is measured afresh', () => clock.offset !== undefined && Math.abs(clock.offset - right) < 1_000);
   } finally {
     await proxy.close();
     own.disconnect();
   }
-}, 20_000);
+});
+
+test('a host suspended (its monotonic clock stood still while the wall clock and Redis’s ran on): the offset is dropped, calls carry no deadline until measured again', async () => {
+  const client = redis.client();
+  const clock = await clockOf(client);
+  const context = (client as unknown as { context: { redisTimeAfter(ms: number): number } }).context;
+  const wall = Date.now;
+  const suspended = 120_000;
+  Date.now = () => wall() + suspended;
+  try {
+    expect(context.redisTimeAfter(0)).toBe(0);
+    await until('the clock is measured again', () => clock.offset !== undefined);
+    expect(context.redisTimeAfter(0)).toBeGreaterThan(0);
+  } finally {
+    Date.now = wall;
+  }
+});
+
+describe('resent by ioredis after its latch expired and its deadline passed (reply cut, outage, latch gone): refused with STALE, nothing counted twice', () => {
+  type Case = [string, (client: LockClient, name: string) => Promise<{ call: () => Promise<unknown>; ran: () => Promise<boolean>; meanwhile?: () => Promise<unknown>; check: () => Promise<void> }>];
+  const count = async (name: string): Promise<string | null> => redis.admin.get(name);
+  const cases: Case[] = [
+    ['a semaphore’s release (before: its permit came back twice, more holders than permits)', async (client, name) => {
+      const sem = client.getSemaphore(name);
+      await sem.trySetPermits(1);
+      await sem.acquire();
+      return { call: () => sem.release(), ran: async () => (await count(name)) === '1', check: async () => expect(await sem.availablePermits()).toBe(1) };
+    }],
+    ...(['getSemaphore', 'getPermitExpirableSemaphore'] as const).map((kind): Case => [`${kind}’s addPermits`, async (client, name) => {
+      const sem = client[kind](name);
+      await sem.trySetPermits(1);
+      return { call: () => sem.addPermits(1), ran: async () => (await count(name)) === '2', check: async () => expect(await sem.availablePermits()).toBe(2) };
+    }]),
+    ['a semaphore’s drainPermits (before: it drained a permit released since)', async (client, name) => {
+      const sem = client.getSemaphore(name);
+      await sem.trySetPermits(2);
+      return { call: () => sem.drainPermits(), ran: async () => (await count(name)) === '0', meanwhile: () => redis.client().getSemaphore(name).release(), check: async () => expect(await sem.availablePermits()).toBe(1) };
+    }],
+    ['a latch’s countDown', async (client, name) => {
+      const latch = client.getCountDownLatch(name);
+      await latch.trySetCount(3);
+      return { call: () => latch.countDown(), ran: async () => (await count(name)) === '2', check: async () => expect(await latch.getCount()).toBe(2) };
+    }],
+    ['a latch’s delete (before: it deleted the latch set again since)', async (client, name) => {
+      const latch = client.getCountDownLatch(name);
+      await latch.trySetCount(2);
+      return {
+        call: () => latch.delete(),
+        ran: async () => (await redis.admin.exists(name)) === 0,
+        // Set again by another client once the "deleted" marker is gone (60 s in life).
+        meanwhile: async () => {
+          await redis.admin.del(`rlock__kind:{${name}}`);
+          expect(await redis.client().getCountDownLatch(name).trySetCount(5)).toBe(true);
+        },
+        check: async () => expect(await latch.getCount()).toBe(5),
+      };
+    }],
+  ];
+
+  test.each(cases)('%s', async (_name, setUp) => {
+    const proxy = await TcpProxy.start(redis.server.port);
+    const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null }); // BullMQ's setting: ioredis keeps a call for the whole outage
+    own.on('error', () => undefined);
+    try {
+      const client = redis.client({ redis: own });
+      const name = uniqueName();
+      const { call, ran, meanwhile, check } = await setUp(client, name);
+      // The call's deadline falls 1.5 s after its send instead of 50 s (a countDown's: 9 min 50 s): the outage below outlasts it.
+      const clock = await clockOf(client);
+      clock.offset -= (_name.includes('countDown') ? OPERATION_ID_TTL_MS : RELEASE_LATCH_TTL_MS) - STALE_MARGIN_MS - 1_500;
+      proxy.cutOnNextReply();
+      proxy.stopAccepting();
+      const sentAt = performance.now();
+      const outcome = rejection(call());
+      await until('Redis ran the call', ran);
+      await meanwhile?.();
+      // Its latch (or the latch's record of its id) runs out: 60 s or 10 min in life, deleted here.
+      const latches = [...(await redis.admin.keys(`rlock__unlock_latch:{${name}}:*`)), ...(await redis.admin.keys(`rlock__latch_ops:{${name}}`))];
+      expect(latches.length).toBeGreaterThan(0);
+      await redis.admin.del(...latches);
+      await until('the deadline has passed', () => performance.now() - sentAt > 2_000, 5_000);
+      await proxy.resumeAccepting();
+      expectStale(await outcome);
+      await check();
+    } finally {
+      await proxy.close();
+      own.disconnect();
+    }
+  }, 20_000);
+});
 
 test('a client whose Redis refuses TIME (an ACL without +time) sends no deadline, and its calls run as before', async () => {
   await redis.admin.call('ACL', 'SETUSER', 'notime', 'on', '>pw', '~*', '&*', '+@all', '-time');
@@ -116,8 +189,8 @@ test('a client whose Redis refuses TIME (an ACL without +time) sends no deadline
     await sem.acquire();
     await sem.release();
     expect(await sem.availablePermits()).toBe(1);
-    const clock = (client as unknown as { clock: { offset: number | undefined; measuredAt: number } }).clock;
-    await until('the refused measure was answered', () => clock.measuredAt > 0);
+    const clock = (client as unknown as { clock: { offset: number | undefined; nextMeasureAt: number } }).clock;
+    await until('the refused measure was answered', () => clock.nextMeasureAt > performance.now() + 30_000);
     expect(clock.offset).toBeUndefined();
   } finally {
     await redis.admin.call('ACL', 'DELUSER', 'notime');

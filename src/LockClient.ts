@@ -118,7 +118,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
     let wasReady = this.redis.status === 'ready';
     this.onReconnect = () => {
-      this.clock.measure(); // Redis may be another server now, with another clock
+      this.clock.ready(); // Redis may be another server now, with another clock
       if (wasReady) void this.renewal.renewAll();
       wasReady = true;
     };
@@ -142,6 +142,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       assertOpen: () => this.assertOpen(),
       command: (name, call, bound?: CommandBound) => this.commands.run(name, call, bound),
       redisTimeAfter: (ms) => this.clock.after(ms),
+      remeasureRedisClock: () => this.clock.ready(),
       connectionEpoch: () => this.epoch,
       publishCommand: () => this.publishCommand(),
       knownPublishCommand: () => (this.redis.isCluster ? this.publishCommandKnown : 'publish'),

@@ -68,9 +68,9 @@ export class CountDownLatch extends Primitive {
     // A caller's id is kept apart from the calls' own ids (nanoids), which it could spell.
     const opId = operationId === undefined ? this.newId() : `op:${operationId}`;
     // The recorded ids outlive any resend by ioredis (its offline queue), so that none counts twice.
-    const run = (redis: ScriptedRedis): Promise<number> => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, this.kindKey, publish, opId, OPERATION_ID_TTL_MS, this.deadlineFor(OPERATION_ID_TTL_MS));
+    const run = (redis: ScriptedRedis, notAfter: number): Promise<number> => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, this.kindKey, publish, opId, OPERATION_ID_TTL_MS, notAfter);
     // With the caller's id, a call whose connection drops ends at offlineTimeout: its retry is safe.
-    await this.context.command('countDown', run, operationId === undefined ? undefined : IDEMPOTENT);
+    await this.counted('countDown', OPERATION_ID_TTL_MS, run, operationId === undefined ? undefined : IDEMPOTENT);
   }
 
   /**
@@ -82,7 +82,7 @@ export class CountDownLatch extends Primitive {
     this.context.assertOpen();
     const publish = await this.publishCommand();
     const latch = this.requestLatch(); // a resend after a lost reply deletes nothing set since
-    return (await this.context.command('delete', (redis) => scripts(redis).rlock_latch_delete(this.key, this.kindKey, this.channel, latch, this.roundsKey, publish, LATCH_DELETED_TTL_MS, RELEASE_LATCH_TTL_MS, this.deadlineFor(RELEASE_LATCH_TTL_MS)))) === 1;
+    return (await this.counted('delete', RELEASE_LATCH_TTL_MS, (redis, notAfter) => scripts(redis).rlock_latch_delete(this.key, this.kindKey, this.channel, latch, this.roundsKey, publish, LATCH_DELETED_TTL_MS, RELEASE_LATCH_TTL_MS, notAfter))) === 1;
   }
 
   /** The count now (0: open, never set, or deleted). */

@@ -9,7 +9,8 @@ import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { OPERATION_ID_TTL_MS } from './permitOptions';
 import { STALE_MARGIN_MS } from '../services/RedisClock';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
-import type { PublishCommand } from '../services/scripts';
+import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import { RedisCommandError } from '../errors';
 
 /** One attempt of a waiting call: taken now (with its send time), or not (sleep at most `ttl` ms; negative: no bound). */
 export type Attempt = { held: true; sentAt: number } | { held: false; ttl: number };
@@ -56,9 +57,27 @@ export abstract class Primitive {
 
   private latchPrefix: string | undefined;
 
-  /** The deadline (Redis ms; 0: none) of a call under a latch of `latchTtlMs`: a resend later is refused (fresh.lua). */
-  protected deadlineFor(latchTtlMs: number): number {
-    return this.context.redisTimeAfter(latchTtlMs - STALE_MARGIN_MS);
+  /**
+   * Runs a counting call under a latch of `latchTtlMs`, with its deadline (Redis ms; 0: none):
+   * a resend later than that is refused with STALE (fresh.lua). A refusal of a call sent once
+   * (the connection never dropped since, so ioredis resent nothing: Redis was stalled past the
+   * deadline, or the clock's estimate is wrong) wrote nothing: the call goes again once, with no
+   * deadline, and the clock is measured again.
+   */
+  protected async counted<T>(name: string, latchTtlMs: number, call: (redis: ScriptedRedis, notAfter: number) => Promise<T>, bound?: CommandBound): Promise<T> {
+    const { context } = this;
+    let epoch = -1;
+    const send = (redis: ScriptedRedis): Promise<T> => {
+      epoch = context.connectionEpoch();
+      return call(redis, context.redisTimeAfter(latchTtlMs - STALE_MARGIN_MS));
+    };
+    try {
+      return await context.command(name, send, bound);
+    } catch (error) {
+      if (!(error instanceof RedisCommandError && error.code === 'STALE' && epoch === context.connectionEpoch())) throw error;
+      context.remeasureRedisClock();
+      return context.command(name, (redis) => call(redis, 0), bound);
+    }
   }
 
   /**

@@ -227,7 +227,7 @@ export class Semaphore extends Primitive {
   async drainPermits(): Promise<number> {
     this.context.assertOpen();
     const latch = this.requestLatch(); // a resend after a lost reply answers what the first run took
-    return this.context.command('drainPermits', (redis) => scripts(redis).rlock_semaphore_drain(this.key, latch, this.kindKey, RELEASE_LATCH_TTL_MS, this.deadlineFor(RELEASE_LATCH_TTL_MS)));
+    return this.counted('drainPermits', RELEASE_LATCH_TTL_MS, (redis, notAfter) => scripts(redis).rlock_semaphore_drain(this.key, latch, this.kindKey, RELEASE_LATCH_TTL_MS, notAfter));
   }
 
   /** Free permits, the reservation (who, how many, for how long), and how many clients wait. */
@@ -281,7 +281,7 @@ export class Semaphore extends Primitive {
   private async add(call: string, delta: number, operationId: string | undefined): Promise<[number, number, 1?]> {
     const publish = await this.publishCommand();
     const [latch, latchTtl, bound] = this.operationLatch(operationId);
-    return this.context.command(call, (redis) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, latchTtl, this.deadlineFor(latchTtl)), bound);
+    return this.counted(call, latchTtl, (redis, notAfter) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, latchTtl, notAfter), bound);
   }
 
   /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */

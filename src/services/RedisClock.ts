@@ -13,6 +13,9 @@ const MEASURE_EVERY_MS = 60_000;
 /** A measure whose round trip took longer is dropped: its error could reach the margin. */
 const MAX_MEASURE_RTT_MS = 1_000;
 
+/** How far the wall clock and the monotonic one may part between measures before the offset is dropped. */
+const MAX_CLOCKS_APART_MS = 1_000;
+
 /**
  * An estimate of Redis's clock (ms since the epoch, as `TIME` says), so that a call can carry a
  * deadline in Redis's own time: a script refuses a call that reaches it later (`fresh.lua`).
@@ -24,44 +27,75 @@ const MAX_MEASURE_RTT_MS = 1_000;
  * `maxRetriesPerRequest: null`) ran again: permits given back twice. A deadline just short of the
  * latch's expiry turns that into a refusal (`STALE`). The client's own clock cannot be compared
  * with Redis's (they may differ by seconds, or jump), so the estimate is the monotonic
- * `performance.now()` plus an offset measured with `TIME` when the connection is ready and again
- * at most once a minute; until a first measure answers (or if `TIME` is refused), calls carry no
- * deadline (0) and run as before.
+ * `performance.now()` plus an offset measured with `TIME` each time the connection is ready and
+ * again at most once a minute. Without an offset (before a first measure answers, after a
+ * reconnect until the next one does, after the host was suspended, or when `TIME` is refused),
+ * calls carry no deadline (0) and run as before.
  */
 export class RedisClock {
   private offset: number | undefined;
-  private measuredAt = -Infinity;
-  private measuring = false;
+  /** When the offset was measured, on the monotonic clock and on the wall clock. */
+  private measuredAt = 0;
+  private measuredAtWall = 0;
+  /** When a deadline asked for measures again (performance.now()). */
+  private nextMeasureAt = 0;
+  /** The measure under way, if any: a later one (a reconnect's) makes its answer void. */
+  private measuring: object | undefined;
 
-  /** Its owner calls `measure()` whenever the connection is ready (the client's one `ready` listener). */
+  /** Its owner calls `ready()` whenever the connection is ready (the client's one `ready` listener). */
   constructor(private readonly redis: ScriptedRedis) {
     this.measure();
   }
 
   /** Redis's time `ms` from now (ms since the epoch), or 0 when it is not known. */
   after(ms: number): number {
-    if (performance.now() - this.measuredAt > MEASURE_EVERY_MS) this.measure();
-    return this.offset === undefined ? 0 : Math.floor(performance.now() + this.offset + ms);
+    const now = performance.now();
+    // The monotonic clock stops while the host is suspended, and Redis's does not.
+    if (this.offset !== undefined && Math.abs(Date.now() - this.measuredAtWall - (now - this.measuredAt)) > MAX_CLOCKS_APART_MS) {
+      this.offset = undefined;
+      this.nextMeasureAt = 0;
+    }
+    if (now >= this.nextMeasureAt) this.measure();
+    return this.offset === undefined ? 0 : Math.floor(now + this.offset + ms);
   }
 
-  /** Measures the offset now, unless a measure is under way or the connection is not ready. */
-  measure(): void {
+  /**
+   * The connection is ready again, maybe to another server with another clock (or a call sent
+   * once was refused as late): the offset is measured afresh, and a measure sent before (resent
+   * now, its round trip long) counts for nothing.
+   */
+  ready(): void {
+    this.offset = undefined;
+    this.measuring = undefined;
+    this.nextMeasureAt = 0;
+    this.measure();
+  }
+
+  private measure(): void {
     if (this.measuring || this.redis.status !== 'ready') return;
-    this.measuring = true;
+    const measuring = {};
+    this.measuring = measuring;
     const sent = performance.now();
     this.redis.time().then(
       ([seconds, micros]) => {
-        this.measuring = false;
+        if (this.measuring !== measuring) return;
+        this.measuring = undefined;
         const answered = performance.now();
-        if (answered - sent > MAX_MEASURE_RTT_MS) return;
+        if (answered - sent > MAX_MEASURE_RTT_MS) {
+          this.nextMeasureAt = answered + MAX_MEASURE_RTT_MS; // Redis was slow: again soon
+          return;
+        }
         this.offset = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - (sent + answered) / 2;
         this.measuredAt = answered;
+        this.measuredAtWall = Date.now();
+        this.nextMeasureAt = answered + MEASURE_EVERY_MS;
       },
       () => {
-        // Refused (an ACL without +time) or lost: no deadline until a measure answers. Not asked
+        // Refused (an ACL without +time) or lost: no deadline until a measure answers; not asked
         // again before a minute passes.
-        this.measuring = false;
-        this.measuredAt = performance.now();
+        if (this.measuring !== measuring) return;
+        this.measuring = undefined;
+        this.nextMeasureAt = performance.now() + MEASURE_EVERY_MS;
       },
     );
   }
