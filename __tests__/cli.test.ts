@@ -424,6 +424,15 @@ describe('--kind naming another kind than the name’s keys show', () => {
     expect(out.stderr).toBe(`rlock: ${name} is a plain or fair lock, not a read-write lock: watch it with --kind lock (or without --kind); nothing shown\n`);
   });
 
+  test('inspect --kind semaphore (or permits, or latch) of a key that holds a string no primitive wrote fails naming it, not "NaN permit(s) free"', async () => {
+    await redis.admin.set('cli:kind-foreign', 'hello');
+    for (const kind of ['semaphore', 'permits', 'latch']) {
+      const result = await run(['--url', redis.server.url, 'inspect', '--kind', kind, 'cli:kind-foreign']);
+      expect({ kind, code: result.code, stdout: result.stdout }).toEqual({ kind, code: 2, stdout: '' }); // a kind the key is not, as for another kind's keys
+      expect(result.stderr).toMatch(/WRONGTYPE the name holds a value that is not a count/);
+    }
+  });
+
   // Read as the kind said, a held plain lock showed as a free read-write lock, a latch as a
   // semaphore with its count for permits.
   test('inspect and watch exit 2 naming the kind the keys show; force-unlock --kind lock of a semaphore is refused as a semaphore', async () => {

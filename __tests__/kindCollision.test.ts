@@ -106,6 +106,17 @@ test.each([
   await lock.unlock();
 });
 
+test('a name that holds a string none of them wrote (no marker): the counters\' reads fail with WRONGTYPE (the semaphore\'s read NaN permits)', async () => {
+  const name = `foreign:${process.pid}`;
+  await redis.admin.set(name, 'hello');
+  const client = redis.client();
+  await expectWrongType('Semaphore.availablePermits', () => client.getSemaphore(name).availablePermits());
+  await expectWrongType('Semaphore.inspect', () => client.getSemaphore(name).inspect());
+  await expectWrongType('PermitExpirableSemaphore.availablePermits', () => client.getPermitExpirableSemaphore(name).availablePermits());
+  await expectWrongType('CountDownLatch.getCount', () => client.getCountDownLatch(name).getCount());
+  expect(await redis.admin.get(name)).toBe('hello');
+});
+
 test('a latch deleted a moment ago (its marker says "deleted") may be set up as another kind', async () => {
   const client = redis.client();
   const latch = client.getCountDownLatch('collide:reuse');

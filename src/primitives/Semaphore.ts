@@ -220,6 +220,8 @@ export class Semaphore extends Primitive {
       const kind = marker in KIND_NAMES ? `a ${KIND_NAMES[marker as NameKind]}` : JSON.stringify(marker);
       throw new Error(`WRONGTYPE the name is used by ${kind}, not a semaphore`);
     }
+    // Not ours at all (no marker, no count): a key someone SET, read as permits it was NaN.
+    if (free !== null && !/^-?\d+$/.test(free)) throw new Error('WRONGTYPE the name holds a value that is not a count of permits, not a semaphore');
     return [free, ...rest];
   }
 

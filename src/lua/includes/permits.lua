@@ -7,13 +7,27 @@ local function nowMs()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Free permits at `now`: the total minus the permits still on lease; false when never set.
-local function freePermits(totalKey, permitsKey, now)
+-- The total (a number), false when never set. A value no semaphore wrote (no marker either) is
+-- refused, as another kind's count is (kind.lua): read as a total it was NaN.
+local function readTotal(totalKey)
   local total = redis.call('get', totalKey)
   if not total then
     return false
   end
-  return tonumber(total) - redis.call('zcount', permitsKey, '(' .. now, '+inf')
+  local count = tonumber(total)
+  if not count then
+    error({ err = 'WRONGTYPE the name holds a value that is not a count of permits, not a permit-expirable semaphore' })
+  end
+  return count
+end
+
+-- Free permits at `now`: the total minus the permits still on lease; false when never set.
+local function freePermits(totalKey, permitsKey, now)
+  local total = readTotal(totalKey)
+  if not total then
+    return false
+  end
+  return total - redis.call('zcount', permitsKey, '(' .. now, '+inf')
 end
 
 -- Extends a permit still on lease to `now + lease`; false when it is unknown or has expired.

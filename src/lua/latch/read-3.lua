@@ -28,7 +28,12 @@ end
 -- A semaphore's count read as a latch's: its getCount, its state "closed", an await() that never
 -- ended. Refused instead (kind.lua), unless the awaited round has ended: a latch deleted and its
 -- name taken by another kind before the awaiter re-read tells it "deleted".
+local count = redis.call('get', KEYS[1])
 if not outcome then
   assertMarker(marker, 'latch')
+  -- A value no latch wrote (no marker either): read as a count it was NaN, closed for good.
+  if count and not tonumber(count) then
+    error({ err = 'WRONGTYPE the name holds a value that is not a count, not a count-down latch' })
+  end
 end
-return { redis.call('get', KEYS[1]), marker, rounds.live, outcome, rounds.round }
+return { count, marker, rounds.live, outcome, rounds.round }

@@ -17,7 +17,7 @@
 assertKind(KEYS[4], 'permits')
 local now = nowMs()
 return {
-  redis.call('get', KEYS[1]),
+  readTotal(KEYS[1]),
   now,
   redis.call('zrangebyscore', KEYS[2], '(' .. now, '+inf', 'WITHSCORES'),
   redis.call('get', KEYS[3]),
