@@ -58,8 +58,9 @@ export class CountDownLatch extends Primitive {
    * Counts down by one (never below 0; once per call, even when resent after a reconnect); the one
    * that reaches 0 opens the latch. With `operationId`, once per id: a caller that does not know
    * whether a failed call counted (with an id, a call whose connection drops rejects
-   * `offlineTimeout` after the drop, its outcome unknown) may call again with the same id. Ids are remembered across the latch's rounds until 10 minutes pass without
-   * a count down: make them unique for the latch (with the round or batch in them).
+   * `offlineTimeout` after the drop, its outcome unknown) may call again with the same id. Ids
+   * are remembered across the latch's rounds until 10 minutes pass without a count down: make
+   * them unique for the latch (with the round or batch in them).
    */
   async countDown(options?: CountDownOptions): Promise<void> {
     const operationId = checkOperationOptions(options);

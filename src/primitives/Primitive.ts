@@ -1,16 +1,16 @@
 import { nanoid } from 'nanoid';
+import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import type { Hold, WaitProtocol } from '../core/waitLoop';
 import { waitFor } from '../core/waitLoop';
 import { type LockEvent, waitReports } from '../diagnostics';
+import { RedisCommandError } from '../errors';
 import { latchPrefixOf } from '../names';
 import { checkName } from '../options';
-import { type CommandBound, IDEMPOTENT, type LockContext } from '../services/LockContext';
-import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
-import { OPERATION_ID_TTL_MS } from './permitOptions';
-import { STALE_MARGIN_MS } from '../services/RedisClock';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
+import { type CommandBound, IDEMPOTENT, type LockContext } from '../services/LockContext';
+import { STALE_MARGIN_MS } from '../services/RedisClock';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
-import { RedisCommandError } from '../errors';
+import { OPERATION_ID_TTL_MS } from './permitOptions';
 
 /** One attempt of a waiting call: taken now (with its send time), or not (sleep at most `ttl` ms; negative: no bound). */
 export type Attempt = { held: true; sentAt: number } | { held: false; ttl: number };
