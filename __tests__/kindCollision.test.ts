@@ -106,7 +106,7 @@ test.each([
   await lock.unlock();
 });
 
-test('a name that holds a string none of them wrote (no marker): the counters\' reads fail with WRONGTYPE (the semaphore\'s read NaN permits)', async () => {
+test('a name that holds a string none of them wrote (no marker): the counters\' reads and writes fail with WRONGTYPE, nothing written (the semaphore\'s read NaN permits)', async () => {
   const name = `foreign:${process.pid}`;
   await redis.admin.set(name, 'hello');
   const client = redis.client();
@@ -114,7 +114,15 @@ test('a name that holds a string none of them wrote (no marker): the counters\' 
   await expectWrongType('Semaphore.inspect', () => client.getSemaphore(name).inspect());
   await expectWrongType('PermitExpirableSemaphore.availablePermits', () => client.getPermitExpirableSemaphore(name).availablePermits());
   await expectWrongType('CountDownLatch.getCount', () => client.getCountDownLatch(name).getCount());
+  // The writes too, with nothing written (before: Lua errors, and a countDown recorded its id first).
+  await expectWrongType('Semaphore.tryAcquire', () => client.getSemaphore(name).tryAcquire());
+  await expectWrongType('Semaphore.drainPermits', () => client.getSemaphore(name).drainPermits());
+  await expectWrongType('Semaphore.release', () => client.getSemaphore(name).release());
+  await expectWrongType('Semaphore.addPermits', () => client.getSemaphore(name).addPermits(1, { operationId: 'grow-1' }));
+  await expectWrongType('CountDownLatch.countDown', () => client.getCountDownLatch(name).countDown({ operationId: 'job-1' }));
+  await expectWrongType('CountDownLatch.countDown, retried', () => client.getCountDownLatch(name).countDown({ operationId: 'job-1' }));
   expect(await redis.admin.get(name)).toBe('hello');
+  expect(await redis.admin.keys(`*{${name}}*`)).toEqual([]);
 });
 
 test('a latch deleted a moment ago (its marker says "deleted") may be set up as another kind', async () => {

@@ -44,7 +44,7 @@ test('the deadline a call carries is Redis’s clock plus its latch’s time les
   expect(Math.abs(context.redisTimeAfter(RELEASE_LATCH_TTL_MS - STALE_MARGIN_MS) - (redisNow + RELEASE_LATCH_TTL_MS - STALE_MARGIN_MS))).toBeLessThan(500);
 });
 
-test('a call sent once that reaches Redis past its deadline (Redis stalled, or the clock estimate wrong) goes again without one and counts once; the clock is measured again', async () => {
+test('a call sent once that reaches Redis past its deadline (Redis stalled, or the clock estimate wrong) goes again once the clock is measured anew, and counts once', async () => {
   const client = redis.client();
   const clock = await clockOf(client);
   const sem = client.getSemaphore(uniqueName());
@@ -63,6 +63,33 @@ test('a call sent once that reaches Redis past its deadline (Redis stalled, or t
   expect(await sem.availablePermits()).toBe(4);
   expect(await latch.getCount()).toBe(2);
   await until('the clock is measured again', () => clock.offset !== undefined && Math.abs(clock.offset - right) < 1_000);
+});
+
+test('the call sent again after a refusal carries a fresh deadline, measured anew (before: none, so its own late resend could count twice)', async () => {
+  const connection = new Redis(redis.server.port);
+  try {
+    const client = redis.client({ redis: connection });
+    const clock = await clockOf(client);
+    const sem = client.getSemaphore(uniqueName());
+    await sem.trySetPermits(1);
+    const deadlines: number[] = [];
+    type Send = (command: { name: string; args: unknown[] }, ...rest: unknown[]) => unknown;
+    const hooked = connection as unknown as { sendCommand: Send };
+    const send = hooked.sendCommand;
+    hooked.sendCommand = function (this: unknown, command, ...rest) {
+      if (command.name === 'evalsha' || command.name === 'eval') deadlines.push(Number(command.args[command.args.length - 1]));
+      return send.call(this, command, ...rest);
+    };
+    clock.offset -= 2 * OPERATION_ID_TTL_MS;
+    await sem.release();
+    const [seconds] = await redis.admin.time();
+    expect(deadlines).toHaveLength(2);
+    expect(deadlines[0]).toBeLessThan(Number(seconds) * 1000); // refused: in the past
+    expect(deadlines[1]).toBeGreaterThan(Number(seconds) * 1000 + RELEASE_LATCH_TTL_MS - STALE_MARGIN_MS - 5_000);
+    expect(await sem.availablePermits()).toBe(2);
+  } finally {
+    connection.disconnect();
+  }
 });
 
 test('after a reconnect the clock is measured afresh (another server may answer now), and a measure sent before the drop counts for nothing', async () => {
@@ -108,7 +135,8 @@ test('a host suspended (its monotonic clock stood still while the wall clock and
 });
 
 describe('resent by ioredis after its latch expired and its deadline passed (reply cut, outage, latch gone): refused with STALE, nothing counted twice', () => {
-  type Case = [string, (client: LockClient, name: string) => Promise<{ call: () => Promise<unknown>; ran: () => Promise<boolean>; meanwhile?: () => Promise<unknown>; check: () => Promise<void> }>];
+  // `ran`: by default, the proxy cut a reply (Redis ran the call); `windowMs`: the deadline's window (a request latch's by default).
+  type Case = [string, (client: LockClient, name: string) => Promise<{ call: () => Promise<unknown>; ran?: () => Promise<boolean>; meanwhile?: () => Promise<unknown>; check: () => Promise<void>; windowMs?: number }>];
   const count = async (name: string): Promise<string | null> => redis.admin.get(name);
   const cases: Case[] = [
     ['a semaphore’s release (before: its permit came back twice, more holders than permits)', async (client, name) => {
@@ -117,7 +145,7 @@ describe('resent by ioredis after its latch expired and its deadline passed (rep
       await sem.acquire();
       return { call: () => sem.release(), ran: async () => (await count(name)) === '1', check: async () => expect(await sem.availablePermits()).toBe(1) };
     }],
-    ...(['getSemaphore', 'getPermitExpirableSemaphore'] as const).map((kind): Case => [`${kind}’s addPermits`, async (client, name) => {
+    ...([['a semaphore', 'getSemaphore'], ['a permit-expirable semaphore', 'getPermitExpirableSemaphore']] as const).map(([what, kind]): Case => [`${what}’s addPermits`, async (client, name) => {
       const sem = client[kind](name);
       await sem.trySetPermits(1);
       return { call: () => sem.addPermits(1), ran: async () => (await count(name)) === '2', check: async () => expect(await sem.availablePermits()).toBe(2) };
@@ -130,7 +158,23 @@ describe('resent by ioredis after its latch expired and its deadline passed (rep
     ['a latch’s countDown', async (client, name) => {
       const latch = client.getCountDownLatch(name);
       await latch.trySetCount(3);
-      return { call: () => latch.countDown(), ran: async () => (await count(name)) === '2', check: async () => expect(await latch.getCount()).toBe(2) };
+      return { call: () => latch.countDown(), ran: async () => (await count(name)) === '2', check: async () => expect(await latch.getCount()).toBe(2), windowMs: OPERATION_ID_TTL_MS };
+    }],
+    // A retry with the caller's id made as the id's record runs out (10 min after its first
+    // run; deleted here), its reply cut: the record dates from the first call, so the retry's
+    // deadline counts a request latch's window, not the record's 10 min from its own send.
+    ['a semaphore’s release with an operationId, retried as the id’s record runs out (before: the retry, resent, gave the permit back again)', async (client, name) => {
+      const sem = client.getSemaphore(name);
+      await sem.trySetPermits(1);
+      await sem.acquire();
+      await sem.release({ operationId: 'job-1' });
+      return { call: () => sem.release({ operationId: 'job-1' }), check: async () => expect(await sem.availablePermits()).toBe(1) };
+    }],
+    ['a latch’s countDown with an operationId, retried as the id’s record runs out (before: the retry, resent, counted again)', async (client, name) => {
+      const latch = client.getCountDownLatch(name);
+      await latch.trySetCount(3);
+      await latch.countDown({ operationId: 'job-1' });
+      return { call: () => latch.countDown({ operationId: 'job-1' }), check: async () => expect(await latch.getCount()).toBe(2) };
     }],
     ['a latch’s delete (before: it deleted the latch set again since)', async (client, name) => {
       const latch = client.getCountDownLatch(name);
@@ -155,10 +199,10 @@ describe('resent by ioredis after its latch expired and its deadline passed (rep
     try {
       const client = redis.client({ redis: own });
       const name = uniqueName();
-      const { call, ran, meanwhile, check } = await setUp(client, name);
+      const { call, ran = async () => proxy.cuts > 0, meanwhile, check, windowMs = RELEASE_LATCH_TTL_MS } = await setUp(client, name);
       // The call's deadline falls 1.5 s after its send instead of 50 s (a countDown's: 9 min 50 s): the outage below outlasts it.
       const clock = await clockOf(client);
-      clock.offset -= (_name.includes('countDown') ? OPERATION_ID_TTL_MS : RELEASE_LATCH_TTL_MS) - STALE_MARGIN_MS - 1_500;
+      clock.offset -= windowMs - STALE_MARGIN_MS - 1_500;
       proxy.cutOnNextReply();
       proxy.stopAccepting();
       const sentAt = performance.now();

@@ -118,7 +118,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
     let wasReady = this.redis.status === 'ready';
     this.onReconnect = () => {
-      this.clock.ready(); // Redis may be another server now, with another clock
+      void this.clock.ready(); // Redis may be another server now, with another clock
       if (wasReady) void this.renewal.renewAll();
       wasReady = true;
     };

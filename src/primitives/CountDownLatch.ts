@@ -71,7 +71,9 @@ export class CountDownLatch extends Primitive {
     // The recorded ids outlive any resend by ioredis (its offline queue), so that none counts twice.
     const run = (redis: ScriptedRedis, notAfter: number): Promise<number> => scripts(redis).rlock_latch_countDown(this.key, this.channel, this.opsKey, this.roundsKey, this.kindKey, publish, opId, OPERATION_ID_TTL_MS, notAfter);
     // With the caller's id, a call whose connection drops ends at offlineTimeout: its retry is safe.
-    await this.counted('countDown', OPERATION_ID_TTL_MS, run, operationId === undefined ? undefined : IDEMPOTENT);
+    // The deadline's window: its own record's for a fresh id; a request latch's for the caller's id,
+    // whose record may date from a first call minutes before this one (see Primitive.counted).
+    await this.counted('countDown', operationId === undefined ? OPERATION_ID_TTL_MS : RELEASE_LATCH_TTL_MS, run, operationId === undefined ? undefined : IDEMPOTENT);
   }
 
   /**

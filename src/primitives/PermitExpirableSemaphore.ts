@@ -99,7 +99,7 @@ export class PermitExpirableSemaphore extends Primitive {
     if (delta < 0) this.context.pubsub.peek(this.channel)?.local?.suspend();
     const publish = await this.publishCommand();
     const [latch, latchTtl, bound] = this.operationLatch(operationId); // a resend after a lost reply, or a retry with the id, changes nothing again
-    await this.counted('addPermits', latchTtl, (redis, notAfter) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, latch, delta, publish, latchTtl, notAfter), bound);
+    await this.counted('addPermits', RELEASE_LATCH_TTL_MS, (redis, notAfter) => scripts(redis).rlock_permitSemaphore_add(this.key, this.permitsKey, this.channel, this.kindKey, latch, delta, publish, latchTtl, notAfter), bound);
   }
 
   /** Waits as long as it takes (or until `signal` aborts) and takes a permit; resolves with its id. */

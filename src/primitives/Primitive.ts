@@ -58,25 +58,28 @@ export abstract class Primitive {
   private latchPrefix: string | undefined;
 
   /**
-   * Runs a counting call under a latch of `latchTtlMs`, with its deadline (Redis ms; 0: none):
-   * a resend later than that is refused with STALE (fresh.lua). A refusal of a call sent once
-   * (the connection never dropped since, so ioredis resent nothing: Redis was stalled past the
-   * deadline, or the clock's estimate is wrong) wrote nothing: the call goes again once, with no
-   * deadline, and the clock is measured again.
+   * Runs a counting call with a deadline (Redis ms; 0: none) `windowMs` less STALE_MARGIN_MS after
+   * its send: a resend later than that is refused with STALE (fresh.lua). `windowMs` is what the
+   * call's record surely outlives from its send: its own latch's TTL, or for a caller's
+   * `operationId` (whose record dates from the id's first run, maybe minutes before this retry)
+   * a request latch's. A refusal of a call sent once (the connection never dropped since, so
+   * ioredis resent nothing: Redis was stalled past the deadline, or the clock's estimate is
+   * wrong) wrote nothing: the clock is measured again and the call goes once more, with a fresh
+   * deadline; refused again, it fails.
    */
-  protected async counted<T>(name: string, latchTtlMs: number, call: (redis: ScriptedRedis, notAfter: number) => Promise<T>, bound?: CommandBound): Promise<T> {
+  protected async counted<T>(name: string, windowMs: number, call: (redis: ScriptedRedis, notAfter: number) => Promise<T>, bound?: CommandBound): Promise<T> {
     const { context } = this;
     let epoch = -1;
     const send = (redis: ScriptedRedis): Promise<T> => {
       epoch = context.connectionEpoch();
-      return call(redis, context.redisTimeAfter(latchTtlMs - STALE_MARGIN_MS));
+      return call(redis, context.redisTimeAfter(windowMs - STALE_MARGIN_MS));
     };
     try {
       return await context.command(name, send, bound);
     } catch (error) {
       if (!(error instanceof RedisCommandError && error.code === 'STALE' && epoch === context.connectionEpoch())) throw error;
-      context.remeasureRedisClock();
-      return context.command(name, (redis) => call(redis, 0), bound);
+      await context.remeasureRedisClock();
+      return context.command(name, send, bound);
     }
   }
 

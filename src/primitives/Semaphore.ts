@@ -28,8 +28,9 @@ import { type Attempt, Primitive } from './Primitive';
 export function standBackBound(entry: ChannelEntry, permits: number, first: boolean): number | undefined {
   const local = entry.local;
   // Behind waiters for 1 permit only: one for more may wait while a permit is free (it waited
-  // 1.5-4.7 s behind a parked request for more permits than the semaphore has, a permit free).
-  const standsBack = local?.yielding === true || (first && permits === 1 && local?.hasCandidateFor(1) === true);
+  // 0.5-4.7 s behind a parked request for more permits than the semaphore has, a permit free).
+  if (local?.yielding === true) return entry.joinBound(); // its turn given away: it stands back whatever it asks for
+  const standsBack = first && permits === 1 && local?.hasCandidateFor(1) === true;
   return standsBack ? entry.joinBound(permits) : undefined;
 }
 
@@ -283,7 +284,7 @@ export class Semaphore extends Primitive {
   private async add(call: string, delta: number, operationId: string | undefined): Promise<[number, number, 1?]> {
     const publish = await this.publishCommand();
     const [latch, latchTtl, bound] = this.operationLatch(operationId);
-    return this.counted(call, latchTtl, (redis, notAfter) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, latchTtl, notAfter), bound);
+    return this.counted(call, RELEASE_LATCH_TTL_MS, (redis, notAfter) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, latchTtl, notAfter), bound);
   }
 
   /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */

@@ -20,7 +20,8 @@ export interface OperationOptions {
    * nothing, so a call whose outcome is unknown (it rejected with `RedisCommandError` after the
    * connection dropped) may be made again, by any process. An idempotency key, remembered 10
    * minutes (OPERATION_ID_TTL_MS) from the id's first run (a latch's ids: from its latest count
-   * down): make it unique for the primitive, with the job, round or batch in it. With an id, a call whose connection drops before its reply
+   * down): make it unique for the primitive, with the job, round or batch in it, and retry within
+   * about 9 minutes of the first call (a retry's resend later than that could count again). With an id, a call whose connection drops before its reply
    * rejects `offlineTimeout` after the drop, as an `unlock()` does; without one, it waits for
    * ioredis to resend it (a retry would count it twice).
    */

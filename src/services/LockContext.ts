@@ -59,8 +59,8 @@ export interface LockContext {
    * call carries so that a resend later than its latch lasts is refused (see RedisClock).
    */
   redisTimeAfter(ms: number): number;
-  /** A call sent once was refused as late: the estimate of Redis's clock is dropped and measured again. */
-  remeasureRedisClock(): void;
+  /** A call sent once was refused as late: the estimate of Redis's clock is dropped and measured again (settles when measured, at most ~1 s). */
+  remeasureRedisClock(): Promise<void>;
   /** Goes up each time the command connection drops; a call that spans a change may have been resent. */
   connectionEpoch(): number;
   /** Aborts (with `ClientClosedError`) when the client closes: every parked waiter listens to it. */

@@ -40,7 +40,7 @@ export class RedisClock {
   /** When a deadline asked for measures again (performance.now()). */
   private nextMeasureAt = 0;
   /** The measure under way, if any: a later one (a reconnect's) makes its answer void. */
-  private measuring: object | undefined;
+  private measuring: Promise<void> | undefined;
 
   /** Its owner calls `ready()` whenever the connection is ready (the client's one `ready` listener). */
   constructor(private readonly redis: ScriptedRedis) {
@@ -62,21 +62,31 @@ export class RedisClock {
   /**
    * The connection is ready again, maybe to another server with another clock (or a call sent
    * once was refused as late): the offset is measured afresh, and a measure sent before (resent
-   * now, its round trip long) counts for nothing.
+   * now, its round trip long) counts for nothing. Settles when the new measure does, or after
+   * MAX_MEASURE_RTT_MS (a frozen Redis answers nothing), whichever comes first.
    */
-  ready(): void {
+  ready(): Promise<void> {
     this.offset = undefined;
     this.measuring = undefined;
     this.nextMeasureAt = 0;
-    this.measure();
+    const measured = this.measure();
+    if (!measured) return Promise.resolve();
+    return new Promise((resolve) => {
+      // Unref'd: it only bounds a wait the connection's socket keeps alive anyway.
+      const timer = setTimeout(resolve, MAX_MEASURE_RTT_MS);
+      timer.unref();
+      void measured.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
-  private measure(): void {
-    if (this.measuring || this.redis.status !== 'ready') return;
-    const measuring = {};
-    this.measuring = measuring;
+  /** Sends a measure unless one is under way or the connection is not ready; returns it (it never rejects). */
+  private measure(): Promise<void> | undefined {
+    if (this.measuring || this.redis.status !== 'ready') return undefined;
     const sent = performance.now();
-    this.redis.time().then(
+    const measuring: Promise<void> = this.redis.time().then(
       ([seconds, micros]) => {
         if (this.measuring !== measuring) return;
         this.measuring = undefined;
@@ -98,5 +108,7 @@ export class RedisClock {
         this.nextMeasureAt = performance.now() + MEASURE_EVERY_MS;
       },
     );
+    this.measuring = measuring;
+    return measuring;
   }
 }

@@ -32,6 +32,16 @@ local function assertCount(key, kind)
   end
 end
 
+-- The number `value` holds; a value no counter wrote (a string someone SET, with no marker) is
+-- refused before anything is written (read as a count it was NaN, or a Lua error).
+local function countOf(value, kind)
+  local count = tonumber(value)
+  if not count then
+    error({ err = 'WRONGTYPE the name holds a value that is not a count, not ' .. KIND_NAMES[kind] })
+  end
+  return count
+end
+
 local function markKind(kindKey, kind)
   redis.call('set', kindKey, kind)
 end
@@ -56,5 +66,10 @@ local function incrByMarked(key, delta, kindKey, kind)
   if redis.call('exists', key) == 0 then
     markKind(kindKey, kind)
   end
-  return redis.call('incrby', key, delta)
+  local count = redis.pcall('incrby', key, delta)
+  if type(count) == 'table' and count.err then
+    countOf(redis.call('get', key), kind) -- not a count: refused as such; another error as it is
+    error(count)
+  end
+  return count
 end

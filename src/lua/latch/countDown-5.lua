@@ -31,6 +31,9 @@ if late > 0 and redis.call('sismember', KEYS[3], ARGV[2]) == 0 then
 end
 -- Read first: a key of another type fails here (WRONGTYPE) with nothing written.
 local count = redis.call('get', KEYS[1])
+if count then
+  countOf(count, 'latch') -- before the id is recorded: a value no latch wrote is refused whole
+end
 local rounds = readRounds(KEYS[4])
 -- Recorded also when there is nothing to count down: a resend of a call that ran on an open or
 -- never-set latch must not count down a round set since.

@@ -32,8 +32,8 @@ local count = redis.call('get', KEYS[1])
 if not outcome then
   assertMarker(marker, 'latch')
   -- A value no latch wrote (no marker either): read as a count it was NaN, closed for good.
-  if count and not tonumber(count) then
-    error({ err = 'WRONGTYPE the name holds a value that is not a count, not a count-down latch' })
+  if count then
+    countOf(count, 'latch')
   end
 end
 return { count, marker, rounds.live, outcome, rounds.round }

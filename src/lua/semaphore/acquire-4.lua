@@ -33,7 +33,7 @@ if redis.call('exists', KEYS[3]) == 1 then
   return {1, 0}
 end
 local permits = tonumber(ARGV[1])
-local free = tonumber(redis.call('get', KEYS[1]) or '0')
+local free = countOf(redis.call('get', KEYS[1]) or '0', 'semaphore')
 local holder = redis.call('hget', KEYS[2], 'field')
 local mine = holder == ARGV[2]
 local reserved = 0

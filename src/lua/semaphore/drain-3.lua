@@ -19,7 +19,7 @@
 return once(KEYS[2], ARGV[1], function()
   assertFresh(ARGV[2])
   assertKind(KEYS[3], 'semaphore')
-  local free = tonumber(redis.call('get', KEYS[1]) or '0')
+  local free = countOf(redis.call('get', KEYS[1]) or '0', 'semaphore')
   if free <= 0 then
     return 0
   end
