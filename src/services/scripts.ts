@@ -108,9 +108,17 @@ const COMMAND_PREFIX = 'rlock_';
 
 let sources: { name: string; numberOfKeys?: number; lua: string }[] | undefined;
 
-/** A file with its `--@include` lines replaced by the fragments, which may include others in turn. */
-function readWithIncludes(file: string): string {
-  return readFileSync(join(LUA_DIR, file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) => readWithIncludes(join('includes', name)));
+/**
+ * A file with its `--@include` lines replaced by the fragments, which may include others in turn;
+ * each fragment once per script, so that a fragment may name what it uses (`time.lua`) however
+ * many of the script's other fragments name it too.
+ */
+function readWithIncludes(file: string, included = new Set<string>()): string {
+  return readFileSync(join(LUA_DIR, file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) => {
+    if (included.has(name)) return `-- ${name}: included above`;
+    included.add(name);
+    return readWithIncludes(join('includes', name), included);
+  });
 }
 
 function loadSources(): NonNullable<typeof sources> {

@@ -2,23 +2,14 @@
 -- permit id -> expiry in Redis ms. A permit whose expiry has passed counts as free at once,
 -- whoever looks (leases run on the Redis server's clock, never a client's); scripts that write
 -- also sweep them.
-local function nowMs()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--@include time.lua
+--@include kind.lua
 
 -- The total (a number), false when never set. A value no semaphore wrote (no marker either) is
--- refused, as another kind's count is (kind.lua): read as a total it was NaN.
+-- refused (countOf): read as a total it was NaN.
 local function readTotal(totalKey)
   local total = redis.call('get', totalKey)
-  if not total then
-    return false
-  end
-  local count = tonumber(total)
-  if not count then
-    error({ err = 'WRONGTYPE the name holds a value that is not a count of permits, not a permit-expirable semaphore' })
-  end
-  return count
+  return total and countOf(total, 'permits')
 end
 
 -- Free permits at `now`: the total minus the permits still on lease; false when never set.
