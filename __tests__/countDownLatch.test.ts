@@ -4,18 +4,16 @@ import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts, settledCommandCounts } from './helpers/testRedis';
 import { orAfter, sleep, until } from './helpers/time';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { TcpProxy, withReplyCut } from './helpers/tcpProxy';
 import { ClientClosedError, diagnostics, LatchDeletedError } from '../src';
 import { latchChannelOf, latchOpsKeyOf, latchRoundsKeyOf } from '../src/names';
+import { readWithIncludes } from '../src/services/scripts';
 
 const redis = usePrivateRedis();
 let counter = 0;
 const uniqueName = (): string => `latch:${process.pid}:${++counter}`;
 // A script file as the client runs it (its `--@include` fragments pulled in).
-const lua = (file: string): string =>
-  readFileSync(join(__dirname, '..', 'src', 'lua', file), 'utf8').replace(/^--@include (\S+)$/gm, (_, include: string) => lua(join('includes', include)));
+const lua = (file: string): string => readWithIncludes(file);
 const children: FixtureProcess[] = [];
 
 afterEach(() => {

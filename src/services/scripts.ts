@@ -113,7 +113,7 @@ let sources: { name: string; numberOfKeys?: number; lua: string }[] | undefined;
  * each fragment once per script, so that a fragment may name what it uses (`time.lua`) however
  * many of the script's other fragments name it too.
  */
-function readWithIncludes(file: string, included = new Set<string>()): string {
+export function readWithIncludes(file: string, included = new Set<string>()): string {
   return readFileSync(join(LUA_DIR, file), 'utf8').replace(/^--@include (\S+)$/gm, (_, name: string) => {
     if (included.has(name)) return `-- ${name}: included above`;
     included.add(name);
