@@ -2,8 +2,10 @@
 // delete) that ioredis resends after an outage longer than its latch lasts must not count a
 // second time: it carries a deadline in Redis's clock, and a script refuses it past that
 // (src/services/RedisClock.ts, src/lua/includes/fresh.lua). Against a private redis-server.
-import { Redis } from 'ioredis';
-import { type LockClient, RedisCommandError } from '../src';
+import calculateSlot from 'cluster-key-slot';
+import { type Cluster, Redis } from 'ioredis';
+import { RedisCluster } from '../scripts/redisTopologies';
+import { LockClient, RedisCommandError } from '../src';
 import { STALE_MARGIN_MS } from '../src/services/RedisClock';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { TcpProxy } from './helpers/tcpProxy';
@@ -239,4 +241,58 @@ test('a client whose Redis refuses TIME (an ACL without +time) sends no deadline
   } finally {
     await redis.admin.call('ACL', 'DELUSER', 'notime');
   }
+});
+
+describe('on a Cluster', () => {
+  let cluster: RedisCluster;
+  let admin: Cluster;
+  beforeAll(async () => {
+    cluster = await RedisCluster.start({ masters: 3 });
+    admin = cluster.connect();
+  }, 60_000);
+  afterAll(async () => {
+    admin.disconnect();
+    await cluster.stop();
+  });
+
+  const timeCalls = async (node: Redis): Promise<number> => Number(/^cmdstat_time:calls=(\d+)/m.exec(await node.info('commandstats'))?.[1] ?? 0);
+
+  test('a key’s deadline comes from the clock of the master that holds it, measured on that master (a TIME through the Cluster went to any node, whose clock may differ)', async () => {
+    const client = new LockClient({ redis: { clusterNodes: cluster.startupNodes } });
+    try {
+      await client.getSemaphore('warm-up').trySetPermits(1);
+      await admin.refreshSlotsCache?.();
+      const masters = admin.nodes('master');
+      expect(masters).toHaveLength(3);
+      // A semaphore name on each master.
+      const names = masters.map((master) => {
+        const address = `${master.options.host}:${master.options.port}`;
+        for (let i = 0; ; i++) {
+          const name = `clock:${i}`;
+          if (admin.slots[calculateSlot(name)]?.[0] === address) return name;
+        }
+      });
+      await until('every master’s clock is measured', async () => (await Promise.all(masters.map(timeCalls))).every((calls) => calls > 0));
+      const context = (client as unknown as { context: { remeasureRedisClock(key: string): Promise<void> } }).context;
+      for (let round = 0; round < 2; round++) {
+        for (const [i, name] of names.entries()) {
+          const before = await Promise.all(masters.map(timeCalls));
+          await context.remeasureRedisClock(name); // what a call refused as late does
+          const after = await Promise.all(masters.map(timeCalls));
+          expect(after.map((calls, j) => calls - before[j]!)).toEqual(masters.map((_, j) => (j === i ? 1 : 0)));
+        }
+      }
+      // And a counting call on each master carries a deadline its master accepts.
+      for (const name of names) {
+        const sem = client.getSemaphore(name);
+        await sem.trySetPermits(1);
+        await sem.acquire();
+        await sem.release();
+        await sem.addPermits(1, { operationId: `grow-${name}` });
+        expect(await sem.availablePermits()).toBe(2);
+      }
+    } finally {
+      await client.close();
+    }
+  }, 30_000);
 });

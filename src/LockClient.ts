@@ -8,7 +8,8 @@ import { diagnostics } from './diagnostics';
 import { reviveWhenEnded } from './services/reviveEnded';
 import { keepListening } from './services/abortListeners';
 import { CommandRunner } from './services/CommandRunner';
-import { RedisClock } from './services/RedisClock';
+import { ClusterClocks } from './services/ClusterClocks';
+import { RedisClock, type RedisClocks } from './services/RedisClock';
 import { nameConnection, openConnection, quitWithin, subscriberOf } from './services/connection';
 import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
 import type { CommandBound, LockContext } from './services/LockContext';
@@ -69,7 +70,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly heartbeat: QueueHeartbeat;
   private readonly commands: CommandRunner;
   /** Redis's clock, for the deadlines of counting calls (a resend later than its latch is refused). */
-  private readonly clock: RedisClock;
+  private readonly clock: RedisClocks;
   /** Aborted by close(): wakes every parked waiter with ClientClosedError. */
   private readonly closing = new AbortController();
   private waiterCount = 0;
@@ -113,7 +114,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       },
     );
     this.heartbeat = new QueueHeartbeat(redis, checked.queueTimeout, redis.isCluster ? (key) => calculateSlot(key) : () => 0);
-    this.clock = new RedisClock(redis);
+    // On a Cluster, the clock of each key's own master (the nodes' clocks need not agree).
+    this.clock = redis.isCluster ? new ClusterClocks(redis as Cluster) : new RedisClock(redis as Redis);
     // After a reconnect Redis may have restarted empty or failed over: check every kept lock now
     // rather than at the next tick, so that an owner learns of a loss as soon as it can.
     let wasReady = this.redis.status === 'ready';
@@ -141,8 +143,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       renewal: this.renewal,
       assertOpen: () => this.assertOpen(),
       command: (name, call, bound?: CommandBound) => this.commands.run(name, call, bound),
-      redisTimeAfter: (ms) => this.clock.after(ms),
-      remeasureRedisClock: () => this.clock.ready(),
+      redisTimeAfter: (ms, key) => this.clock.after(ms, key),
+      remeasureRedisClock: (key) => this.clock.ready(key),
       connectionEpoch: () => this.epoch,
       publishCommand: () => this.publishCommand(),
       knownPublishCommand: () => (this.redis.isCluster ? this.publishCommandKnown : 'publish'),
@@ -319,6 +321,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.renewal.close();
     this.heartbeat.close();
     this.redis.off('ready', this.onReconnect);
+    this.clock.close();
     this.redis.off('close', this.onDrop);
     this.stopReviving();
     this.unname();

@@ -72,13 +72,13 @@ export abstract class Primitive {
     let epoch = -1;
     const send = (redis: ScriptedRedis): Promise<T> => {
       epoch = context.connectionEpoch();
-      return call(redis, context.redisTimeAfter(windowMs - STALE_MARGIN_MS));
+      return call(redis, context.redisTimeAfter(windowMs - STALE_MARGIN_MS, this.key));
     };
     try {
       return await context.command(name, send, bound);
     } catch (error) {
       if (!(error instanceof RedisCommandError && error.code === 'STALE' && epoch === context.connectionEpoch())) throw error;
-      await context.remeasureRedisClock();
+      await context.remeasureRedisClock(this.key);
       return context.command(name, send, bound);
     }
   }

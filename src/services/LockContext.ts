@@ -55,12 +55,13 @@ export interface LockContext {
   /** The same, once known (at once off a Cluster): callers on the hot path need not wait a turn. */
   knownPublishCommand(): PublishCommand | undefined;
   /**
-   * Redis's time `ms` from now (ms since the epoch), 0 when not known yet: the deadline a counting
-   * call carries so that a resend later than its latch lasts is refused (see RedisClock).
+   * Redis's time `ms` from now (ms since the epoch) on the server that holds `key`, 0 when not
+   * known yet: the deadline a counting call carries so that a resend later than its latch lasts
+   * is refused (see RedisClock).
    */
-  redisTimeAfter(ms: number): number;
-  /** A call sent once was refused as late: the estimate of Redis's clock is dropped and measured again (settles when measured, at most ~1 s). */
-  remeasureRedisClock(): Promise<void>;
+  redisTimeAfter(ms: number, key: string): number;
+  /** A call sent once was refused as late: the estimate of `key`'s server's clock is dropped and measured again (settles when measured, at most ~1 s). */
+  remeasureRedisClock(key: string): Promise<void>;
   /** Goes up each time the command connection drops; a call that spans a change may have been resent. */
   connectionEpoch(): number;
   /** Aborts (with `ClientClosedError`) when the client closes: every parked waiter listens to it. */

@@ -1,4 +1,4 @@
-import type { ScriptedRedis } from './scripts';
+import type { Redis } from 'ioredis';
 
 /**
  * How much earlier than its latch expires a call's deadline falls: room for the error of the
@@ -6,6 +6,16 @@ import type { ScriptedRedis } from './scripts';
  * Redis clock itself, which latches expire by.
  */
 export const STALE_MARGIN_MS = 10_000;
+
+/** What a counting call asks of Redis's clock: the estimate for the server its key lives on. */
+export interface RedisClocks {
+  /** Redis's time `ms` from now (ms since the epoch) on the server that holds `key`, or 0 when it is not known. */
+  after(ms: number, key: string): number;
+  /** Measures afresh (the clock of `key`'s server; without a key, every clock): see RedisClock.ready. */
+  ready(key?: string): Promise<void>;
+  /** Stops listening to the connections it watches. */
+  close(): void;
+}
 
 /** A measure older than this is taken again (at the next deadline asked for). */
 const MEASURE_EVERY_MS = 60_000;
@@ -32,7 +42,7 @@ const MAX_CLOCKS_APART_MS = 1_000;
  * reconnect until the next one does, after the host was suspended, or when `TIME` is refused),
  * calls carry no deadline (0) and run as before.
  */
-export class RedisClock {
+export class RedisClock implements RedisClocks {
   private offset: number | undefined;
   /** When the offset was measured, on the monotonic clock and on the wall clock. */
   private measuredAt = 0;
@@ -43,7 +53,7 @@ export class RedisClock {
   private measuring: Promise<void> | undefined;
 
   /** Its owner calls `ready()` whenever the connection is ready (the client's one `ready` listener). */
-  constructor(private readonly redis: ScriptedRedis) {
+  constructor(private readonly redis: Pick<Redis, 'time' | 'status'>) {
     this.measure();
   }
 
@@ -82,9 +92,13 @@ export class RedisClock {
     });
   }
 
-  /** Sends a measure unless one is under way or the connection is not ready; returns it (it never rejects). */
+  /** Nothing to stop: its owner listens to the connection's `ready`. */
+  close(): void {}
+
+  /** Sends a measure unless one is under way or the connection is down; returns it (it never rejects). */
   private measure(): Promise<void> | undefined {
-    if (this.measuring || this.redis.status !== 'ready') return undefined;
+    // 'wait': a connection not made yet (a Cluster's node connections are lazy); the measure makes it.
+    if (this.measuring || (this.redis.status !== 'ready' && this.redis.status !== 'wait')) return undefined;
     const sent = performance.now();
     const measuring: Promise<void> = this.redis.time().then(
       ([seconds, micros]) => {
