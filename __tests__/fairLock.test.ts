@@ -51,8 +51,8 @@ async function queueDeadlinesAhead(name: string, ms: number): Promise<{ latest: 
   return { latest, samples };
 }
 
-const acquiredAt = (child: FixtureProcess, id: string): Promise<number> =>
-  child.line((line) => line.startsWith(`acquired ${id} `)).then((line) => Number(line.split(' ')[2]));
+const acquiredAt = (child: FixtureProcess, id: string, timeoutMs?: number): Promise<number> =>
+  child.line((line) => line.startsWith(`acquired ${id} `), timeoutMs).then((line) => Number(line.split(' ')[2]));
 
 describe('first come, first served across processes', () => {
   test('waiters queued from 3 processes are served in their order of arrival, each handed the lock by the release alone', async () => {
@@ -277,6 +277,40 @@ describe('dead and stopped waiters', () => {
     expect(waited).toBeLessThan(queueTimeout * 2.5);
     stopped.child.kill('SIGCONT');
   }, 30_000);
+
+  test('a grant to a stopped process: the next waiter asks as the grant’s lease runs out, not up to a heartbeat later (dead waiter: queue timeout + 1 s at most)', async () => {
+    // Three locks, each with a waiter in a process to stop and one in a live process: each live
+    // process beats on its own phase, so the old wait (up to a heartbeat period, a third of the
+    // queue timeout, after the grant ran out) shows in at least one of them almost surely.
+    const queueTimeout = 9_000;
+    const names = [uniqueName(), uniqueName(), uniqueName()];
+    const holders = names.map((name) => redis.client({ queueTimeout }).getFairLock(name));
+    await Promise.all(holders.map((holder) => holder.lock()));
+    const stopped = names.map((name) => waiterProcess(name, queueTimeout, 0));
+    const live = names.map((name) => waiterProcess(name, queueTimeout, 0));
+    await Promise.all([...stopped, ...live].map((p) => p.line((line) => line.startsWith('ready'))));
+    for (const [i, name] of names.entries()) {
+      stopped[i]!.send('wait s');
+      await until('the waiter of the process to stop is queued', async () => (await queueLength(name)) === 1);
+      live[i]!.send('wait l');
+      await until('the live waiter is queued behind it', async () => (await queueLength(name)) === 2);
+    }
+    for (const p of stopped) p.child.kill('SIGSTOP');
+    const now = (): number => Number(process.hrtime.bigint()) / 1e6;
+    const grantEnds = await Promise.all(
+      holders.map(async (holder, i) => {
+        await holder.unlock(); // granted to the stopped process, whose subscription Redis still counts
+        return now() + (await redis.admin.pttl(names[i]!)); // its lease: the queue timeout
+      }),
+    );
+    const taken = await Promise.all(live.map((p) => acquiredAt(p, 'l', 20_000)));
+    for (const [i, at] of taken.entries()) {
+      expect(at - grantEnds[i]!).toBeGreaterThan(-100);
+      // Before: up to a heartbeat period (3 s here) after the grant ran out.
+      expect(at - grantEnds[i]!).toBeLessThan(600);
+    }
+    for (const p of stopped) p.child.kill('SIGCONT');
+  }, 40_000);
 
   test('a release grants a waiter of its own client in its reply, without a message; first come, first served still', async () => {
     const name = uniqueName();

@@ -12,6 +12,9 @@ import type { Link } from '../services/LinkedList';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
 import type { ScriptedRedis } from '../services/scripts';
 
+/** Past the PTTL a heartbeat answered, before the waiter asks: the PTTL was read after the beat's send. */
+const LEASE_END_MARGIN_MS = 5;
+
 const MEMBER = /^(\d+):([\w-]{21}):([\w-]{21})$/;
 
 /**
@@ -109,6 +112,8 @@ export class FairLock extends ExclusiveLock {
     let notGrantedAt = -Infinity;
     let entry: ChannelEntry | undefined;
     let beat: Link<QueuedEntry> | undefined;
+    /** Wakes this waiter when the lock runs out unless renewed (by the latest heartbeat's PTTL). */
+    let leaseEnd: NodeJS.Timeout | undefined;
     try {
       return await waitFor(
         context,
@@ -167,9 +172,18 @@ export class FairLock extends ExclusiveLock {
                   queueKey: queue,
                   expiryKey: expiry,
                   member,
-                  refreshed: (_at, stillQueued) => {
+                  refreshed: (at, stillQueued, heldForMs) => {
                     // Granted (its message lost), dropped, or the lock ran out unreleased: ask again now.
-                    if (!stillQueued) entry?.wakeAll();
+                    clearTimeout(leaseEnd);
+                    if (!stillQueued) {
+                      entry?.wakeAll();
+                      return;
+                    }
+                    // Ask when the lock runs out unless renewed, not a heartbeat later: a grant to a
+                    // process that cannot take it (stopped; killed before Redis saw its subscription
+                    // go) lives its lease, and the next waiter in line took it up to a third of
+                    // the queue timeout after that.
+                    if (heldForMs !== undefined) leaseEnd = setTimeout(() => entry?.wakeExpecting(field), Math.max(0, at + heldForMs + LEASE_END_MARGIN_MS - performance.now())).unref();
                   },
                 });
               }
@@ -209,6 +223,7 @@ export class FairLock extends ExclusiveLock {
         attemptDeadline,
       );
     } finally {
+      clearTimeout(leaseEnd);
       entry?.forgetGrant(field);
       context.heartbeat.remove(beat);
     }

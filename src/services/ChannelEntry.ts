@@ -183,6 +183,11 @@ export class ChannelEntry {
     for (const { parked } of [...this.expected.values()]) parked?.(undefined);
   }
 
+  /** The waiter expecting a grant for `field`, if parked, asks again (its lock runs out now). */
+  wakeExpecting(field: string): void {
+    this.expected.get(field)?.parked?.(undefined);
+  }
+
   /**
    * An attempt through this entry was refused with `ttl` (ms; negative: no bound), for want of
    * `permits` (a semaphore's; 1 when any request would have been refused, as behind a lock).

@@ -11,16 +11,17 @@ export interface QueuedEntry {
   /**
    * The heartbeat script of this kind of entry, default `rlock_fairLock_heartbeat`. Every
    * heartbeat script takes KEYS = (lockKey, queueKey, expiryKey) per entry, ARGV[1] = the queue
-   * timeout, ARGV[i+1] = entry i's member, and answers 1 or 0 per entry (see `refreshed`);
-   * entries of one kind and slot share a call.
+   * timeout, ARGV[i+1] = entry i's member, and answers per entry 0, 1 or (the fair lock's) the
+   * lock's PTTL when over 1 (see `refreshed`); entries of one kind and slot share a call.
    */
   heartbeatCommand?: string;
   /**
    * The heartbeat sent at `sentAt` found the entry still queued behind a held lock (`true`: no
    * grant can have been made before `sentAt`), or not (`false`: granted, dropped, or the lock ran
-   * out unreleased; the waiter asks again).
+   * out unreleased; the waiter asks again). `heldForMs`, when the script says it: the lock's
+   * PTTL then, so it runs out by `sentAt + heldForMs` unless renewed.
    */
-  refreshed(sentAt: number, queued: boolean): void;
+  refreshed(sentAt: number, queued: boolean, heldForMs?: number): void;
 }
 
 const DEFAULT_HEARTBEAT = 'rlock_fairLock_heartbeat';
@@ -105,7 +106,7 @@ export class QueueHeartbeat {
     // Taken now: a link removed while the call is out is cleared.
     const batch = links.map((link) => link.value!);
     const sentAt = performance.now();
-    let queued: (0 | 1)[];
+    let queued: number[];
     try {
       const heartbeat = (this.redis as unknown as Record<string, ScriptedRedis['rlock_fairLock_heartbeat']>)[batch[0]!.heartbeatCommand ?? DEFAULT_HEARTBEAT]!;
       queued = await heartbeat.call(
@@ -123,7 +124,8 @@ export class QueueHeartbeat {
       return; // the next beat tries again; an entry runs out only after three missed beats
     }
     batch.forEach((entry, i) => {
-      if (links[i]!.linked) entry.refreshed(sentAt, queued[i] === 1);
+      const answer = queued[i]!;
+      if (links[i]!.linked) entry.refreshed(sentAt, answer >= 1, answer > 1 ? answer : undefined);
     });
   }
 }

@@ -98,7 +98,7 @@ export interface ScriptCommands {
     trustReceivers: 0 | 1,
     ifHolder: string,
   ): Promise<[-1 | 0 | 1, ...string[]]>;
-  rlock_fairLock_heartbeat(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
+  rlock_fairLock_heartbeat(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>;
 }
 
 /** A connection with the scripts registered. */

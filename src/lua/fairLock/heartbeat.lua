@@ -10,9 +10,13 @@
     ARGV[i+1]                         member of entry i
 
   Output:
-    an array with, per entry, 1 when it is still queued behind a held lock (refreshed); 0 when it
-    is not queued any more (granted, or dropped as dead) or the lock is free without anyone
-    having been handed it (a grant or lease ran out unreleased): its waiter then asks again at once.
+    an array with, per entry, 0 when it is not queued any more (granted, or dropped as dead) or
+    the lock is free without anyone having been handed it (a grant or lease ran out unreleased):
+    its waiter then asks again at once. Otherwise it is still queued behind a held lock
+    (refreshed), and the value is the lock's PTTL, at least 2 (1: no TTL): unless renewed, the
+    lock runs out then, and the waiter asks then. A grant to a process that can no longer take it
+    (stopped, or killed just before the release, while Redis still counted its subscription)
+    lives its lease and is renewed by nobody: its next waiter asked a heartbeat period later.
 ]]
 --@include queue.lua
 local t = redis.call('time')
@@ -23,7 +27,14 @@ for i = 1, #KEYS / 3 do
   if redis.call('zscore', expiry, member) then
     redis.call('zadd', expiry, deadline, member)
     keepQueueKeys(queue, expiry, tonumber(ARGV[1]))
-    queued[i] = redis.call('exists', lock)
+    local pttl = redis.call('pttl', lock)
+    if pttl == -2 then
+      queued[i] = 0
+    elseif pttl == -1 then
+      queued[i] = 1
+    else
+      queued[i] = math.max(pttl, 2)
+    end
   else
     queued[i] = 0
   end
