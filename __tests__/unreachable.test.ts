@@ -62,6 +62,26 @@ test('a lazyConnect connection passed in: its first call connects and works; wit
   }
 });
 
+test('a lazyConnect connection passed in is not connected by the client itself: its owner’s connect() works, and a counting call after it carries a deadline', async () => {
+  const lazy = new Redis(redis.server.port, { lazyConnect: true });
+  try {
+    const made = client({ redis: lazy });
+    // Before: the client's first TIME (Redis's clock, for the counting calls' deadlines) connected
+    // it, and the owner's connect() rejected "Redis is already connecting/connected".
+    expect(lazy.status).toBe('wait');
+    await lazy.connect();
+    const clock = (made as unknown as { clock: { offset: number | undefined } }).clock;
+    await until('the client measured Redis’s clock once the connection was ready', () => clock.offset !== undefined);
+    const sem = made.getSemaphore('lazy-sem');
+    expect(await sem.trySetPermits(1)).toBe(true);
+    await sem.acquire();
+    await sem.release();
+    expect(await sem.availablePermits()).toBe(1);
+  } finally {
+    lazy.disconnect();
+  }
+});
+
 test('a connection passed in with nothing listening: its calls wait up to offlineTimeout for it (it is its owner’s to connect), then reject with RedisUnreachableError ETIMEDOUT', async () => {
   const dead = new Redis(await freePort(), { retryStrategy: () => 50 });
   dead.on('error', () => undefined);

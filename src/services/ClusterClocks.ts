@@ -14,6 +14,8 @@ export class ClusterClocks implements RedisClocks {
   /** By node key (`host:port`, as in `cluster.slots`), with the connection it measures. */
   private readonly clocks = new Map<string, { node: Redis; clock: RedisClock; onReady: () => void }>();
 
+  private closed = false;
+
   constructor(private readonly cluster: Cluster) {
     for (const node of cluster.nodes('master')) this.clockOf(keyOfNode(node), node);
   }
@@ -32,12 +34,14 @@ export class ClusterClocks implements RedisClocks {
   }
 
   close(): void {
+    this.closed = true;
     for (const { node, onReady } of this.clocks.values()) node.off('ready', onReady);
     this.clocks.clear();
   }
 
   /** The clock of the master that serves `key`'s slot now, as ioredis routes it. */
   private clockFor(key: string): RedisClock | undefined {
+    if (this.closed) return undefined;
     const nodeKey = this.cluster.slots[calculateSlot(key)]?.[0];
     if (nodeKey === undefined) return undefined;
     const node = this.cluster.nodes('all').find((candidate) => keyOfNode(candidate) === nodeKey);
@@ -49,7 +53,7 @@ export class ClusterClocks implements RedisClocks {
     if (known?.node === node) return known.clock;
     // A connection ioredis made anew for this address: the old one is gone, and so is its server, maybe.
     if (known) known.node.off('ready', known.onReady);
-    const clock = new RedisClock(node);
+    const clock = new RedisClock(node, true);
     // The node's own reconnects (a restart, a failover behind one address) do not make the Cluster `ready`.
     const onReady = (): void => void clock.ready();
     node.on('ready', onReady);

@@ -53,7 +53,15 @@ export class RedisClock implements RedisClocks {
   private measuring: Promise<void> | undefined;
 
   /** Its owner calls `ready()` whenever the connection is ready (the client's one `ready` listener). */
-  constructor(private readonly redis: Pick<Redis, 'time' | 'status'>) {
+  /**
+   * `connects`: a connection not made yet (status 'wait') is made by the first measure: a
+   * Cluster's node connections, which ioredis makes lazily. Not a connection the user passed in
+   * with `lazyConnect`: theirs to connect (the client measures once it is ready).
+   */
+  constructor(
+    private readonly redis: Pick<Redis, 'time' | 'status'>,
+    private readonly connects = false,
+  ) {
     this.measure();
   }
 
@@ -97,8 +105,7 @@ export class RedisClock implements RedisClocks {
 
   /** Sends a measure unless one is under way or the connection is down; returns it (it never rejects). */
   private measure(): Promise<void> | undefined {
-    // 'wait': a connection not made yet (a Cluster's node connections are lazy); the measure makes it.
-    if (this.measuring || (this.redis.status !== 'ready' && this.redis.status !== 'wait')) return undefined;
+    if (this.measuring || (this.redis.status !== 'ready' && !(this.connects && this.redis.status === 'wait'))) return undefined;
     const sent = performance.now();
     const measuring: Promise<void> = this.redis.time().then(
       ([seconds, micros]) => {
