@@ -184,6 +184,15 @@ export abstract class LockHandle {
     return this.acquire(this.ownerToAcquire(), leaseTime, waitTime, signal, attemptDeadline);
   }
 
+  /**
+   * @internal Whether this client's own release just woke another client's waiter for this lock,
+   * which its new callers then let ask first (RLock's turn): a composite's single attempts,
+   * which would take the lock back before it, wait instead.
+   */
+  yieldsTurn(): boolean {
+    return false;
+  }
+
   /** @internal Aborts when the watchdog finds the current owner's hold lost; undefined when the watchdog does not keep it. */
   lostSignal(): AbortSignal | undefined {
     return this.context.renewal.lostSignal(this.key, this.field(this.currentOwner()));

@@ -74,6 +74,12 @@ export class RLock extends ExclusiveLock {
     return this.context.command('inspect', (redis) => inspectLock(redis, this.name, this.key, clientQueueExpiryKeyOf(this.context.keyPrefix, this.key)));
   }
 
+  /** @internal See LockHandle.yieldsTurn. */
+  override yieldsTurn(): boolean {
+    const until = passed.get(this.context)?.get(this.key);
+    return until !== undefined && until > performance.now();
+  }
+
   protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
     // This client's release just woke another client's waiter: a new caller (one that may wait)
     // lets it ask first, for at most TURN_PASSED_MS. Not fair, bounded: it ends the starvation of
