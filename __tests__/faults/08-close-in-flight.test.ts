@@ -1,4 +1,5 @@
 // Fault 8: client.close() while calls are in flight and waiters wait.
+import { getEventListeners } from 'node:events';
 import { ClientClosedError, MultiLock, type LockClient } from '../../src';
 import { queueKeyOf } from '../../src/names';
 import { startFixture } from '../helpers/child';
@@ -203,7 +204,7 @@ describe('close() as an acquire is on its way: what Redis grants for the caller 
   });
 });
 
-describe('close() while scopes hold: the watchdog stops, so their signals abort with ClientClosedError', () => {
+describe('close() while scopes hold: their signals abort with ClientClosedError (the watchdog stops)', () => {
   // Before, close() dropped the watchdog's entries without a word: the holds ran out a lease
   // later, another client took them, and the scopes' callbacks went on with signals that never
   // aborted (two holders).
@@ -223,6 +224,12 @@ describe('close() while scopes hold: the watchdog stops, so their signals abort 
       return client.getPermitExpirableSemaphore(name).withPermit(fn);
     },
     'MultiLock withLock': (client, name, fn) => new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]).withLock(fn),
+    // No watchdog, no lease: told so that it stops while its permits can still go back (before:
+    // its signal never aborted, and the give-back after close() failed: the permit gone for good).
+    withPermits: async (client, name, fn) => {
+      await client.getSemaphore(name).trySetPermits(1);
+      return client.getSemaphore(name).withPermits(fn);
+    },
   };
   test.each(Object.keys(scopes))('%s', async (kind) => {
     const client = redis.client({ watchdogTimeout: 3000 });
@@ -243,6 +250,25 @@ describe('close() while scopes hold: the watchdog stops, so their signals abort 
     expect(inside!.reason).toBeInstanceOf(ClientClosedError);
     expect(await run).toBeInstanceOf(ClientClosedError);
   });
+});
+
+test('holds given one long-lived signal (an app’s shutdown signal) and never released before their client closes: the signal lets go of each once its scope ended, and keeps no closed client alive', async () => {
+  const app = new AbortController();
+  const listeners = (): number => getEventListeners(app.signal, 'abort').length;
+  // A watchdog hold: close() ends its scope.
+  const kept = redis.client({ watchdogTimeout: 3000 });
+  const watched = await kept.getLock(`long-signal-${process.pid}:a`).hold({ signal: app.signal });
+  expect(listeners()).toBe(1);
+  await kept.close();
+  expect(watched.signal.aborted).toBe(true);
+  expect(listeners()).toBe(0); // before: 1, for as long as the app's signal lived
+  // A hold with a lease: its end ends the scope.
+  const leased = redis.client();
+  const timed = await leased.getLock(`long-signal-${process.pid}:b`).hold({ signal: app.signal, leaseTime: 300 });
+  await leased.close();
+  expect(listeners()).toBe(1);
+  await aborted(timed.signal);
+  expect(listeners()).toBe(0);
 });
 
 test('a second close() resolves only once the first is done (its give-backs sent, its connections closed)', async () => {

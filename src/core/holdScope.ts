@@ -12,8 +12,18 @@ export function watchHold(
   lease?: { name: string; leaseTime: number; sentAt: number; watchdog?: () => AbortSignal | undefined },
 ): () => void {
   const undo: (() => void)[] = [];
+  let stopped = false;
+  const stop = (): void => {
+    if (stopped) return;
+    stopped = true;
+    undo.forEach((fn) => fn());
+  };
+  // Once the scope has ended (lost, lease out, the client closed), nothing more can end it: the
+  // caller's signal lets go of it at once. A long-lived one (an app's shutdown signal, given to
+  // holds that are never released before their client closes) kept every closed client alive.
+  undo.push(onAbort(scope.signal, stop));
   const follow = (source: AbortSignal | undefined): void => {
-    if (!source) return;
+    if (!source || stopped) return;
     if (source.aborted) {
       scope.abort(source.reason);
       return;
@@ -21,7 +31,7 @@ export function watchHold(
     undo.push(onAbort(source, () => scope.abort(source.reason)));
   };
   sources.forEach(follow);
-  if (lease) {
+  if (lease && !stopped) {
     const timer = atLeaseEnd(lease.sentAt, lease.leaseTime, () => {
       // Entered again since without a leaseTime: the watchdog keeps the hold now (a re-entry
       // only lengthens it), so from here its loss is what ends the scope, not this lease.
@@ -31,7 +41,7 @@ export function watchHold(
     });
     undo.push(() => clearTimeout(timer));
   }
-  return () => undo.forEach((fn) => fn());
+  return stop;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { ChainableCommander } from 'ioredis';
 import type { Hold } from '../core/waitLoop';
+import { watchHold } from '../core/holdScope';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../errors';
 import { KIND_NAMES, type NameKind, subscriberCount, type SemaphoreInfo } from '../introspection';
@@ -261,9 +262,14 @@ export class Semaphore extends Primitive {
     this.context.assertOpen();
     const maxWait = waitTime ?? Infinity;
     if ((await this.take(permits, maxWait, signal)) === undefined) throw new LockTimeoutError(this.name, maxWait);
+    // The callback is told when its client closes, as every scope is: the permits it holds can
+    // then no longer be given back (they have no lease), so it had best stop now.
+    const scope = new AbortController();
+    const stopWatching = watchHold(scope, [signal, this.context.closedSignal]);
     try {
-      return await fn(signal ?? new AbortController().signal);
+      return await fn(scope.signal);
     } finally {
+      stopWatching();
       await this.giveBackTold(permits);
     }
   }
