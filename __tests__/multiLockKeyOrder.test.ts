@@ -3,7 +3,7 @@
 // (helpers/multiLockSuite.ts), then what that order gives.
 import { multiLockSuite } from './helpers/multiLockSuite';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
-import { sleep } from './helpers/time';
+import { sleep, until } from './helpers/time';
 import { MultiLock } from '../src';
 
 const servers: PrivateRedis[] = [usePrivateRedis(), usePrivateRedis(), usePrivateRedis()];
@@ -38,3 +38,20 @@ test('two MultiLocks over the same locks listed in opposite orders take turns: n
   // round pauses up to 50 ms (RLock's turn), during which the other, holding 20 ms, may go again.
   expect(Math.max(...spans)).toBeLessThanOrEqual(4);
 }, 30_000);
+
+test('a lone user that nests the members in the other order (b, then a) is not deadlocked by a MultiLock over (a, b): the MultiLock holds nothing while it waits', async () => {
+  // A second reader's find in a first version that kept the members of lower keys while it
+  // waited: with the lone user holding b and wanting a, each waited for the other for good.
+  const name = `nested:${process.pid}`;
+  const user = servers.slice(0, 2).map((s, i) => s.client().getLock(`${name}:${i}`));
+  const multiClients = servers.slice(0, 2).map((s) => s.client());
+  const multi = new MultiLock(multiClients.map((client, i) => client.getLock(`${name}:${i}`)));
+  await user[1]!.lock();
+  const taking = multi.withLock(() => 'multi', { waitTime: 10_000 });
+  await until('the MultiLock waits for b', () => multiClients[1]!.stats.waiters === 1);
+  expect(await servers[0]!.admin.exists(`${name}:0`)).toBe(0); // a is not kept meanwhile
+  expect(await user[0]!.tryLock({ waitTime: 3_000 })).toBe(true);
+  await user[0]!.unlock();
+  await user[1]!.unlock();
+  expect(await taking).toBe('multi');
+});

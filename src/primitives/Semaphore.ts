@@ -254,7 +254,8 @@ export class Semaphore extends Primitive {
   /**
    * Runs `fn` holding `permits` permits (default 1) and gives them back in `finally`. Waits as
    * long as it takes unless `waitTime` is given (then rejects with `LockTimeoutError`). `fn`'s
-   * signal aborts when `options.signal` does (permits without owners cannot be lost).
+   * signal aborts when `options.signal` does, or (`ClientClosedError`) when the client closes;
+   * permits without owners or leases are never lost from under it.
    */
   async withPermits<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: TryPermitOptions): Promise<T> {
     const { permits, waitTime, signal } = checkPermitOptions(options, ['permits', 'waitTime', 'signal']);
