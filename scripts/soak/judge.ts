@@ -138,6 +138,10 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   }
 
   const told = toldAfterFault(holds, forces, faults);
+  // With no fault at all, nothing takes a hold from its owner (the watchdog renews it far inside
+  // its lease): a loss told then is a false alarm, which aborts an owner's work for nothing, or a
+  // renewal that failed unseen. With faults, a starved process may lose a hold for real: counted only.
+  if (options.faults.length === 0) for (const h of told.none) violations.push(`${h.w}.${h.id} on ${h.lock} (${h.via}) was told its hold was lost with no fault to explain it`);
   // Which forces removed each owner field. A force counts against a hold only if it could have
   // removed that hold: done after the hold's successful attempt was sent, sent before its release.
   // (A fair-lock waiter whose grant a force removed before it took the grant up asks again and

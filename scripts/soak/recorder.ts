@@ -6,7 +6,26 @@ import type { Redis } from 'ioredis';
 import { now } from './clock';
 import type { HoldOutcome, WorkerLine } from './records';
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** Resolves after `ms`, or as soon as `signal` aborts. */
+const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+
+/**
+ * How often a worker holds a watchdog-kept lock for a long time (1.5–2.5 watchdog timeouts): the
+ * other sections last a few ms, far inside one renewal period, so without these a watchdog that
+ * renewed nothing (or failed unseen) passed the soak; a long hold it did not keep is taken by
+ * another worker while its owner still works: an overlap. Faults then also land inside holds.
+ */
+const LONG_HOLD_EVERY_MS = 30_000;
 
 export class HoldRecorder {
   field: string | undefined;
@@ -36,10 +55,11 @@ export class HoldRecorder {
    * The critical section: GET + SET of the lock's counter, the SET skipped once the owner is
    * told, or always for a shared hold (`writes` false: a reader only reads).
    */
-  async section(signal?: AbortSignal, writes = true): Promise<void> {
+  async section(signal?: AbortSignal, writes = true, holdMs = 0): Promise<void> {
     const key = `${this.recorder.keyPrefix}counter:${this.lock}`;
     const value = Number((await this.recorder.data.get(key)) ?? 0);
-    await sleep(Math.floor(Math.random() * 3));
+    // A long hold ends early when the library says the hold was lost (its signal aborts).
+    await sleep(holdMs > 0 ? holdMs : Math.floor(Math.random() * 3), signal);
     if (this.toldAt !== null || signal?.aborted || !writes) return;
     await this.recorder.data.set(key, value + 1);
     this.counted = true;
@@ -66,6 +86,7 @@ export class Recorder {
   private readonly active = new Map<string, HoldRecorder>();
   private next = 0;
   private nextOp = 0;
+  private nextLongHold = now() + Math.random() * LONG_HOLD_EVERY_MS;
 
   constructor(
     readonly worker: number,
@@ -74,6 +95,13 @@ export class Recorder {
     readonly data: Redis,
     private readonly errors: ErrorReading,
   ) {}
+
+  /** Whether this worker's next watchdog-kept section should be a long one (see LONG_HOLD_EVERY_MS). */
+  longHoldDue(): boolean {
+    if (now() < this.nextLongHold) return false;
+    this.nextLongHold = now() + LONG_HOLD_EVERY_MS * (0.5 + Math.random());
+    return true;
+  }
 
   emit(line: WorkerLine): void {
     // Pipes are written synchronously on Linux: a line printed is in the pipe if we are killed.

@@ -30,6 +30,7 @@ const adapter: PrimitiveAdapter = {
       // A bounded acquire takes a lease of its own; the others are kept by the watchdog.
       take: (bound, signalled) => (signalled ? semaphore.acquire({ signal: AbortSignal.timeout(bound) }) : semaphore.tryAcquire({ waitTime: bound, leaseTime: config.leaseTime })),
       give: (id) => semaphore.release(id),
+      watchdogKept: config.watchdogTimeout,
     }, stop, 'withPermit');
   },
 };

@@ -31,6 +31,8 @@ export interface PermitCalls<P> {
   /** tryAcquire within `bound` ms (null: not taken), or acquire() aborted after `bound` ms when `signalled`. */
   take(bound: number, signalled: boolean): Promise<P | null>;
   give(taken: P): Promise<void>;
+  /** The watchdog timeout keeping `within`'s permits (ms), when a watchdog keeps them: long sections test it. */
+  watchdogKept?: number;
 }
 
 /**
@@ -43,10 +45,12 @@ export async function permitRound<P>(recorder: Recorder, lock: string, calls: Pe
   if (action < 0.4) {
     const bounded = Math.random() < 0.5;
     const waitTime = randomInt(0, 300);
-    await recorder.track(lock, bounded ? `${withName}+waitTime` : withName, bounded ? waitTime : null, async (rec) => {
+    // A long section where the permits are watchdog-kept (see Recorder.longHoldDue).
+    const holdMs = calls.watchdogKept && recorder.longHoldDue() ? randomInt(1.5 * calls.watchdogKept, 2.5 * calls.watchdogKept) : 0;
+    await recorder.track(lock, `${bounded ? `${withName}+waitTime` : withName}${holdMs > 0 ? '+long' : ''}`, bounded ? waitTime : null, async (rec) => {
       await calls.within(
         async (signal) => {
-          await rec.section(signal, false);
+          await rec.section(signal, false, holdMs);
           rec.releasing();
         },
         bounded ? { waitTime } : { signal: stop },
