@@ -53,6 +53,7 @@ async function main(): Promise<void> {
     faultEveryMs: faultEvery * 1000,
     pauseMs: Math.round(watchdogTimeout * 1.3),
     linesFile: values.lines,
+    longHoldEveryMs: 30_000,
   });
   console.log(JSON.stringify(report, null, 2));
   if (report.violations.length) process.exitCode = 1;

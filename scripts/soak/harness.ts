@@ -14,7 +14,7 @@ import { injectFaults } from './faults';
 import { judgeRecords, type SoakReport } from './judge';
 import { PRIMITIVES } from './primitives';
 import { lockWakeChannels } from './primitives/channels';
-import type { FaultKind, RunClock, WorkerArgs, WorkerLine } from './records';
+import { CHAOS_LOCK, type FaultKind, type RunClock, type WorkerArgs, type WorkerLine } from './records';
 
 export type { SoakReport } from './judge';
 
@@ -36,10 +36,11 @@ export interface SoakOptions {
   pauseMs: number;
   /** Writes every worker line there (JSON lines) for a post-mortem. */
   linesFile?: string;
+  /** How often each worker makes a watchdog-kept section last 1.5–2.5 watchdog timeouts (ms; default 0, never: short runs keep their pace). */
+  longHoldEveryMs?: number;
 }
 
 const WORKER = join(__dirname, 'worker.ts');
-export const CHAOS_LOCK = 'chaos';
 
 interface WorkerProcess {
   worker: number;
@@ -71,7 +72,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const worker = workers.length;
     const args: WorkerArgs = {
       url: server.url, dataUrl: `redis://127.0.0.1:${dataServer.port}`, keyPrefix, worker, tasks: options.tasksPerProcess, locks,
-      primitive: options.primitive, watchdogTimeout: options.watchdogTimeout, leaseTime: options.leaseTime, ...clock,
+      primitive: options.primitive, watchdogTimeout: options.watchdogTimeout, leaseTime: options.leaseTime, longHoldEveryMs: options.longHoldEveryMs ?? 0, ...clock,
     };
     const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], { stdio: [clock ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     createInterface({ input: child.stdout! }).on('line', (line) => {

@@ -4,7 +4,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Redis } from 'ioredis';
 import { now } from './clock';
-import type { HoldOutcome, WorkerLine } from './records';
+import { CHAOS_LOCK, type HoldOutcome, type WorkerLine } from './records';
 
 /** Resolves after `ms`, or as soon as `signal` aborts. */
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
@@ -19,13 +19,6 @@ const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
     signal?.addEventListener('abort', done, { once: true });
   });
 
-/**
- * How often a worker holds a watchdog-kept lock for a long time (1.5–2.5 watchdog timeouts): the
- * other sections last a few ms, far inside one renewal period, so without these a watchdog that
- * renewed nothing (or failed unseen) passed the soak; a long hold it did not keep is taken by
- * another worker while its owner still works: an overlap. Faults then also land inside holds.
- */
-const LONG_HOLD_EVERY_MS = 30_000;
 
 export class HoldRecorder {
   field: string | undefined;
@@ -86,7 +79,7 @@ export class Recorder {
   private readonly active = new Map<string, HoldRecorder>();
   private next = 0;
   private nextOp = 0;
-  private nextLongHold = now() + Math.random() * LONG_HOLD_EVERY_MS;
+  private nextLongHold: number;
 
   constructor(
     readonly worker: number,
@@ -94,12 +87,23 @@ export class Recorder {
     /** The counters' connection (another Redis, never faulted). */
     readonly data: Redis,
     private readonly errors: ErrorReading,
-  ) {}
+    /** See longHoldDue (0: never). */
+    private readonly longHoldEveryMs = 0,
+  ) {
+    this.nextLongHold = now() + Math.random() * longHoldEveryMs;
+  }
 
-  /** Whether this worker's next watchdog-kept section should be a long one (see LONG_HOLD_EVERY_MS). */
-  longHoldDue(): boolean {
-    if (now() < this.nextLongHold) return false;
-    this.nextLongHold = now() + LONG_HOLD_EVERY_MS * (0.5 + Math.random());
+  /**
+   * Whether this worker's section on `lock`, kept by the watchdog, should last 1.5–2.5 watchdog
+   * timeouts: about once every `longHoldEveryMs`. The other sections last a few ms, far inside
+   * one renewal period, so without these a watchdog that renewed nothing (or failed unseen)
+   * passed the soak; a long hold it did not keep is taken by another worker while its owner
+   * still works: an overlap. Faults then also land inside holds. Not on the chaos lock, whose
+   * holds are force-unlocked within ms.
+   */
+  longHoldDue(lock: string): boolean {
+    if (this.longHoldEveryMs === 0 || lock === CHAOS_LOCK || now() < this.nextLongHold) return false;
+    this.nextLongHold = now() + this.longHoldEveryMs * (0.5 + Math.random());
     return true;
   }
 

@@ -178,6 +178,9 @@ export interface Fault {
   worker?: number;
 }
 
+/** The lock the operator force-unlocks all the time (with the `force` fault). */
+export const CHAOS_LOCK = 'chaos';
+
 /** What the harness tells each worker process (one JSON argument). */
 export interface WorkerConfig {
   url: string;
@@ -191,6 +194,8 @@ export interface WorkerConfig {
   watchdogTimeout: number;
   /** Lease of the holds taken with an explicit leaseTime. */
   leaseTime: number;
+  /** How often a worker makes a watchdog-kept section a long one (ms; 0: never): see Recorder.longHoldDue. */
+  longHoldEveryMs: number;
   /** Monotonic ms at which tasks stop starting rounds. */
   deadline: number;
   /** Monotonic ms at which waits without a bound give up (so a starved waiter cannot stretch the run). */

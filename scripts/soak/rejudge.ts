@@ -29,7 +29,8 @@ async function main(): Promise<void> {
   const options = {
     primitive: primitiveName,
     waitSlackMs: 500,
-    faults: ['force', ...new Set(faults.map((f) => f.kind))] as FaultKind[],
+    // 'force' only when the run forced anything: a run without faults is judged as one (judge.ts).
+    faults: [...(forces.length > 0 ? ['force'] : []), ...new Set(faults.map((f) => f.kind))] as FaultKind[],
   } as SoakOptions;
   const workerCount = lines.reduce((max, l) => Math.max(max, l.w), 0) + 1;
   const { report } = judgeRecords({ options, lines, records: { faults, forces, failures: [] }, killedAt, locks, start, deadline, invariant: primitive.invariant, workerCount });

@@ -21,7 +21,7 @@ const data = new Redis(args.dataUrl, { disconnectTimeout: 0 });
 // Faults restart Redis under them; ioredis reconnects, and the calls tell their own story.
 commands.on('error', () => undefined);
 data.on('error', () => undefined);
-const recorder = new Recorder(args.worker, args.keyPrefix, data, primitive.adapter.errors);
+const recorder = new Recorder(args.worker, args.keyPrefix, data, primitive.adapter.errors, args.longHoldEveryMs);
 recorder.hookCommands(commands);
 const finishDeafness = recorder.hookSubscriber(commands);
 const client = new LockClient({ redis: commands, keyPrefix: args.keyPrefix, watchdogTimeout: args.watchdogTimeout, name: `soak-${args.worker}` });

@@ -46,7 +46,7 @@ export async function permitRound<P>(recorder: Recorder, lock: string, calls: Pe
     const bounded = Math.random() < 0.5;
     const waitTime = randomInt(0, 300);
     // A long section where the permits are watchdog-kept (see Recorder.longHoldDue).
-    const holdMs = calls.watchdogKept && recorder.longHoldDue() ? randomInt(1.5 * calls.watchdogKept, 2.5 * calls.watchdogKept) : 0;
+    const holdMs = calls.watchdogKept && recorder.longHoldDue(lock) ? randomInt(1.5 * calls.watchdogKept, 2.5 * calls.watchdogKept) : 0;
     await recorder.track(lock, `${bounded ? `${withName}+waitTime` : withName}${holdMs > 0 ? '+long' : ''}`, bounded ? waitTime : null, async (rec) => {
       await calls.within(
         async (signal) => {
