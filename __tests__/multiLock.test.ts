@@ -1,7 +1,7 @@
 // MultiLock over three private redis-servers (independent masters, one LockClient each): the
-// shared suite (helpers/multiLockSuite.ts) with one lock name on every server, which MultiLock
-// takes by rounds (multiLockKeyOrder.test.ts runs it with a name per server); then what does not
-// depend on the names: read-write members, one lock listed twice, nesting.
+// shared suite (helpers/multiLockSuite.ts) with one lock name on every server
+// (multiLockKeyOrder.test.ts runs it with a name per server); then what does not depend on the
+// names: read-write members, one lock listed twice, nesting.
 import { multiLockSuite } from './helpers/multiLockSuite';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { LockUsageError, MultiLock } from '../src';
@@ -16,7 +16,7 @@ async function serversHolding(name: string): Promise<number> {
   return found.reduce((sum, n) => sum + n, 0);
 }
 
-describe('one lock name on every server (one key: by rounds)', () => {
+describe('one lock name on every server (one key)', () => {
   multiLockSuite(servers, 'same');
 });
 

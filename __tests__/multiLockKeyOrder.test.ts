@@ -1,6 +1,6 @@
 // MultiLock whose members have keys of their own (a name per server: the usual MultiLock over
-// several resources), which it takes in the order of their keys: the shared suite
-// (helpers/multiLockSuite.ts), then what that order gives.
+// several resources): the shared suite (helpers/multiLockSuite.ts), then two MultiLocks over the
+// same locks listed in opposite orders, and a lone user nesting the members.
 import { multiLockSuite } from './helpers/multiLockSuite';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { sleep, until } from './helpers/time';
@@ -8,11 +8,11 @@ import { MultiLock } from '../src';
 
 const servers: PrivateRedis[] = [usePrivateRedis(), usePrivateRedis(), usePrivateRedis()];
 
-describe('a lock name of its own on each server (distinct keys: in key order)', () => {
+describe('a lock name of its own on each server (distinct keys)', () => {
   multiLockSuite(servers, 'per-server');
 });
 
-test('two MultiLocks over the same locks listed in opposite orders take turns: no wait spans more than a few holds of the other (Redisson #1160; before, one lost round after round: waits spanning 27 holds)', async () => {
+test('two MultiLocks over the same locks listed in opposite orders take turns: no wait spans more than a few holds of the other (Redisson #1160; before, one lost round after round)', async () => {
   const name = `turns:${process.pid}`;
   const hold = 20;
   const rounds = 60;

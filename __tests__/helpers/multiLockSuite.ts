@@ -1,7 +1,6 @@
 // The MultiLock tests that run twice (multiLock.test.ts, multiLockKeyOrder.test.ts), over three
 // private redis-servers (independent masters, one LockClient each): with one lock name on every
-// server (the same key on each, which MultiLock takes by rounds), and with a name of its own on
-// each server (distinct keys, taken in the order of their keys).
+// server (the same key on each), and with a name of its own on each server (distinct keys).
 import { startFixture } from './child';
 import type { PrivateRedis } from './privateRedis';
 import { TcpProxy, useReplyCuts } from './tcpProxy';

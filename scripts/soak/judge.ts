@@ -21,7 +21,7 @@ export interface SoakReport {
   invariant?: { rule: string; judged: number; excused: Partial<Record<Cause, number>>; unexplained: number };
   /** ms from a fault to the owner of a hold it removed being told, per fault kind. */
   toldAfter: Record<string, Spread>;
-  /** Holds whose owner was told of a loss that no fault explains (a starved process: lease ran out). */
+  /** Holds whose owner was told of a loss that no fault explains (a starved process: lease ran out); each a violation in a run without faults. */
   toldWithoutFault: { count: number; examples: string[] };
   /** Holds a force named as removed whose owner was never told (its release reported success). */
   forcedButNotTold: number;

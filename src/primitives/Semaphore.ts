@@ -263,8 +263,8 @@ export class Semaphore extends Primitive {
     this.context.assertOpen();
     const maxWait = waitTime ?? Infinity;
     if ((await this.take(permits, maxWait, signal)) === undefined) throw new LockTimeoutError(this.name, maxWait);
-    // The callback is told when its client closes, as every scope is: the permits it holds can
-    // then no longer be given back (they have no lease), so it had best stop now.
+    // The callback is told when its client closes, as every scope is: its permits (no lease) go
+    // back only if its give-back goes out before the connection does, so it had best stop now.
     const scope = new AbortController();
     const stopWatching = watchHold(scope, [signal, this.context.closedSignal]);
     try {

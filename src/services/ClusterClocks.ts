@@ -5,8 +5,8 @@ import { RedisClock, type RedisClocks } from './RedisClock';
 /**
  * A Cluster: one clock per master, measured on that master's own connection. A `TIME` sent
  * through the Cluster object goes to any node (it names no key), and the nodes' clocks need not
- * agree: a deadline computed on a node 20 s behind the key's master let a resend count twice
- * there, and one computed on a node 55 s ahead refused calls sent once (`STALE`). A master seen
+ * agree: a deadline computed on a node 20 s ahead of the key's master let a resend count twice
+ * there, and one computed on a node 55 s behind it refused calls sent once (`STALE`). A master seen
  * for the first time (a failover, a new node) gives deadlines once its first measure answers;
  * until then its calls carry none, as on a connection just made.
  */

@@ -52,8 +52,8 @@ export class RedisClock implements RedisClocks {
   /** The measure under way, if any: a later one (a reconnect's) makes its answer void. */
   private measuring: Promise<void> | undefined;
 
-  /** Its owner calls `ready()` whenever the connection is ready (the client's one `ready` listener). */
   /**
+   * Its owner calls `ready()` whenever the connection is ready (the client's one `ready` listener).
    * `connects`: a connection not made yet (status 'wait') is made by the first measure: a
    * Cluster's node connections, which ioredis makes lazily. Not a connection the user passed in
    * with `lazyConnect`: theirs to connect (the client measures once it is ready).

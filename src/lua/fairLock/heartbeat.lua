@@ -16,7 +16,8 @@
     (refreshed), and the value is the lock's PTTL, at least 2 (1: no TTL): unless renewed, the
     lock runs out then, and the waiter asks then. A grant to a process that can no longer take it
     (stopped, or killed just before the release, while Redis still counted its subscription)
-    lives its lease and is renewed by nobody: its next waiter asked a heartbeat period later.
+    lives its lease and is renewed by nobody: its next waiter asks as it runs out (it asked at
+    its next heartbeat before, up to a third of the queue timeout later).
 ]]
 --@include queue.lua
 local t = redis.call('time')

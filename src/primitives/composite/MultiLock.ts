@@ -56,7 +56,8 @@ export class MultiLock extends CompositeLock {
       const handles = this.members.map((member) => member.fork());
       const sentAt: (number | undefined)[] = [];
       if (blocker !== undefined) {
-        // Holding nothing, wait for the member that refused us last round.
+        // Holding nothing, wait for the member that refused us last round (or whose turn this
+        // client just passed).
         const waited = handles[blocker]!;
         sentAt[blocker] = await waited.acquireHold(leaseTime, Math.max(0, deadline - performance.now()), signal).catch((error: unknown) => {
           if (mayHaveRun(waited, error, signal)) waited.unlock().catch(() => undefined);
@@ -140,17 +141,17 @@ export class MultiLock extends CompositeLock {
   }
 }
 
+/** Keys compared as strings, alike in every process (code units, not the locale). */
+function compareKeys(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 /**
  * Whether a member's acquire that rejected with `error` may have taken the member and must be
  * undone: not when the rejection was the caller's abort (the acquire gives back what it took
  * then), nor for a member that entered the caller's own hold again (its unlock would give back
  * that scope's hold; a hold the acquire may have added goes with the scope: see RedLock's attempt).
  */
-/** Keys compared as strings, alike in every process (code units, not the locale). */
-function compareKeys(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
 function mayHaveRun(handle: LockHandle, error: unknown, signal: AbortSignal | undefined): boolean {
   if (signal?.aborted && error === signal.reason) return false;
   return scopedOwner(handle.identity) === undefined;
