@@ -1,7 +1,7 @@
 // The soak checker (scripts/soak/checker.ts) on synthetic records: it is pure logic, so each rule
 // is shown on the smallest event list that needs it, next to the case it must not excuse.
 import { checkExclusion, checkFifo } from '../scripts/soak/checker';
-import { checkCapacity, checkLatch, checkTokens } from '../scripts/soak/invariants';
+import { checkCapacity, checkFencedWrites, checkLatch, checkTokens } from '../scripts/soak/invariants';
 import { readWriteLock } from '../scripts/soak/primitives/readWriteLock';
 import { exclusive } from '../scripts/soak/primitives/rlock';
 import type { Fault, Force, Hold, Op } from '../scripts/soak/records';
@@ -200,6 +200,24 @@ describe('the fenced lock: tokens grow', () => {
   test('two holds whose attempts raced (one sent before the other was granted) are not ordered', () => {
     // b's attempt went out before a's grant reply came: Redis may have run either first.
     expect(checkTokens([fenced(12, 0, 3, 4), fenced(11, 2, 5, 6)]).violations).toEqual([]);
+  });
+
+  const write = (token: number, sent: number, replied: number, ok = true) => ({ w: 0, lock: 'l', token: String(token), sent, replied, ok });
+
+  test('fencedSet: a write accepted after a newer token was written is a violation; refused ones, raced ones and a lost fence are not', () => {
+    expect(checkFencedWrites([write(10, 0, 1), write(12, 2, 3), write(12, 4, 5)], [])).toMatchObject({ judged: 3, violations: [] });
+    // A holder that lost its lock unseen writes after its successor: refused, as it must be.
+    expect(checkFencedWrites([write(12, 0, 1), write(10, 2, 3, false)], []).violations).toEqual([]);
+    // Accepted instead: the fence let an older token through.
+    const accepted = checkFencedWrites([write(12, 0, 1), write(10, 2, 3)], []);
+    expect(accepted.violations).toHaveLength(1);
+    expect(accepted.violations[0]).toContain('accepted token 10');
+    // Sent before the newer one answered: Redis may have run it first.
+    expect(checkFencedWrites([write(12, 0, 3), write(10, 2, 4)], []).violations).toEqual([]);
+    // Redis restarted empty in between: the fence went with the data.
+    const restart: Fault = { kind: 'restart', at: 1.5, end: 1.7, lostData: true };
+    expect(checkFencedWrites([write(12, 0, 1), write(10, 2, 3)], [restart])).toMatchObject({ violations: [], excused: { restart: 1 } });
+    expect(checkFencedWrites([write(12, 0, 1), write(10, 2, 3)], [{ ...restart, kind: 'restart-persist', lostData: false }]).violations).toHaveLength(1);
   });
 });
 

@@ -3,7 +3,7 @@
 // opens only at zero. Like checker.ts, an excuse needs a fault that removed state and, for a
 // hold, an owner that was told.
 import { byField, byLock, describeHold, excuse, heldUntil, type Cause } from './checker';
-import { restartLostDataBetween, type Fault, type Force, type Hold, type Op } from './records';
+import { restartLostDataBetween, type Fault, type FencedWriteLine, type Force, type Hold, type Op } from './records';
 
 export interface InvariantResult {
   /** Instants (grants, opened latches) the rule was judged at. */
@@ -78,6 +78,37 @@ export function checkTokens(holds: Hold[]): InvariantResult {
       if (highest && BigInt(highest.token!) >= BigInt(b.token!)) {
         result.violations.push(`token on ${lock} did not grow: ${describeHold(highest)} token ${highest.token} was granted before ${describeHold(b)} token ${b.token}`);
       }
+    }
+  }
+  return result;
+}
+
+/**
+ * `fencedSet` keeps out older tokens: a write accepted after another accepted write had answered
+ * (sent after its reply) carries a token at least as large. Excused only when Redis lost its data
+ * in between (the fence went with it, and so did the data). Refusals are what it is for: a holder
+ * that did not know it had lost its lock, whose successor wrote already.
+ */
+export function checkFencedWrites(writes: Omit<FencedWriteLine, 'k'>[], faults: Fault[]): InvariantResult {
+  const result: InvariantResult = { judged: 0, excused: {}, violations: [] };
+  for (const [lock, mine] of byLock(writes.filter((write) => write.ok))) {
+    const byReply = [...mine].sort((x, y) => x.replied - y.replied);
+    const bySent = [...mine].sort((x, y) => x.sent - y.sent);
+    let i = 0;
+    let highest: Omit<FencedWriteLine, 'k'> | undefined;
+    for (const b of bySent) {
+      while (i < byReply.length && byReply[i]!.replied < b.sent) {
+        if (!highest || BigInt(byReply[i]!.token) > BigInt(highest.token)) highest = byReply[i];
+        i++;
+      }
+      result.judged++;
+      if (!highest || BigInt(highest.token) <= BigInt(b.token)) continue;
+      const a = highest;
+      if (faults.some((fault) => restartLostDataBetween(fault, a.sent, b.replied))) {
+        result.excused.restart = (result.excused.restart ?? 0) + 1;
+        continue;
+      }
+      result.violations.push(`fencedSet on ${lock} accepted token ${b.token} (worker ${b.w}, sent ${b.sent.toFixed(3)}) after token ${a.token} (worker ${a.w}) was written (answered ${a.replied.toFixed(3)})`);
     }
   }
   return result;

@@ -5,8 +5,8 @@ import { checkExclusion, checkFifo, type Cause, type ExclusionResult, type Invar
 import type { FaultRecords } from './faults';
 import { duringFault, toldAfterFault, waitsAfterFaults, waitsOf, type Spread } from './figures';
 import type { SoakOptions } from './harness';
-import { checkCapacity, checkLatch, checkTokens, type InvariantResult } from './invariants';
-import type { DeafLine, DoneLine, EndLine, ErrorLine, GrantLine, Hold, MissLine, Op, OpLine, OpReplyLine, WorkerLine } from './records';
+import { checkCapacity, checkFencedWrites, checkLatch, checkTokens, type InvariantResult } from './invariants';
+import type { DeafLine, DoneLine, EndLine, ErrorLine, FencedWriteLine, GrantLine, Hold, MissLine, Op, OpLine, OpReplyLine, WorkerLine } from './records';
 
 export interface SoakReport {
   options: SoakOptions;
@@ -64,6 +64,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
   const opLines: OpLine[] = [];
   const opReplies = new Map<string, OpReplyLine>();
   const deaf: DeafLine[] = [];
+  const fencedWrites: FencedWriteLine[] = [];
   for (const line of lines) {
     if (line.k === 'g') grants.set(`${line.w}.${line.id}`, line);
     else if (line.k === 'e') ends.set(`${line.w}.${line.id}`, line);
@@ -72,6 +73,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
     else if (line.k === 'op') opLines.push(line);
     else if (line.k === 'opr') opReplies.set(`${line.w}.${line.id}`, line);
     else if (line.k === 'deaf') deaf.push(line);
+    else if (line.k === 'fw') fencedWrites.push(line);
     else if (line.k === 'done') done.push(line);
   }
   const holds: Hold[] = [];
@@ -101,7 +103,7 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
     const reply = opReplies.get(`${op.w}.${op.id}`);
     return { ...op, replied: reply?.replied ?? null, ok: reply?.ok ?? false };
   });
-  const invariant = checkInvariant(input.invariant, alive, ops, forces, faults);
+  const invariant = checkInvariant(input.invariant, alive, ops, forces, faults, fencedWrites);
   if (invariant) violations.push(...invariant.result.violations);
 
   // Errors: expected only while a fault is on (or just after it).
@@ -183,9 +185,14 @@ export function judgeRecords(input: JudgeInput): { report: SoakReport; holds: Ho
 
 
 /** The primitive's rule beyond pairs of holds, if it has one. */
-function checkInvariant(invariant: Invariant, holds: Hold[], ops: Op[], forces: FaultRecords['forces'], faults: FaultRecords['faults']): { rule: string; result: InvariantResult } | undefined {
+function checkInvariant(invariant: Invariant, holds: Hold[], ops: Op[], forces: FaultRecords['forces'], faults: FaultRecords['faults'], fencedWrites: FencedWriteLine[]): { rule: string; result: InvariantResult } | undefined {
   if (invariant.capacity !== undefined) return { rule: `at most ${invariant.capacity} permits held`, result: checkCapacity(holds, forces, faults, invariant.capacity) };
-  if (invariant.tokens) return { rule: 'tokens grow', result: checkTokens(holds) };
+  if (invariant.tokens) {
+    const tokens = checkTokens(holds);
+    const writes = checkFencedWrites(fencedWrites, faults);
+    const result = { judged: tokens.judged + writes.judged, excused: { ...tokens.excused, ...writes.excused }, violations: [...tokens.violations, ...writes.violations] };
+    return { rule: `tokens grow; fencedSet wrote ${fencedWrites.filter((w) => w.ok).length} and refused ${fencedWrites.filter((w) => !w.ok).length}, never an older token after a newer one`, result };
+  }
   if (invariant.latchCount !== undefined) return { rule: `opens only after ${invariant.latchCount} countDowns`, result: checkLatch(holds, ops, faults, invariant.latchCount) };
   return undefined;
 }

@@ -143,7 +143,21 @@ export interface DoneLine {
   stats: Record<string, number>;
 }
 
-export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | OpLine | OpReplyLine | DeafLine | ReadyLine | DoneLine;
+/**
+ * A worker line: a fenced hold's `fencedSet` of its lock's data key with its token, sent and
+ * answered (`ok`: written; false: refused as older than a write accepted before).
+ */
+export interface FencedWriteLine {
+  k: 'fw';
+  w: number;
+  lock: string;
+  token: string;
+  sent: number;
+  replied: number;
+  ok: boolean;
+}
+
+export type WorkerLine = GrantLine | EndLine | MissLine | ErrorLine | OpLine | OpReplyLine | DeafLine | ReadyLine | DoneLine | FencedWriteLine;
 
 /** A hold as the checker sees it: the grant and end lines merged. */
 export interface Hold extends Omit<GrantLine, 'k'>, Omit<EndLine, 'k' | 'w' | 'id'> {}

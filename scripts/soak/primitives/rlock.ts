@@ -5,7 +5,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { LockLostError, LockTimeoutError, NotLockOwnerError, type LockClient, type RLock } from '../../../src';
 import type { Invariant } from '../checker';
-import type { ErrorReading, Recorder } from '../recorder';
+import type { ErrorReading, HoldRecorder, Recorder } from '../recorder';
 import { FAULT_KINDS, type WorkerArgs, type WorkerConfig } from '../records';
 
 export interface PrimitiveAdapter {
@@ -32,6 +32,8 @@ export interface LockPick {
   suffix?: string;
   /** false for a shared hold (a read): its section reads the counter and does not write it. */
   writes?: boolean;
+  /** After the section, while the owner still believes it holds (a fenced lock's `fencedSet`). */
+  afterSection?(rec: HoldRecorder): Promise<void>;
 }
 
 export const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
@@ -65,7 +67,11 @@ export function lockAdapter(pickLock: (client: LockClient, name: string, recorde
     setup: recordGrantsAndLosses,
     async round(client, recorder, config, stop) {
       const lock = pick(config.locks);
-      const { handle, inner, suffix, writes = true } = pickLock(client, lock, recorder);
+      const { handle, inner, suffix, writes = true, afterSection } = pickLock(client, lock, recorder);
+      const section = async (rec: HoldRecorder, signal?: AbortSignal, holdMs?: number): Promise<void> => {
+        await rec.section(signal, writes, holdMs);
+        if (afterSection && rec.toldAt === null && !signal?.aborted) await afterSection(rec);
+      };
       const track = (via: string, waitTime: number | null, body: Parameters<Recorder['track']>[3]): Promise<void> => recorder.track(lock, via, waitTime, body, suffix);
       const action = Math.random();
       if (action < 0.4) {
@@ -80,7 +86,7 @@ export function lockAdapter(pickLock: (client: LockClient, name: string, recorde
               await again.lock({ signal: stop });
               await again.unlock();
             }
-            await rec.section(signal, writes, holdMs);
+            await section(rec, signal, holdMs);
             rec.releasing();
           }, { signal: stop });
           return true;
@@ -94,7 +100,7 @@ export function lockAdapter(pickLock: (client: LockClient, name: string, recorde
           if (signalled) await handle.lock({ signal: AbortSignal.timeout(bound) });
           else if (!(await handle.tryLock({ waitTime: bound, leaseTime: config.leaseTime }))) return false;
           try {
-            await rec.section(undefined, writes);
+            await section(rec);
           } finally {
             rec.releasing();
             await handle.unlock();
@@ -106,7 +112,7 @@ export function lockAdapter(pickLock: (client: LockClient, name: string, recorde
         await track('withLock+waitTime', waitTime, async (rec) => {
           await handle.withLock(
             async (signal) => {
-              await rec.section(signal, writes);
+              await section(rec, signal);
               rec.releasing();
             },
             { waitTime },
