@@ -9,6 +9,7 @@ import { LockClient, RedisCommandError } from '../src';
 import { STALE_MARGIN_MS } from '../src/services/RedisClock';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { TcpProxy } from './helpers/tcpProxy';
+import { commandCounts } from './helpers/testRedis';
 import { until } from './helpers/time';
 
 const redis = usePrivateRedis();
@@ -255,7 +256,7 @@ describe('on a Cluster', () => {
     await cluster.stop();
   });
 
-  const timeCalls = async (node: Redis): Promise<number> => Number(/^cmdstat_time:calls=(\d+)/m.exec(await node.info('commandstats'))?.[1] ?? 0);
+  const timeCalls = async (node: Redis): Promise<number> => (await commandCounts(node)).time ?? 0;
 
   test('a key’s deadline comes from the clock of the master that holds it, measured on that master (a TIME through the Cluster went to any node, whose clock may differ)', async () => {
     const client = new LockClient({ redis: { clusterNodes: cluster.startupNodes } });

@@ -64,23 +64,34 @@ export function checkCapacity(holds: Hold[], forces: Force[], faults: Fault[], c
  */
 export function checkTokens(holds: Hold[]): InvariantResult {
   const result: InvariantResult = { judged: 0, excused: {}, violations: [] };
-  for (const [lock, mine] of byLock(holds.filter((h) => h.token !== undefined))) {
-    const byGrant = [...mine].sort((x, y) => x.granted - y.granted);
+  const tokened = holds.filter((h): h is Hold & { token: string } => h.token !== undefined);
+  afterHighest(tokened, (h) => h.granted, (lock, b, highest) => {
+    result.judged++;
+    if (highest && BigInt(highest.token) >= BigInt(b.token)) {
+      result.violations.push(`token on ${lock} did not grow: ${describeHold(highest)} token ${highest.token} was granted before ${describeHold(b)} token ${b.token}`);
+    }
+  });
+  return result;
+}
+
+/**
+ * For each item of each lock, in the order they were sent: the item of the largest token among
+ * those of its lock answered (`answeredAt`) before it was sent, which Redis surely ran first.
+ */
+function afterHighest<T extends { lock: string; sent: number; token: string }>(items: T[], answeredAt: (item: T) => number, visit: (lock: string, item: T, highest: T | undefined) => void): void {
+  for (const [lock, mine] of byLock(items)) {
+    const byAnswer = [...mine].sort((x, y) => answeredAt(x) - answeredAt(y));
     const bySent = [...mine].sort((x, y) => x.sent - y.sent);
     let i = 0;
-    let highest: Hold | undefined;
+    let highest: T | undefined;
     for (const b of bySent) {
-      while (i < byGrant.length && byGrant[i]!.granted < b.sent) {
-        if (!highest || BigInt(byGrant[i]!.token!) > BigInt(highest.token!)) highest = byGrant[i];
+      while (i < byAnswer.length && answeredAt(byAnswer[i]!) < b.sent) {
+        if (!highest || BigInt(byAnswer[i]!.token) > BigInt(highest.token)) highest = byAnswer[i];
         i++;
       }
-      result.judged++;
-      if (highest && BigInt(highest.token!) >= BigInt(b.token!)) {
-        result.violations.push(`token on ${lock} did not grow: ${describeHold(highest)} token ${highest.token} was granted before ${describeHold(b)} token ${b.token}`);
-      }
+      visit(lock, b, highest);
     }
   }
-  return result;
 }
 
 /**
@@ -91,26 +102,15 @@ export function checkTokens(holds: Hold[]): InvariantResult {
  */
 export function checkFencedWrites(writes: Omit<FencedWriteLine, 'k'>[], faults: Fault[]): InvariantResult {
   const result: InvariantResult = { judged: 0, excused: {}, violations: [] };
-  for (const [lock, mine] of byLock(writes.filter((write) => write.ok))) {
-    const byReply = [...mine].sort((x, y) => x.replied - y.replied);
-    const bySent = [...mine].sort((x, y) => x.sent - y.sent);
-    let i = 0;
-    let highest: Omit<FencedWriteLine, 'k'> | undefined;
-    for (const b of bySent) {
-      while (i < byReply.length && byReply[i]!.replied < b.sent) {
-        if (!highest || BigInt(byReply[i]!.token) > BigInt(highest.token)) highest = byReply[i];
-        i++;
-      }
-      result.judged++;
-      if (!highest || BigInt(highest.token) <= BigInt(b.token)) continue;
-      const a = highest;
-      if (faults.some((fault) => restartLostDataBetween(fault, a.sent, b.replied))) {
-        result.excused.restart = (result.excused.restart ?? 0) + 1;
-        continue;
-      }
-      result.violations.push(`fencedSet on ${lock} accepted token ${b.token} (worker ${b.w}, sent ${b.sent.toFixed(3)}) after token ${a.token} (worker ${a.w}) was written (answered ${a.replied.toFixed(3)})`);
+  afterHighest(writes.filter((write) => write.ok), (write) => write.replied, (lock, b, a) => {
+    result.judged++;
+    if (!a || BigInt(a.token) <= BigInt(b.token)) return;
+    if (faults.some((fault) => restartLostDataBetween(fault, a.sent, b.replied))) {
+      result.excused.restart = (result.excused.restart ?? 0) + 1;
+      return;
     }
-  }
+    result.violations.push(`fencedSet on ${lock} accepted token ${b.token} (worker ${b.w}, sent ${b.sent.toFixed(3)}) after token ${a.token} (worker ${a.w}) was written (answered ${a.replied.toFixed(3)})`);
+  });
   return result;
 }
 

@@ -2,23 +2,13 @@
 // library through AsyncLocalStorage (the attempt hook on the command connection and the
 // library's own "acquired" diagnostics event both run in the caller's async context).
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { now } from './clock';
 import { CHAOS_LOCK, type HoldOutcome, type WorkerLine } from './records';
 
 /** Resolves after `ms`, or as soon as `signal` aborts. */
-const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
-
+const sleep = (ms: number, signal?: AbortSignal): Promise<void> => delay(ms, undefined, { signal }).catch(() => undefined);
 
 export class HoldRecorder {
   field: string | undefined;
@@ -87,24 +77,24 @@ export class Recorder {
     /** The counters' connection (another Redis, never faulted). */
     readonly data: Redis,
     private readonly errors: ErrorReading,
-    /** See longHoldDue (0: never). */
+    /** See longHoldMs (0: never). */
     private readonly longHoldEveryMs = 0,
   ) {
     this.nextLongHold = now() + Math.random() * longHoldEveryMs;
   }
 
   /**
-   * Whether this worker's section on `lock`, kept by the watchdog, should last 1.5–2.5 watchdog
-   * timeouts: about once every `longHoldEveryMs`. The other sections last a few ms, far inside
+   * How long this worker's section on `lock`, kept by a watchdog of `watchdogTimeout`, should
+   * last: 1.5–2.5 watchdog timeouts about once every `longHoldEveryMs`, else 0 (a short one). The other sections last a few ms, far inside
    * one renewal period, so without these a watchdog that renewed nothing (or failed unseen)
    * passed the soak; a long hold it did not keep is taken by another worker while its owner
    * still works: an overlap. Faults then also land inside holds. Not on the chaos lock, whose
    * holds are force-unlocked within ms.
    */
-  longHoldDue(lock: string): boolean {
-    if (this.longHoldEveryMs === 0 || lock === CHAOS_LOCK || now() < this.nextLongHold) return false;
+  longHoldMs(lock: string, watchdogTimeout: number): number {
+    if (this.longHoldEveryMs === 0 || lock === CHAOS_LOCK || now() < this.nextLongHold) return 0;
     this.nextLongHold = now() + this.longHoldEveryMs * (0.5 + Math.random());
-    return true;
+    return Math.round(watchdogTimeout * (1.5 + Math.random()));
   }
 
   emit(line: WorkerLine): void {

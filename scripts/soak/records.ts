@@ -208,7 +208,7 @@ export interface WorkerConfig {
   watchdogTimeout: number;
   /** Lease of the holds taken with an explicit leaseTime. */
   leaseTime: number;
-  /** How often a worker makes a watchdog-kept section a long one (ms; 0: never): see Recorder.longHoldDue. */
+  /** How often a worker makes a watchdog-kept section a long one (ms; 0: never): see Recorder.longHoldMs. */
   longHoldEveryMs: number;
   /** Monotonic ms at which tasks stop starting rounds. */
   deadline: number;

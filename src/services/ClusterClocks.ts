@@ -17,7 +17,7 @@ export class ClusterClocks implements RedisClocks {
   private closed = false;
 
   constructor(private readonly cluster: Cluster) {
-    for (const node of cluster.nodes('master')) this.clockOf(keyOfNode(node), node);
+    this.watchMasters();
   }
 
   after(ms: number, key: string): number {
@@ -29,8 +29,13 @@ export class ClusterClocks implements RedisClocks {
     // The Cluster is ready again: every clock known measures afresh; a master new to the slot map
     // gets its clock now (it measures as it is made).
     const known = [...this.clocks.values()];
-    for (const node of this.cluster.nodes('master')) this.clockOf(keyOfNode(node), node);
+    this.watchMasters();
     return Promise.all(known.map(({ clock }) => clock.ready())).then(() => undefined);
+  }
+
+  /** A clock for every master of the slot map (none before the Cluster connected). */
+  private watchMasters(): void {
+    for (const node of this.cluster.nodes('master')) this.clockOf(keyOfNode(node), node);
   }
 
   close(): void {

@@ -78,7 +78,7 @@ export function lockAdapter(pickLock: (client: LockClient, name: string, recorde
         // Reentrant section under the watchdog, waiting as long as it takes; half the time a
         // second handle enters again inside, counting the hold up and down.
         const reenter = Math.random() < 0.5;
-        const holdMs = recorder.longHoldDue(lock) ? randomInt(1.5 * config.watchdogTimeout, 2.5 * config.watchdogTimeout) : 0;
+        const holdMs = recorder.longHoldMs(lock, config.watchdogTimeout);
         await track(`${reenter ? 'withLock+reenter' : 'withLock'}${holdMs > 0 ? '+long' : ''}`, null, async (rec) => {
           await handle.withLock(async (signal) => {
             if (reenter) {

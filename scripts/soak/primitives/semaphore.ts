@@ -45,8 +45,8 @@ export async function permitRound<P>(recorder: Recorder, lock: string, calls: Pe
   if (action < 0.4) {
     const bounded = Math.random() < 0.5;
     const waitTime = randomInt(0, 300);
-    // A long section where the permits are watchdog-kept (see Recorder.longHoldDue).
-    const holdMs = calls.watchdogKept && recorder.longHoldDue(lock) ? randomInt(1.5 * calls.watchdogKept, 2.5 * calls.watchdogKept) : 0;
+    // A long section where the permits are watchdog-kept (see Recorder.longHoldMs).
+    const holdMs = calls.watchdogKept ? recorder.longHoldMs(lock, calls.watchdogKept) : 0;
     await recorder.track(lock, `${bounded ? `${withName}+waitTime` : withName}${holdMs > 0 ? '+long' : ''}`, bounded ? waitTime : null, async (rec) => {
       await calls.within(
         async (signal) => {

@@ -111,11 +111,11 @@ export class MultiLock extends CompositeLock {
   }
 
   /**
-   * Every member taken, as a hold; but not if a member's lease ran out (or its watchdog found it
-   * gone) while a slower one answered: another owner may hold it already.
+   * The round's members, every one taken (`sentAt` set for each), as a hold; but not if a
+   * member's lease ran out (or its watchdog found it gone) while a slower one answered: another
+   * owner may hold it already.
    */
   private holdIfFresh(handles: LockHandle[], sentAt: (number | undefined)[], leaseTime: number | undefined): CompositeHold | undefined {
-    if (sentAt.length < handles.length || sentAt.some((at) => at === undefined)) return undefined;
     const members = handles.map((handle, i) => ({ handle, sentAt: sentAt[i]! }));
     const validUntil = leaseTime === undefined ? undefined : Math.min(...members.map((member) => member.sentAt)) + leaseTime;
     const fresh = validUntil === undefined ? stillHeld(members, true) === members.length : performance.now() < validUntil;
