@@ -9,7 +9,7 @@ import { scriptCallCount } from './helpers/testRedis';
 import { takeTurns } from './helpers/takeTurns';
 import { aborted, sleep, until } from './helpers/time';
 import type { Redis } from 'ioredis';
-import { ClientClosedError, LockLostError, PermitNotHeldError, RedisUnreachableError } from '../src';
+import { ClientClosedError, InvalidArgumentError, LockLostError, PermitNotHeldError, RedisUnreachableError } from '../src';
 import { defineScripts } from '../src/services/scripts';
 
 const redis = usePrivateRedis();
@@ -70,6 +70,42 @@ test('an expired permit is free again at once for a read-only availablePermits, 
   expect(await sem.tryRelease(id)).toBe(false);
   expect(await sem.availablePermits()).toBe(1);
   expect(await sem.updateLeaseTime(id, 10_000)).toBe(false);
+});
+
+test('release of a list [expired, live]: the live one is released, then PermitNotHeldError names the expired one; the count is exact (Redisson PR #6348)', async () => {
+  const sem = redis.client().getPermitExpirableSemaphore(uniqueName());
+  await sem.trySetPermits(3);
+  const expired = await sem.acquire({ leaseTime: 300 });
+  const live = await sem.acquire({ leaseTime: 30_000 });
+  const kept = await sem.acquire(); // the watchdog's
+  await until('the first lease ran out', async () => (await sem.availablePermits()) === 1);
+  const error = await sem.release([expired, live]).catch((failure: unknown) => failure);
+  expect(error).toBeInstanceOf(PermitNotHeldError);
+  expect((error as PermitNotHeldError).permitIds).toEqual([expired]);
+  expect((error as PermitNotHeldError).permitId).toBe(expired);
+  expect((error as Error).message).toContain(expired);
+  expect((error as Error).message).not.toContain(live);
+  expect(await sem.availablePermits()).toBe(2); // live's came back once, the expired one was never counted twice
+  // tryRelease of a list: how many were held.
+  expect(await sem.tryRelease([live, kept, 'no-such-permit'])).toBe(1);
+  expect(await sem.availablePermits()).toBe(3);
+  expect(await sem.tryRelease([])).toBe(0);
+  await sem.release([]);
+});
+
+test('release of a list with a bad or repeated id is refused before Redis: nothing is released', async () => {
+  const sem = redis.client().getPermitExpirableSemaphore(uniqueName());
+  await sem.trySetPermits(2);
+  const a = await sem.acquire({ leaseTime: 30_000 });
+  const calls = await scriptCalls();
+  await expect(sem.release([a, a])).rejects.toThrow(/permitIds\[1\]: is permit .* listed already/);
+  await expect(sem.tryRelease([a, 5 as unknown as string])).rejects.toThrow(/permitIds\[1\]: must be a permit id/);
+  await expect(sem.release(Array.from({ length: 1_001 }, (_, i) => `p${i}`))).rejects.toThrow(/at most 1000/);
+  await expect(sem.release([a, ''])).rejects.toBeInstanceOf(InvalidArgumentError);
+  expect(await scriptCalls()).toBe(calls);
+  expect(await sem.availablePermits()).toBe(1); // a is still held
+  await sem.release([a]);
+  expect(await sem.availablePermits()).toBe(2);
 });
 
 test('updateLeaseTime extends a held permit (on Redis time)', async () => {

@@ -6,7 +6,7 @@ import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { scriptCallCount } from './helpers/testRedis';
 import { aborted, sleep, until } from './helpers/time';
 import { TcpProxy } from './helpers/tcpProxy';
-import { ClientClosedError, type LockClient, LockLostError, LockTimeoutError, LockUsageError, QuorumUnavailableError, RedisCommandError, RedLock } from '../src';
+import { ClientClosedError, CompositeUnlockError, type LockClient, LockLostError, LockTimeoutError, LockUsageError, QuorumUnavailableError, RedisCommandError, RedLock } from '../src';
 
 const servers: PrivateRedis[] = Array.from({ length: 5 }, () => usePrivateRedis());
 const counterServer = usePrivateRedis();
@@ -343,7 +343,7 @@ test('a member kept by its watchdog and lost while a slower member answers does 
   for (const other of others) await other.unlock();
 });
 
-test('unlock() with a majority of the servers not answering rejects (the holds expire with their lease); with a minority it resolves', async () => {
+test('unlock() with a majority of the servers not answering rejects naming each (the holds expire with their lease); with a minority it resolves', async () => {
   const name = uniqueName();
   const clients = servers.map((s) => s.client());
   await Promise.all(clients.map((client) => client.getLock('warm').isLocked()));
@@ -352,8 +352,17 @@ test('unlock() with a majority of the servers not answering rejects (the holds e
   for (const s of servers.slice(2)) s.server.pause(); // 3 of 5
   try {
     const error = await red.unlock().catch((failure: unknown) => failure);
-    expect(error).toBeInstanceOf(RedisCommandError);
-    expect((error as RedisCommandError).code).toBe('ETIMEDOUT');
+    // Each member that did not answer is named, with its own error (family.md, MultiLock "unlock after partial").
+    expect(error).toBeInstanceOf(CompositeUnlockError);
+    const { failures, members } = error as CompositeUnlockError;
+    expect(members).toBe(5);
+    expect(failures.map(({ member }) => member).sort()).toEqual([2, 3, 4]);
+    for (const { lockName, error: cause } of failures) {
+      expect(lockName).toBe(name);
+      expect(cause).toBeInstanceOf(RedisCommandError);
+      expect((cause as RedisCommandError).code).toBe('ETIMEDOUT');
+    }
+    expect((error as CompositeUnlockError).cause).toBe(failures[0]!.error);
   } finally {
     for (const s of servers.slice(2)) s.server.resume();
   }

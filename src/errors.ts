@@ -40,8 +40,19 @@ export class NotLockOwnerError extends LockError {
 
 /** A permit-expirable semaphore's `release(id)` named a permit that is not held (unknown, released, or expired). */
 export class PermitNotHeldError extends LockError {
-  constructor(readonly semaphoreName: string, readonly permitId: string) {
-    super(`permit ${permitId} of semaphore "${semaphoreName}" is not held (unknown, already released, or expired)`);
+  /**
+   * Every permit of the call that was not held: `[permitId]` for one permit; for a list given to
+   * `release()`, the ones not held (each of the others was released).
+   */
+  readonly permitIds: readonly string[];
+
+  constructor(readonly semaphoreName: string, readonly permitId: string, permitIds: readonly string[] = [permitId], given = permitIds.length) {
+    super(
+      permitIds.length === 1 && given === 1
+        ? `permit ${permitId} of semaphore "${semaphoreName}" is not held (unknown, already released, or expired)`
+        : `${permitIds.length} of the ${given} permits given to release() of semaphore "${semaphoreName}" were not held (unknown, already released, or expired): ${permitIds.join(', ')}; the other ${given - permitIds.length} were released`,
+    );
+    this.permitIds = [...permitIds];
   }
 }
 
@@ -78,6 +89,31 @@ export class QuorumUnavailableError extends LockTimeoutError {
     super(lockName, waitTime);
     const cause = causes.length > 0 ? ` (${messageOf(causes[0])})` : '';
     this.message = `${this.message}: only ${answered} of ${servers} servers answered, ${quorum} needed${cause}`;
+  }
+}
+
+/** One member of a MultiLock or RedLock whose release failed: its place in the list, its lock's name, and why. */
+export interface MemberFailure {
+  member: number;
+  lockName: string;
+  error: unknown;
+}
+
+/**
+ * `unlock()` of a MultiLock or RedLock (or the end of its `withLock`) could not confirm the
+ * release of some members (their Redis failed or did not answer in time; a RedLock tolerates a
+ * minority). Every other member was released, or was not held any more. `failures` names each
+ * member that failed and its error; `cause` is the first one. A member whose release failed keeps
+ * its lock until its lease ends (or its release, sent, still runs).
+ */
+export class CompositeUnlockError extends LockError {
+  constructor(
+    readonly lockName: string,
+    readonly failures: readonly MemberFailure[],
+    readonly members: number,
+  ) {
+    const each = failures.map(({ member, lockName: name, error }) => `member ${member} "${name}": ${messageOf(error)}`).join('; ');
+    super(`unlock of "${lockName}": ${failures.length} of ${members} members could not be released (${each}); the others were`, { cause: failures[0]?.error });
   }
 }
 

@@ -17,6 +17,7 @@ export { ReadLock } from './primitives/ReadLock';
 export { WriteLock } from './primitives/WriteLock';
 export {
   ClientClosedError,
+  CompositeUnlockError,
   InvalidArgumentError,
   LatchDeletedError,
   LockError,
@@ -29,6 +30,7 @@ export {
   RedisCommandError,
   RedisUnreachableError,
 } from './errors';
+export type { MemberFailure } from './errors';
 export { DEFAULT_OFFLINE_TIMEOUT_MS, MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
 export type { LockClientOptions, LockOptions, TryLockOptions, WithLockOptions } from './options';
 export { diagnostics, type DiagnosticsChannelName } from './diagnostics';

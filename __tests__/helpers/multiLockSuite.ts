@@ -6,7 +6,7 @@ import type { PrivateRedis } from './privateRedis';
 import { TcpProxy, useReplyCuts } from './tcpProxy';
 import { scriptCallCount } from './testRedis';
 import { aborted, sleep, until } from './time';
-import { LockLostError, MultiLock, RedisCommandError } from '../../src';
+import { CompositeUnlockError, LockLostError, MultiLock, RedisCommandError } from '../../src';
 
 /** `same`: lock `name` on every server; `per-server`: lock `<name>:<port>` on each. */
 export type MemberNames = 'same' | 'per-server';
@@ -115,6 +115,28 @@ export function multiLockSuite(servers: PrivateRedis[], names: MemberNames): voi
       expect(took).toBeLessThan(4_000);
       await other.unlock();
       await until('the frozen member is given back once its server answers', async () => (await serversHolding(name)) === 0);
+    }, 20_000);
+
+    test('unlock() with members that do not answer names each of them (family.md: unlock reports per member) and still releases the others', async () => {
+      const name = uniqueName();
+      // Members 1 and 2 through clients whose connection gives up on a command after 300 ms.
+      const clients = servers.map((s, i) => (i === 0 ? s.client() : s.client({ redis: { host: '127.0.0.1', port: s.server.port, commandTimeout: 300 } })));
+      const multi = new MultiLock(clients.map((client, i) => client.getLock(memberName(name, i))));
+      expect(await multi.tryLock({ leaseTime: 30_000 })).toBe(true);
+      servers[1]!.server.pause();
+      servers[2]!.server.pause();
+      const error = await multi.unlock().catch((failure: unknown) => failure);
+      expect(await servers[0]!.admin.exists(memberName(name, 0))).toBe(0); // released while the others failed
+      servers[1]!.server.resume();
+      servers[2]!.server.resume();
+      expect(error).toBeInstanceOf(CompositeUnlockError);
+      const { failures, members, lockName } = error as CompositeUnlockError;
+      expect([lockName, members]).toEqual([multi.name, 3]);
+      expect(failures.map(({ member, lockName: failed }) => [member, failed])).toEqual([1, 2].map((i) => [i, memberName(name, i)]));
+      for (const failure of failures) expect(failure.error).toBeInstanceOf(RedisCommandError); // ioredis's commandTimeout
+      expect((error as Error).message).toContain(`member 1 "${memberName(name, 1)}"`);
+      // The releases were sent: they run once their servers answer again.
+      await until('the late releases ran', async () => (await serversHolding(name)) === 0);
     }, 20_000);
 
     test('a member refusing for now (MASTERDOWN: a replica whose master is gone) is waited out within the waitTime, as a lone lock would, not thrown', async () => {

@@ -12,7 +12,7 @@ import type { ChannelEntry } from '../services/ChannelEntry';
 import { LockOwner } from '../services/LockOwner';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';
-import { checkCount, checkOperationOptions, checkPermitId, checkPermitOptions, type ExpirablePermitOptions, type OperationOptions, type TryExpirablePermitOptions } from './permitOptions';
+import { checkCount, checkOperationOptions, checkPermitId, checkPermitIds, checkPermitOptions, type ExpirablePermitOptions, type OperationOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
 import { PermitScope, permitScopeOf } from './permitScopes';
 import { type Attempt, Primitive } from './Primitive';
@@ -117,15 +117,53 @@ export class PermitExpirableSemaphore extends Primitive {
     return (await this.take(leaseTime, waitTime ?? 0, signal))?.id ?? null;
   }
 
-  /** Gives permit `id` back; throws `PermitNotHeldError` when it is not held (unknown, released, expired). */
-  async release(id: string): Promise<void> {
-    if (!(await this.tryRelease(id))) throw new PermitNotHeldError(this.name, id);
+  /**
+   * Gives permit `id` back; throws `PermitNotHeldError` when it is not held (unknown, released,
+   * expired). Given a list of ids, gives back every one held, then throws `PermitNotHeldError`
+   * naming those that were not (`permitIds`), if any.
+   */
+  async release(ids: string | readonly string[]): Promise<void> {
+    if (!Array.isArray(ids)) {
+      if (!(await this.tryRelease(ids as string))) throw new PermitNotHeldError(this.name, ids as string);
+      return;
+    }
+    const list = checkPermitIds(ids);
+    this.context.assertOpen();
+    const released = await this.releaseEach(list);
+    const notHeld = list.filter((_, i) => !released[i]);
+    if (notHeld.length > 0) throw new PermitNotHeldError(this.name, notHeld[0]!, notHeld, list.length);
   }
 
-  /** Gives permit `id` back; false when it was not held (an expired permit is not counted twice). */
-  async tryRelease(id: string): Promise<boolean> {
-    checkPermitId(id);
+  /**
+   * Gives permit `id` back; false when it was not held (an expired permit is not counted twice).
+   * Given a list of ids, gives back every one held and resolves with how many were.
+   */
+  tryRelease(id: string): Promise<boolean>;
+  tryRelease(ids: readonly string[]): Promise<number>;
+  async tryRelease(ids: string | readonly string[]): Promise<boolean | number> {
+    if (Array.isArray(ids)) {
+      const list = checkPermitIds(ids);
+      this.context.assertOpen();
+      return (await this.releaseEach(list)).filter(Boolean).length;
+    }
+    const id = checkPermitId(ids);
     this.context.assertOpen();
+    return this.releaseOne(id);
+  }
+
+  /**
+   * Gives back each of `ids` at once, each as `tryRelease(id)` would; whether each was held. A
+   * failure (Redis's) is thrown once every release has settled, so that none is left running.
+   */
+  private async releaseEach(ids: readonly string[]): Promise<boolean[]> {
+    const results = await Promise.allSettled(ids.map((id) => this.releaseOne(id)));
+    const failed = results.find((result) => result.status === 'rejected');
+    if (failed) throw failed.reason;
+    return results.map((result) => (result as PromiseFulfilledResult<boolean>).value);
+  }
+
+  /** tryRelease(id), checked. */
+  private async releaseOne(id: string): Promise<boolean> {
     const released = await this.releasePermit(id);
     // A permit not held is not a release: one the watchdog kept was reported lost instead (one
     // `acquired`, then one `released` or one `lost`, so that a holds gauge adds up).

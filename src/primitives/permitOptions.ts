@@ -114,10 +114,28 @@ function checkOperationId(operationId: unknown): string | undefined {
 }
 
 /** Checks a permit id given back to a permit-expirable semaphore. */
-export function checkPermitId(value: unknown): string {
+export function checkPermitId(value: unknown, argument = 'permitId'): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > 64) {
-    throw new InvalidArgumentError('permitId', `must be a permit id returned by acquire(), got ${describe(value)}`);
+    throw new InvalidArgumentError(argument, `must be a permit id returned by acquire(), got ${describe(value)}`);
   }
   return value;
+}
+
+/** The most permit ids one release() or tryRelease() takes. */
+export const MAX_PERMIT_IDS = 1_000;
+
+/** Checks a list of permit ids given back at once: each an id, none twice (the second would read as "not held"). */
+export function checkPermitIds(value: readonly unknown[]): string[] {
+  if (value.length > MAX_PERMIT_IDS) throw new InvalidArgumentError('permitIds', `must list at most ${MAX_PERMIT_IDS} permit ids, got ${value.length}`);
+  const seen = new Set<string>();
+  // A plain loop, not map: map skips the holes of a sparse array.
+  const ids: string[] = [];
+  for (let i = 0; i < value.length; i++) {
+    const id = checkPermitId(value[i], `permitIds[${i}]`);
+    if (seen.has(id)) throw new InvalidArgumentError(`permitIds[${i}]`, `is permit ${id}, listed already`);
+    seen.add(id);
+    ids.push(id);
+  }
+  return ids;
 }
 

@@ -1,11 +1,13 @@
 import type { LockHandle } from '../../core/LockHandle';
-import { ClientClosedError, LockLostError, NotLockOwnerError, RedisCommandError } from '../../errors';
+import { ClientClosedError, CompositeUnlockError, LockLostError, type MemberFailure, NotLockOwnerError, RedisCommandError } from '../../errors';
 import { boundedWait } from '../../services/bounds';
 
 /** A member lock taken for a composite: its own handle (a fork) and when its acquire was sent. */
 export interface TakenMember {
   handle: LockHandle;
   sentAt: number;
+  /** Its index in the composite's list of locks. */
+  member: number;
 }
 
 /**
@@ -20,6 +22,8 @@ export class CompositeHold {
   constructor(
     private readonly name: string,
     readonly members: readonly TakenMember[],
+    /** How many members the composite lists (all of which a MultiLock takes; a RedLock, a quorum or more). */
+    private readonly listed: number,
     needed: number,
     /** performance.now() when the whole stops being valid; undefined while watchdogs keep the members. */
     readonly validUntil: number | undefined,
@@ -82,10 +86,14 @@ export class CompositeHold {
         if ((await within(handle.unlock().then(() => true), timeout)) === undefined) throw unanswered(handle);
       }),
     );
-    const failures = results.flatMap((result) =>
-      result.status === 'rejected' && !(result.reason instanceof NotLockOwnerError) ? [result.reason as unknown] : [],
-    );
-    if (failures.length > tolerate) throw failures[0];
+    // Each member's own index in the composite's list (a member not taken, in a RedLock with a
+    // minority down, is not among `members`).
+    const failures: MemberFailure[] = results.flatMap((result, i) => {
+      if (result.status === 'fulfilled' || result.reason instanceof NotLockOwnerError) return [];
+      const { handle, member } = this.members[i]!;
+      return [{ member, lockName: handle.name, error: result.reason as unknown }];
+    });
+    if (failures.length > tolerate) throw new CompositeUnlockError(this.name, failures, this.listed);
   }
 }
 

@@ -116,10 +116,10 @@ export class MultiLock extends CompositeLock {
    * owner may hold it already.
    */
   private holdIfFresh(handles: LockHandle[], sentAt: (number | undefined)[], leaseTime: number | undefined): CompositeHold | undefined {
-    const members = handles.map((handle, i) => ({ handle, sentAt: sentAt[i]! }));
+    const members = handles.map((handle, i) => ({ handle, sentAt: sentAt[i]!, member: i }));
     const validUntil = leaseTime === undefined ? undefined : Math.min(...members.map((member) => member.sentAt)) + leaseTime;
     const fresh = validUntil === undefined ? stillHeld(members, true) === members.length : performance.now() < validUntil;
-    return fresh ? new CompositeHold(this.name, members, members.length, validUntil, this.reportLost) : undefined;
+    return fresh ? new CompositeHold(this.name, members, members.length, members.length, validUntil, this.reportLost) : undefined;
   }
 
   /**

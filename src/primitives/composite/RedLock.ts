@@ -89,7 +89,7 @@ export class RedLock extends CompositeLock {
       }
       const taken = handles.flatMap((handle, i) => {
         const outcome = outcomes[i]!;
-        return 'sentAt' in outcome ? [{ handle, sentAt: outcome.sentAt }] : [];
+        return 'sentAt' in outcome ? [{ handle, sentAt: outcome.sentAt, member: i }] : [];
       });
       const failures = outcomes.flatMap((outcome) => ('failed' in outcome ? [outcome.failed] : []));
       // Only Redis's failures (a server down, slow or refusing) are faults a quorum rides out. Any
@@ -97,7 +97,7 @@ export class RedLock extends CompositeLock {
       const fatal = failures.find((failure) => failure !== undefined && !(failure instanceof RedisCommandError));
       const validUntil = start + lease - drift;
       if (!signal?.aborted && fatal === undefined && stillHeld(taken, leaseTime === undefined) >= this.quorum && performance.now() < validUntil) {
-        return new CompositeHold(this.name, taken, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost);
+        return new CompositeHold(this.name, taken, this.members.length, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost);
       }
       // One lock listed twice through two clients of one Redis refuses itself in every round.
       const refusedAt = outcomes.findIndex((outcome) => 'refused' in outcome);
