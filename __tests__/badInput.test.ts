@@ -52,6 +52,8 @@ const badNames: [string, unknown][] = [
   ['empty', ''],
   // The library's own keys: a lock by that name could be another lock's queue or fence.
   ['one of the library\'s own keys', 'rlock__queue:{invoices}'],
+  // ... and those of a client with the key prefix "app:" (a helper audit: this deleted semaphore s's kind marker).
+  ['one of the library\'s own keys under a prefix', 'app:rlock__kind:{app:s}'],
   ['over 1 KiB', 'x'.repeat(1025)],
   ['over 1 KiB in UTF-8', 'é'.repeat(513)],
 ];
@@ -82,6 +84,10 @@ const badOptionBags: [string, unknown][] = [
   ['a string', 'leaseTime=5'],
   ['an array', [5]],
   ['a misspelt key', { leaseTme: 5 }],
+  // No keys of their own, so they passed as "no options": lock(signal) took the lock deaf to the signal.
+  ['an AbortSignal', AbortSignal.abort()],
+  ['a Date', new Date()],
+  ['a Map', new Map([['leaseTime', 5]])],
 ];
 
 type Case = [call: string, value: string, argument: string, run: () => unknown];
@@ -136,6 +142,11 @@ const cases: Case[] = [
     ...([undefined, 'fn'] as unknown[]).map((fn): Case => [`${Kind.name}.withLock`, `fn ${String(fn)}`, 'fn', () => new Kind([lock]).withLock(fn as never)]),
   ]),
   ['RedLock', 'options a number', 'options', () => new RedLock([lock], 5 as never)],
+  ['RedLock', 'options an AbortSignal', 'options', () => new RedLock([lock], AbortSignal.abort() as never)],
+  ...badOptionBags.map(([label, options]): Case => ['MultiLock.tryLock', `options ${label}`, label === 'a misspelt key' ? 'options.leaseTme' : 'options', () => new MultiLock([lock]).tryLock(options as never)]),
+  ...badOptionBags.map(([label, options]): Case => ['PermitExpirableSemaphore.tryAcquire', `options ${label}`, label === 'a misspelt key' ? 'options.leaseTme' : 'options', () => client.getPermitExpirableSemaphore('bad-input-pes').tryAcquire(options as never)]),
+  ...badOptionBags.map(([label, options]): Case => ['CountDownLatch.await', `options ${label}`, label === 'a misspelt key' ? 'options.leaseTme' : 'options', () => client.getCountDownLatch('bad-input-latch').await(options as never)]),
+  ['LockClient', 'keyPrefix holding rlock__', 'options.keyPrefix', () => new LockClient({ redis: server.url, keyPrefix: 'x:rlock__' })],
   ['RedLock.lock', 'leaseTime within the drift (never valid: it looped for good)', 'options.leaseTime', () => new RedLock([lock]).lock({ leaseTime: 2 })],
   ['RedLock', 'a misspelt option', 'options.attemptTimout', () => new RedLock([lock], { attemptTimout: 5 } as never)],
   ...badTimes.map(([label, value]): Case => ['RedLock', `attemptTimeout ${label}`, 'options.attemptTimeout', () => new RedLock([lock], { attemptTimeout: value as number })]),
@@ -270,6 +281,22 @@ test('a key (prefix + name) over 1 KiB is refused by getLock', async () => {
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect((error as InvalidArgumentError).argument).toBe('name');
     expect(commands).toEqual({});
+  } finally {
+    await prefixed.close();
+  }
+});
+
+test('a prefix and a name that join to "rlock__" are refused by every getter', async () => {
+  const prefixed = new LockClient({ redis: server.url, keyPrefix: 'rlo' });
+  try {
+    await prefixed.getLock('ready').isLocked();
+    for (const get of ['getLock', 'getFairLock', 'getFencedLock', 'getReadWriteLock', 'getSemaphore', 'getPermitExpirableSemaphore', 'getCountDownLatch'] as const) {
+      const { error, commands } = await attempt(() => prefixed[get]('ck__kind:{rlos}'));
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect((error as InvalidArgumentError).argument).toBe('name');
+      expect(commands).toEqual({});
+    }
+    expect(prefixed.getLock('ck_x').name).toBe('ck_x'); // near misses are names like any other
   } finally {
     await prefixed.close();
   }

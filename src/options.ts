@@ -108,12 +108,19 @@ export function describe(value: unknown): string {
   }
   if (typeof value === 'bigint') return `${value}n`;
   if (value === null || typeof value !== 'object') return String(value);
-  return Array.isArray(value) ? 'an array' : 'an object';
+  if (Array.isArray(value)) return 'an array';
+  const kind = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof kind === 'string' && kind !== '' && kind !== 'Object' ? `a ${kind}` : 'an object';
 }
 
 export function checkPlainObject(argument: string, value: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidArgumentError(argument, `must be an object, got ${describe(value)}`);
+  }
+  // An AbortSignal, a Date or a Map has no keys of its own, so it passed as "no options": a
+  // `lock(signal)` written for `lock({ signal })` took the lock and never heard the signal.
+  if (Object.prototype.toString.call(value) !== '[object Object]') {
+    throw new InvalidArgumentError(argument, `must be a plain options object, got ${describe(value)}${value instanceof AbortSignal ? ' (pass it as { signal })' : ''}`);
   }
   for (const key of Object.keys(value)) {
     if (!allowed.includes(key)) {
@@ -149,8 +156,12 @@ export function checkName(name: unknown, keyPrefix = ''): string {
     throw new InvalidArgumentError('name', `must be a string, got ${describe(name)}`);
   }
   if (name.length === 0) throw new InvalidArgumentError('name', 'must not be empty');
-  // The library's own keys are `<keyPrefix>rlock__...`: a name there could be another lock's queue.
-  if (name.startsWith(INTERNAL_KEY_MARK)) throw new InvalidArgumentError('name', `must not start with "${INTERNAL_KEY_MARK}": the library's own keys do`);
+  // The library's own keys are `<keyPrefix>rlock__...`: a name there could be another lock's
+  // queue. Anywhere in the key, not only at its start: under a prefix "app:", the prefixless name
+  // "app:rlock__kind:{app:s}" was semaphore s's kind marker (and "rlo" + "ck__..." joins to one).
+  if ((keyPrefix + name).includes(INTERNAL_KEY_MARK)) {
+    throw new InvalidArgumentError('name', `must not contain "${INTERNAL_KEY_MARK}" (nor make it with the key prefix): the library's own keys do`);
+  }
   if (Buffer.byteLength(name) > MAX_NAME_BYTES) {
     throw new InvalidArgumentError('name', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(name)}`);
   }
@@ -216,6 +227,10 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
   }
   if (Buffer.byteLength(keyPrefix) > MAX_NAME_BYTES) {
     throw new InvalidArgumentError('options.keyPrefix', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(keyPrefix)}`);
+  }
+  // Its locks' keys would be the library's own keys of the prefix before the mark (see checkName).
+  if (keyPrefix.includes(INTERNAL_KEY_MARK)) {
+    throw new InvalidArgumentError('options.keyPrefix', `must not contain "${INTERNAL_KEY_MARK}": the library's own keys do, got ${describe(keyPrefix)}`);
   }
   // A `{` that opens no hash tag of the prefix's own would let each lock name pick where its
   // tag ends: its channel and latch names could not be made to share its Cluster slot.

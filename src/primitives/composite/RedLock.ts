@@ -1,5 +1,6 @@
 import type { LockHandle } from '../../core/LockHandle';
 import { scopedOwner } from '../../services/LockOwner';
+import { checkPlainObject } from '../../options';
 import { InvalidArgumentError, QuorumUnavailableError, RedisCommandError } from '../../errors';
 import { CompositeHold, pause, stillHeld, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
@@ -162,11 +163,7 @@ export class RedLock extends CompositeLock {
 
 function checkRedLockOptions(options: unknown): Required<RedLockOptions> {
   if (options === undefined) return { attemptTimeout: 100, retryDelay: 100, driftFactor: 0.01 };
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new InvalidArgumentError('options', 'must be an object');
-  for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.includes(key)) throw new InvalidArgumentError(`options.${key}`, `is not an option; expected one of ${OPTION_KEYS.join(', ')}`);
-  }
-  const raw = options as Record<string, unknown>;
+  const raw = checkPlainObject('options', options, OPTION_KEYS);
   const whole = (name: string, value: unknown, fallback: number, min: number): number => {
     if (value === undefined) return fallback;
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > 600_000) {
