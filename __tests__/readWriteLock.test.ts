@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { startFixture, type FixtureProcess } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts, scriptCallCount } from './helpers/testRedis';
-import { settled, sleep, until } from './helpers/time';
+import { orAfter, settled, sleep, until } from './helpers/time';
 import { LockLostError, LockUsageError, type ReadLock, type WriteLock } from '../src';
 import { rwLeasesKeyOf } from '../src/names';
 
@@ -555,6 +555,48 @@ describe('no writer starvation', () => {
     for (const child of processes) child.send('stop');
     for (const child of processes) expect(await child.exited()).toMatchObject({ code: 0 });
   }, 30_000);
+
+  test("a woken writer that gives up passes the wake-up to another writer of its client, which queues again: a downgrade cleared both writers' entries, readers streaming in (before: the other slept out the write lease)", async () => {
+    const name = uniqueName();
+    const writersKey = `rlock__rw_writers:{${name}}`;
+    const holdMs = 300;
+    const processes = await streamingReaders(name, holdMs);
+    const downgrading = redis.client().getReadWriteLock(name);
+    await downgrading.writeLock().lock(); // the watchdog's 30 s lease: the parked writers' bound
+    await downgrading.readLock().lock();
+    // Two writers of one client, each with its own ReadWriteLock (owner).
+    const client = redis.client();
+    const writers = [0, 1].map(() => ({ lock: client.getReadWriteLock(name).writeLock(), stop: new AbortController() }));
+    // Started one after the other, to tell their entries apart.
+    const fields: string[] = [];
+    const taking: Promise<boolean>[] = [];
+    for (const { lock, stop } of writers) {
+      const take = lock.tryLock({ waitTime: 25_000, signal: stop.signal });
+      take.catch(() => undefined);
+      taking.push(take);
+      await until('the writer waits', async () => (await redis.admin.zcard(writersKey)) === taking.length);
+      fields.push((await redis.admin.zrange(writersKey, 0, -1)).find((field) => !fields.includes(field))!);
+    }
+    await until('both writers parked', () => client.stats.waiters === 2);
+    await downgrading.writeLock().unlock(); // clears both entries, wakes one writer of the client
+    await until('the woken writer queued again', async () => (await redis.admin.zcard(writersKey)) === 1);
+    const [woken] = await redis.admin.zrange(writersKey, 0, -1);
+    // Which of the two the message woke; the other is parked with no entry.
+    const gone = fields.indexOf(woken!);
+    expect(gone).toBeGreaterThanOrEqual(0);
+    const left = 1 - gone;
+    writers[gone]!.stop.abort();
+    await expect(taking[gone]).rejects.toMatchObject({ name: 'AbortError' });
+    await downgrading.readLock().unlock();
+    const released = performance.now();
+    // Readers keep the lock held: only a wake-up from the leaving writer lets the other queue
+    // again before the 30 s bound of its last attempt.
+    expect(await orAfter(taking[left]!, 3_000, 'still waiting')).toBe(true);
+    console.log(`the other writer in ${Math.round(performance.now() - released)} ms after the downgraded read went`);
+    await writers[left]!.lock.unlock();
+    for (const child of processes) child.send('stop');
+    for (const child of processes) expect(await child.exited()).toMatchObject({ code: 0 });
+  }, 40_000);
 });
 
 describe('force unlock, abort', () => {

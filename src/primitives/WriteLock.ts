@@ -38,7 +38,11 @@ export class WriteLock extends ReadWriteHandle {
     let beat: Link<QueuedEntry> | undefined;
     const leave = async (): Promise<void> => {
       const publish = await context.publishCommand();
-      await context.command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE));
+      const clientInLine = await context.command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE));
+      // This may have been the writer a release woke for its client: the others parked here may
+      // have had their entries cleared by it, and without a wake-up would sleep out their bound
+      // while new readers keep the lock held (see leave-4.lua).
+      if (clientInLine === 0) context.pubsub.peek(channel)?.wakeOne();
     };
     const attempt = async (listening: boolean, bound: CommandBound): Promise<number | null> => {
       const reply = await context.command(

@@ -82,6 +82,17 @@ local function otherClientsWriting(writers, now, client)
   return false
 end
 
+-- Whether a live waiting writer of `client` is in `writers`.
+local function clientWriting(writers, now, client)
+  local waiting = redis.call('zrangebyscore', writers, now, '+inf')
+  for i = 1, #waiting do
+    if clientOfField(waiting[i]) == client then
+      return true
+    end
+  end
+  return false
+end
+
 -- Whether a writer waits; entries their writers stopped refreshing (gone, stopped) are dropped.
 local function writersWaiting(writers, now)
   redis.call('zremrangebyscore', writers, '-inf', now)
