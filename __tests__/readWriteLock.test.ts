@@ -211,6 +211,55 @@ describe('downgrade and upgrade', () => {
     await expect(scope).rejects.toThrow(LockLostError);
     expect(await redis.admin.exists(name)).toBe(0);
   }, 15_000);
+
+  test('a read asked for while the same ReadWriteLock’s write acquire is pending, or a write while its read acquire is, is refused with LockUsageError, nothing sent to Redis (before: both got in, two tasks inside as one owner)', async () => {
+    const name = uniqueName();
+    const other = redis.client().getReadWriteLock(name);
+    // A long queue timeout: no heartbeat call while the script calls are counted.
+    const client = redis.client({ queueTimeout: 60_000 });
+    const rw = client.getReadWriteLock(name);
+    const refusal = (asked: Promise<unknown>): Promise<unknown> =>
+      orAfter(
+        asked.then(
+          () => 'held',
+          (error: unknown) => error,
+        ),
+        1_000,
+        'waiting',
+      );
+
+    // Task A waits for the write lock behind another client's read; task B asks for the read.
+    await other.readLock().lock();
+    const writing = rw.writeLock().lock();
+    writing.catch(() => undefined); // awaited below
+    await until('the write waits', () => client.stats.waiters === 1);
+    let before = await commandCounts(redis.admin);
+    expect(await refusal(rw.readLock().lock())).toBeInstanceOf(LockUsageError);
+    expect(await refusal(rw.readLock().tryLock({ waitTime: 5_000 }))).toBeInstanceOf(LockUsageError);
+    let after = await commandCounts(redis.admin);
+    expect((after.evalsha ?? 0) + (after.eval ?? 0) - (before.evalsha ?? 0) - (before.eval ?? 0)).toBe(0);
+    await other.readLock().unlock();
+    await writing;
+    // Once the write is held, a read is a downgrade again.
+    await rw.readLock().lock();
+    await rw.writeLock().unlock();
+    await rw.readLock().unlock();
+
+    // The other way round: the read waits behind another client's write; a write is asked for.
+    await other.writeLock().lock();
+    const reading = rw.readLock().lock();
+    reading.catch(() => undefined); // awaited below
+    await until('the read waits', () => client.stats.waiters === 1);
+    before = await commandCounts(redis.admin);
+    expect(await refusal(rw.writeLock().lock())).toBeInstanceOf(LockUsageError);
+    after = await commandCounts(redis.admin);
+    expect((after.evalsha ?? 0) + (after.eval ?? 0) - (before.evalsha ?? 0) - (before.eval ?? 0)).toBe(0);
+    await other.writeLock().unlock();
+    await reading;
+    expect((await rw.readLock().inspect()).holders.map((holder) => holder.mode)).toEqual(['read']);
+    await rw.readLock().unlock();
+    expect(await redis.admin.exists(name)).toBe(0);
+  }, 20_000);
 });
 
 test('a read its owner never booked (a late reply, its give-back on the way) is waited out by the owner’s writer, not refused as an upgrade', async () => {

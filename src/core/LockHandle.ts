@@ -317,14 +317,24 @@ export abstract class LockHandle {
     if (scoped) return this.holder(scoped);
     this.refuseInsideComposite();
     const owner = this.handleOwner;
-    if (owner.holds > 0 || owner.pending > 0) {
+    const beside = this.acquiringBeside(owner);
+    if (owner.holds > 0 || owner.pending > 0 || beside !== undefined) {
       throw new LockUsageError(
-        `this handle of lock "${this.name}" already ${owner.holds > 0 ? 'holds it' : 'is acquiring it'}; ` +
+        `this handle of lock "${this.name}" ${owner.holds > 0 ? 'already holds it' : owner.pending > 0 ? 'already is acquiring it' : `shares its owner with ${beside}, which is still acquiring it`}; ` +
           'a handle is not reentrant outside withLock, so two tasks sharing one cannot both enter. ' +
           'Use a handle per task, or withLock() for reentrant sections.',
       );
     }
     return owner;
+  }
+
+  /**
+   * The handle sharing `owner` (the handle's own, outside withLock) whose acquire for it is
+   * pending, if any: a read-write lock's other half. Another task is then taking the lock as the
+   * same owner, and Redis would let this one in beside it.
+   */
+  protected acquiringBeside(_owner: LockOwner): string | undefined {
+    return undefined;
   }
 
   /**

@@ -90,6 +90,15 @@ export abstract class ReadWriteHandle extends LockHandle {
     return facetOf(owner, this.mode);
   }
 
+  /**
+   * A write pending while a read asks (or the other way round): both would be granted to the one
+   * owner, a write beside a read of another task. Once the write is held, a read is a downgrade.
+   */
+  protected override acquiringBeside(owner: LockOwner): string | undefined {
+    const otherMode = this.mode === 'read' ? 'write' : 'read';
+    return facetOf(owner, otherMode).pending > 0 ? `its ${otherMode} lock` : undefined;
+  }
+
   protected override renewalTarget(owner: LockOwner): RenewalTarget {
     return { ...super.renewalTarget(owner), renewCommand: READ_WRITE_RENEW, renewKeys: [this.key, rwLeasesKeyOf(this.context.keyPrefix, this.key)] };
   }
