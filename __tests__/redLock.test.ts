@@ -19,6 +19,13 @@ async function serversHolding(name: string, among = servers): Promise<number> {
   return found.reduce((sum, n) => sum + n, 0);
 }
 
+/** A client per server, the first one's through `proxy` with `offlineTimeout`; all connected, scripts loaded. */
+async function throughProxyToFirst(proxy: TcpProxy, offlineTimeout: number): Promise<LockClient[]> {
+  const clients = [servers[0]!.client({ redis: proxy.url, offlineTimeout }), ...servers.slice(1).map((s) => s.client())];
+  await Promise.all(clients.map((client) => client.getLock('warm').isLocked()));
+  return clients;
+}
+
 function redLock(name: string, clients: LockClient[], attemptTimeout = 300): RedLock {
   return new RedLock(
     clients.map((client) => client.getLock(name)),
@@ -139,6 +146,64 @@ test.each(['watchdog', 'leaseTime'] as const)('an event loop blocked past the le
   expect(performance.now() - unblockedAt).toBeLessThan(500);
   expect(await serversHolding(name)).toBe(0);
 }, 20_000);
+
+test.each(['watchdog', 'leaseTime'] as const)('a callback that blocks the event loop past the lease and returns without awaiting (%s): withLock rejects LockLostError, not resolves (a helper audit: another process held the lock meanwhile)', async (kind) => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client({ watchdogTimeout: 300 }));
+  const red = redLock(name, clients);
+  const lost = jest.fn();
+  red.on('lost', lost);
+  const outcome = red.withLock(() => {
+    const busyUntil = performance.now() + 700; // the members' 300 ms leases end in Redis; no timer runs
+    while (performance.now() < busyUntil) {
+      /* busy: a long synchronous step, a GC pause */
+    }
+    return 'done';
+  }, kind === 'leaseTime' ? { leaseTime: 300 } : {});
+  await expect(outcome).rejects.toBeInstanceOf(LockLostError);
+  expect(lost).toHaveBeenCalledTimes(1);
+  expect(await serversHolding(name)).toBe(0);
+}, 20_000);
+
+test('a member whose acquire’s reply is lost (the connection down) when the caller aborts is given back, also once ioredis resent it (a helper audit: left held for its lease)', async () => {
+  const name = uniqueName();
+  const proxy = await TcpProxy.start(servers[0]!.server.port);
+  try {
+    const clients = await throughProxyToFirst(proxy, 1_000);
+    const controller = new AbortController();
+    // Server 0 runs the acquire, its reply is cut and its connection stays down: that member's
+    // acquire fails 1 s (offlineTimeout) after its send; the other four make the quorum.
+    proxy.stopAccepting();
+    proxy.cutOnNextReply();
+    await redLock(name, clients).withLock(async () => {
+      await until('server 0 ran the acquire whose reply was cut', async () => (await servers[0]!.admin.exists(name)) === 1);
+      controller.abort(new Error('the request timed out')); // before that acquire fails
+      // Past the failure (1 s after the send); its give-back then waits up to 1 s for the connection.
+      await sleep(1_300);
+    }, { leaseTime: 20_000, signal: controller.signal }).catch(() => undefined);
+    expect(await servers[0]!.admin.exists(name)).toBe(1);
+    // ioredis resends the acquire once connected again: it runs a second time (a second hold of
+    // the same field), and its reply, come after the caller left, gives both back.
+    await proxy.resumeAccepting();
+    await until('server 0’s member is given back', async () => (await servers[0]!.admin.exists(name)) === 0, 3_000);
+  } finally {
+    await proxy.close();
+  }
+}, 30_000);
+
+test('a member of a closed client: lock, tryLock, withLock and isLocked throw ClientClosedError before any member is taken', async () => {
+  const name = uniqueName();
+  const clients = servers.slice(0, 3).map((s) => s.client());
+  await Promise.all(clients.map((client) => client.getLock('warm').isLocked()));
+  const red = redLock(name, clients);
+  await clients[2]!.close();
+  const calls = await Promise.all(servers.slice(0, 2).map((s) => scriptCallCount(s.admin)));
+  await expect(red.tryLock()).rejects.toBeInstanceOf(ClientClosedError);
+  await expect(red.lock()).rejects.toBeInstanceOf(ClientClosedError);
+  await expect(red.withLock(() => 1)).rejects.toBeInstanceOf(ClientClosedError);
+  await expect(red.isLocked()).rejects.toBeInstanceOf(ClientClosedError); // before: false
+  expect(await Promise.all(servers.slice(0, 2).map((s) => scriptCallCount(s.admin)))).toEqual(calls);
+});
 
 test('an acquire that took longer than the lease minus drift fails and gives back what it took', async () => {
   const name = uniqueName();
@@ -299,9 +364,8 @@ test('a RedLock inside a withLock of one of its own members, whose acquire of th
   const name = uniqueName();
   const proxy = await TcpProxy.start(servers[0]!.server.port);
   try {
-    const first = servers[0]!.client({ redis: proxy.url, offlineTimeout: 2_000 });
-    const clients = [first, ...servers.slice(1).map((s) => s.client())];
-    await Promise.all(clients.map((client) => client.getLock('warm').isLocked()));
+    const clients = await throughProxyToFirst(proxy, 2_000);
+    const first = clients[0]!;
     await first.getLock(name).withLock(async (outerSignal) => {
       // The connection to server 0 drops and stays down: the inner round's acquire there waits
       // offlineTimeout (2 s) and fails; the others make the quorum.

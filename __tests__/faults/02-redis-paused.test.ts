@@ -553,3 +553,22 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
     expect(took).toBeGreaterThanOrEqual(990);
   }, 30_000);
 });
+
+test('an attempt cut short by its waitTime whose command ioredis then gives up on (commandTimeout) may still run: what it takes when Redis comes back is given back (before: held for its lease by nobody)', async () => {
+  const name = `cut-then-failed:${process.pid}`;
+  const client = redis.client({ redis: { host: '127.0.0.1', port: redis.server.port, commandTimeout: 1_500 } });
+  const lock = client.getLock(name);
+  expect(await lock.isLocked()).toBe(false); // connected, scripts loaded
+  redis.server.pause();
+  try {
+    // Cut at its grace (1 s), then ioredis rejects the command (1.5 s): its outcome is unknown.
+    const started = performance.now();
+    expect(await lock.tryLock({ waitTime: 300, leaseTime: 30_000 })).toBe(false);
+    expect(performance.now() - started).toBeLessThan(1_500);
+    await sleep(800); // past the commandTimeout
+  } finally {
+    redis.server.resume();
+  }
+  // The acquire Redis still had runs now, then the give-back sent when ioredis gave up.
+  await until('the hold nobody asked for is given back', async () => (await redis.admin.exists(name)) === 0, 3_000);
+}, 20_000);

@@ -19,6 +19,9 @@ import type { Hold, WaitProtocol } from './waitLoop';
  */
 export const RELEASE_LATCH_TTL_MS = 60_000;
 
+/** At most how many holds one give-back of unbooked holds releases (each resend of an acquire counted one). */
+const MAX_UNBOOKED_GIVE_BACKS = 4;
+
 /**
  * The life cycle every exclusive lock shares (RLock, FairLock): owners and `withLock` scopes,
  * the hold bookkeeping, the watchdog registration, lost-lock signals, idempotent releases and
@@ -396,13 +399,20 @@ export abstract class LockHandle {
    * Gives back a hold Redis gave `owner` that the owner never booked (a release handed it over
    * to a waiter that had stopped waiting): one release of its field, leaving the owner's count
    * and its watchdog entry alone, as the owner may hold the lock again by now under its own
-   * booking (Redis then counts that hold and this one: this release takes one away).
+   * booking (Redis then counts that hold and this one: this release takes one away). While the
+   * owner books nothing at all, every hold Redis still counts under its field is unbooked, and
+   * all go: an acquire that ioredis resent after a reconnect ran twice and counted two (one
+   * given back left the lock held for its lease by nobody; a helper audit).
    */
   protected async giveBackUnbooked(owner: LockOwner): Promise<void> {
     const field = this.field(owner);
-    const latch = this.latchFor(owner, field);
-    const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0), IDEMPOTENT);
-    if (result === 0) inDatabase(this.context.redis, (commands) => commands.del(latch)).catch(() => undefined);
+    for (let round = 0; round < MAX_UNBOOKED_GIVE_BACKS; round++) {
+      const latch = this.latchFor(owner, field);
+      const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0), IDEMPOTENT);
+      if (result !== 0) return;
+      inDatabase(this.context.redis, (commands) => commands.del(latch)).catch(() => undefined);
+      if (owner.holds > 0 || owner.pending > 0) return;
+    }
   }
 
   /** Gives back one hold; returns whether the lock was released entirely. */

@@ -1,3 +1,4 @@
+import { OUTCOME_UNKNOWN } from '../services/bounds';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold } from '../core/waitLoop';
@@ -143,8 +144,11 @@ export class FairLock extends ExclusiveLock {
                 // that one found the field and took it as its own hold (or queued under it).
                 lateReply: (late) => {
                   const newer = owner.pending > 0 || owner.holds > 0;
-                  if (late === null || late === 0) return countsUp || !newer ? this.giveBackUnbooked(owner) : undefined;
-                  return listening && !newer ? this.leaveQueue(member) : undefined;
+                  const giveBack = countsUp || !newer ? () => this.giveBackUnbooked(owner) : undefined;
+                  const leave = listening && !newer ? () => this.leaveQueue(member) : undefined;
+                  // It may have taken the lock or queued (or neither): each undo is harmless when not needed.
+                  if (late === OUTCOME_UNKNOWN) return (giveBack?.() ?? Promise.resolve()).then(() => leave?.());
+                  return late === null || late === 0 ? giveBack?.() : leave?.();
                 },
               },
             );

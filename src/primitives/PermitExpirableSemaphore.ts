@@ -7,7 +7,7 @@ import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import { type Parking, sleepAsCandidate } from '../services/LocalHandoff';
-import { settledWithinGrace } from '../services/bounds';
+import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import { LockOwner } from '../services/LockOwner';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
@@ -427,7 +427,7 @@ export class PermitExpirableSemaphore extends Primitive {
       // caller that is gone goes back (a number is a refusal's TTL).
       const lateBound: CommandBound = {
         ...bound,
-        lateReply: (late) => (late === null ? this.releasePermit(id) : undefined),
+        lateReply: (late) => (late === null || late === OUTCOME_UNKNOWN ? this.releasePermit(id) : undefined),
       };
       const ttl = sync
         ? await this.acquireSynced(sync, id, args, lateBound)

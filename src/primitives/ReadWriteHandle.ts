@@ -1,3 +1,4 @@
+import { OUTCOME_UNKNOWN } from '../services/bounds';
 import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { LockUsageError } from '../errors';
 import { waitFor, type Hold } from '../core/waitLoop';
@@ -182,7 +183,10 @@ export abstract class ReadWriteHandle extends LockHandle {
     // Holds are counted, so one given back never touches a hold the owner booked since.
     if (late === null || late === 'afresh') return this.giveBackUnbooked(owner);
     // A newer wait of the same owner queues under the same field: its entry is not ours to take.
-    return owner.pending === 0 && owner.holds === 0 ? leave?.() : undefined;
+    const leaving = owner.pending === 0 && owner.holds === 0 ? leave : undefined;
+    // It may have taken the lock or queued (or neither): each undo is harmless when not needed.
+    if (late === OUTCOME_UNKNOWN) return this.giveBackUnbooked(owner).then(() => leaving?.());
+    return leaving?.();
   }
 
   /** [mode now ('' when free), holds of `field`], leases checked against Redis's clock. */

@@ -2,7 +2,7 @@ import { AsyncResource } from 'node:async_hooks';
 import type { Cluster, Redis } from 'ioredis';
 import { ClientClosedError, RedisCommandError, RedisUnreachableError } from '../errors';
 import { redactError } from '../redact';
-import { CallCutShort, IN_FLIGHT_GRACE_MS } from './bounds';
+import { CallCutShort, IN_FLIGHT_GRACE_MS, OUTCOME_UNKNOWN } from './bounds';
 import { onAbort, onAbortOfAny } from './abortListeners';
 import { addressOf } from './connection';
 import { LinkedList } from './LinkedList';
@@ -169,7 +169,19 @@ export class CommandRunner {
           },
           (error: unknown) => {
             this.unanswered--;
-            if (!this.inFlight.remove(inFlight)) return;
+            if (!this.inFlight.remove(inFlight)) {
+              // Settled before, by its bound or close(), and failed without Redis's answer (a
+              // dropped connection): it may have run, and what it took would stay for its lease.
+              // An error reply means the script did not run (ours refuse before they write).
+              if ((cut || this.closed) && (error as { name?: unknown } | undefined)?.name !== 'ReplyError') {
+                try {
+                  lateReply?.(OUTCOME_UNKNOWN)?.catch(() => undefined);
+                } catch {
+                  // Nothing to give back.
+                }
+              }
+              return;
+            }
             stopWaiting();
             // A failed AUTH carries the password in its `command.args`.
             reject(this.closed ? new ClientClosedError() : new RedisCommandError(name, redactError(error)));

@@ -9,7 +9,9 @@ import type { PublishCommand, ScriptedRedis } from './scripts';
  * answered (frozen, or a connection that went silent), each no sooner than `IN_FLIGHT_GRACE_MS`
  * after the call was sent or the signal aborted. The call then rejects (`CallCutShort`, or the
  * signal's reason) and its reply, if it still comes, goes to `lateReply`, which gives back
- * whatever the call took: the caller has gone, nobody else would. A give-back it starts is
+ * whatever the call took: the caller has gone, nobody else would. A command that fails instead
+ * without Redis's answer (its connection dropped) may have run: `lateReply` gets
+ * `OUTCOME_UNKNOWN` and gives back what it may have taken. A give-back it starts is
  * returned, not awaited: nobody is left to tell of its failure (the lease or the queue timeout
  * then clears what it would have), so the client swallows that.
  */

@@ -10,6 +10,13 @@ export const IN_FLIGHT_GRACE_MS = 1000;
 /** How long a waiter pauses after Redis refused an attempt during a failover (or a semaphore's ask failed, see ChannelEntry.askFailed). */
 export const TRANSIENT_RETRY_MS = 200;
 
+/**
+ * What `CommandBound.lateReply` is given for a call cut short whose command then failed without
+ * an answer from Redis (the connection dropped, ioredis gave up): it may have run, so what it
+ * may have taken goes back as for a reply that took it.
+ */
+export const OUTCOME_UNKNOWN = Symbol('outcome unknown');
+
 /** A call ended at its deadline while Redis had not answered it (see `CommandBound.lateReply`). */
 export class CallCutShort extends Error {
   constructor(name: string) {

@@ -1,3 +1,4 @@
+import { OUTCOME_UNKNOWN } from './bounds';
 import { RedisCommandError } from '../errors';
 import type { CommandBound, LockContext } from './LockContext';
 import { databaseOf } from './database';
@@ -34,7 +35,7 @@ export async function syncedAcquire(
   // A late answer is told as the acquire script's own reply, as without syncReplicas: what it
   // took goes back whatever WAIT said.
   const lateReply = bound?.lateReply;
-  const callBound = lateReply ? { ...bound, lateReply: (late: unknown) => lateReply((late as readonly unknown[])[0]) } : bound;
+  const callBound = lateReply ? { ...bound, lateReply: (late: unknown) => lateReply(late === OUTCOME_UNKNOWN ? late : (late as readonly unknown[])[0]) } : bound;
   const [reply, acked, waitError] = await context.command(
     'acquire',
     async (redis) => {

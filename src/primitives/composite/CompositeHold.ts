@@ -1,6 +1,7 @@
 import type { LockHandle } from '../../core/LockHandle';
 import { ClientClosedError, CompositeUnlockError, LockLostError, type MemberFailure, NotLockOwnerError, RedisCommandError } from '../../errors';
 import { boundedWait } from '../../services/bounds';
+import { scopedOwner } from '../../services/LockOwner';
 
 /** A member lock taken for a composite: its own handle (a fork) and when its acquire was sent. */
 export interface TakenMember {
@@ -18,19 +19,22 @@ export interface TakenMember {
 export class CompositeHold {
   private readonly lost = new AbortController();
   private readonly undo: (() => void)[] = [];
+  /** Says the whole lost, once (see the constructor). */
+  private readonly lose: (reason: string, closed?: ClientClosedError) => void;
 
   constructor(
     private readonly name: string,
     readonly members: readonly TakenMember[],
     /** How many members the composite lists (all of which a MultiLock takes; a RedLock, a quorum or more). */
     private readonly listed: number,
-    needed: number,
+    /** How many members must stay held for the whole to be held (MultiLock: all; RedLock: a quorum). */
+    readonly needed: number,
     /** performance.now() when the whole stops being valid; undefined while watchdogs keep the members. */
     readonly validUntil: number | undefined,
     onLost: (error: LockLostError) => void,
   ) {
     let held = members.length;
-    const lose = (reason: string, closed?: ClientClosedError): void => {
+    const lose = (this.lose = (reason: string, closed?: ClientClosedError): void => {
       if (this.lost.signal.aborted) return;
       // A member's client was closed (its watchdog stopped): said as such, as for a lone lock's
       // scope, and no `lost` event (nothing was taken from the caller, who closed it).
@@ -38,7 +42,7 @@ export class CompositeHold {
       const error = new LockLostError(name, reason);
       this.lost.abort(error);
       onLost(error);
-    };
+    });
     for (const { handle } of members) {
       const memberLost = handle.lostSignal();
       if (!memberLost) {
@@ -70,12 +74,23 @@ export class CompositeHold {
   }
 
   /**
+   * The loss of the whole as of now, if lost. Also a validity that has run out while the event
+   * loop was blocked, before its timer could fire: a `withLock` whose callback blocked past the
+   * validity and then returned must not resolve as if it had held the lock throughout.
+   */
+  lostNow(): LockLostError | ClientClosedError | undefined {
+    if (this.validUntil !== undefined && performance.now() >= this.validUntil) this.lose('its validity ran out (leaseTime minus the time acquiring took)');
+    return this.lost.signal.aborted ? (this.lost.signal.reason as LockLostError | ClientClosedError) : undefined;
+  }
+
+  /**
    * Gives back every member in parallel, each bounded by `timeout` when given (a paused server
    * must not stall unlock; its member then expires by itself). A member its owner no longer holds
    * (lost, expired) is not an error: unlock wants it free and it is. Other failures are thrown
-   * after every member was tried, unless `tolerate` says how many members may fail.
+   * after every member was tried, unless `tolerate` says how many members may fail. Resolves with
+   * how many members were found no longer held.
    */
-  async release(timeout: number | undefined, tolerate: number): Promise<void> {
+  async release(timeout: number | undefined, tolerate: number): Promise<number> {
     for (const stop of this.undo.splice(0)) stop();
     // A release that did not answer within `timeout` failed too, as far as the caller can know:
     // unlock() resolved when every member's release timed out.
@@ -94,6 +109,7 @@ export class CompositeHold {
       return [{ member, lockName: handle.name, error: result.reason as unknown }];
     });
     if (failures.length > tolerate) throw new CompositeUnlockError(this.name, failures, this.listed);
+    return results.filter((result) => result.status === 'rejected' && result.reason instanceof NotLockOwnerError).length;
   }
 }
 
@@ -133,4 +149,15 @@ export async function within<T>(promise: Promise<T>, ms: number | undefined): Pr
 export function pause(ms: number, signal: AbortSignal | undefined, members: readonly LockHandle[]): Promise<void> {
   const stops = [...new Set(members.map((member) => member.closedSignal))];
   return boundedWait(ms, signal ? [signal, ...stops] : stops, () => undefined);
+}
+
+/**
+ * Whether a member's acquire that rejected with `error` may have taken the member and must be
+ * undone: not when the rejection was the caller's abort (the acquire gives back what it took
+ * then), nor for a member that entered the caller's own hold again (`reenters`: its unlock would
+ * give back that scope's hold; a hold the acquire may have added goes with the scope).
+ */
+export function mayHaveRun(handle: LockHandle, error: unknown, signal: AbortSignal | undefined, reenters = scopedOwner(handle.identity) !== undefined): boolean {
+  if (signal?.aborted && error === signal.reason) return false;
+  return !reenters;
 }

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { nanoid } from 'nanoid';
 import { outcomeOf, watchHold } from '../../core/holdScope';
 import { LockHandle } from '../../core/LockHandle';
-import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../../errors';
+import { ClientClosedError, InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../../errors';
 import { checkLockOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from '../../options';
 import { heldByCompositeScope, runHoldingMembers } from '../../services/LockOwner';
 import { type CompositeHold, within } from './CompositeHold';
@@ -62,8 +62,8 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
    */
   protected abstract acquireMembers(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<CompositeHold | undefined>;
 
-  /** Gives back what a hold took (MultiLock: every member must answer; RedLock: bounded, best effort). */
-  protected abstract releaseHold(hold: CompositeHold): Promise<void>;
+  /** Gives back what a hold took (MultiLock: every member must answer; RedLock: bounded, best effort); how many members were no longer held. */
+  protected abstract releaseHold(hold: CompositeHold): Promise<number>;
 
   /** Whether someone holds the whole lock now (each class says what that means). */
   abstract isLocked(): Promise<boolean>;
@@ -98,15 +98,25 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
     const maxWait = waitTime ?? Infinity;
     this.refuseNested();
+    this.assertMembersOpen();
     const hold = await this.acquireMembers(leaseTime, maxWait, signal);
     if (!hold) throw new LockTimeoutError(this.name, maxWait);
     const scope = new AbortController();
     const identities = this.members.map((member) => member.identity);
     const outcome = await outcomeOf(() => runHoldingMembers(identities, () => fn(scope.signal)), watchHold(scope, [signal, hold.lostSignal]));
-    const lost = hold.lostSignal.aborted ? (hold.lostSignal.reason as LockLostError) : undefined;
+    // Asked now, not only told by timers: a callback that blocked the event loop past the
+    // validity and returned without awaiting anything ran before any of them could fire.
+    let lost = hold.lostNow();
     let releaseError: unknown;
     try {
-      await this.releaseHold(hold);
+      const gone = await this.releaseHold(hold);
+      // Under the watchdog, the same block kept the renewals from running: members Redis no
+      // longer held when they were given back are a loss the watchdog had no chance to tell.
+      if (!lost && hold.members.length - gone < hold.needed) {
+        const error = new LockLostError(this.name, `${gone} of its ${hold.members.length} members were no longer held when it was released (the event loop blocked past their lease?)`);
+        this.reportLost(error);
+        lost = error;
+      }
     } catch (error) {
       releaseError = error;
     }
@@ -146,6 +156,14 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     this.emit('lost', error);
   };
 
+  /**
+   * A member whose client is closed fails every round: refused before the open members are taken
+   * (and given back) for nothing.
+   */
+  protected assertMembersOpen(): void {
+    if (this.members.some((member) => member.closedSignal.aborted)) throw new ClientClosedError();
+  }
+
   /** Inside a `withLock` of a composite sharing a member with this one, taking it would wait for that member forever. */
   private refuseNested(): void {
     const shared = this.members.find((member) => heldByCompositeScope(member.identity));
@@ -159,6 +177,7 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     if (this.current || this.acquiring) {
       throw new LockUsageError(`this ${this.constructor.name} "${this.name}" already ${this.current ? 'holds it' : 'is acquiring it'}; it is not reentrant. Use withLock() for concurrent sections.`);
     }
+    this.assertMembersOpen();
     this.acquiring = true;
     try {
       const hold = await this.acquireMembers(leaseTime, waitTime, signal);

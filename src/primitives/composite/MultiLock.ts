@@ -1,8 +1,7 @@
 import type { LockHandle } from '../../core/LockHandle';
 import { refusedForNow } from '../../core/waitLoop';
-import { scopedOwner } from '../../services/LockOwner';
 import { IN_FLIGHT_GRACE_MS } from '../../services/bounds';
-import { CompositeHold, pause, stillHeld, within } from './CompositeHold';
+import { CompositeHold, mayHaveRun, pause, stillHeld, within } from './CompositeHold';
 import { CompositeLock, SAME_LOCK_CHECK_MS } from './CompositeLock';
 
 /** The first random back-off after a round that could not take every member, in ms; it doubles up to MAX. */
@@ -136,7 +135,7 @@ export class MultiLock extends CompositeLock {
     });
   }
 
-  protected releaseHold(hold: CompositeHold): Promise<void> {
+  protected releaseHold(hold: CompositeHold): Promise<number> {
     return hold.release(undefined, 0);
   }
 }
@@ -144,15 +143,4 @@ export class MultiLock extends CompositeLock {
 /** Keys compared as strings, alike in every process (code units, not the locale). */
 function compareKeys(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/**
- * Whether a member's acquire that rejected with `error` may have taken the member and must be
- * undone: not when the rejection was the caller's abort (the acquire gives back what it took
- * then), nor for a member that entered the caller's own hold again (its unlock would give back
- * that scope's hold; a hold the acquire may have added goes with the scope: see RedLock's attempt).
- */
-function mayHaveRun(handle: LockHandle, error: unknown, signal: AbortSignal | undefined): boolean {
-  if (signal?.aborted && error === signal.reason) return false;
-  return scopedOwner(handle.identity) === undefined;
 }

@@ -2,7 +2,7 @@ import type { LockHandle } from '../../core/LockHandle';
 import { scopedOwner } from '../../services/LockOwner';
 import { checkPlainObject } from '../../options';
 import { InvalidArgumentError, QuorumUnavailableError, RedisCommandError } from '../../errors';
-import { CompositeHold, pause, stillHeld, within } from './CompositeHold';
+import { CompositeHold, mayHaveRun, pause, stillHeld, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
 
 export interface RedLockOptions {
@@ -57,6 +57,8 @@ export class RedLock extends CompositeLock {
 
   /** Whether a majority of the members answer (within `attemptTimeout`) that they are locked. */
   async isLocked(): Promise<boolean> {
+    // A closed client's member would read as "not locked" (its failure counts as no answer).
+    this.assertMembersOpen();
     const answers = await Promise.all(this.members.map((member) => within(member.isLocked(), this.attemptTimeout).catch(() => false)));
     return answers.filter(Boolean).length >= this.quorum;
   }
@@ -119,7 +121,7 @@ export class RedLock extends CompositeLock {
     }
   }
 
-  protected releaseHold(hold: CompositeHold): Promise<void> {
+  protected releaseHold(hold: CompositeHold): Promise<number> {
     // A minority of members down or paused does not make unlock fail: their holds expire.
     return hold.release(this.attemptTimeout, this.members.length - this.quorum);
   }
@@ -137,12 +139,14 @@ export class RedLock extends CompositeLock {
       (sentAt) => {
         if (abandoned && sentAt !== undefined) handle.unlock().catch(() => undefined);
       },
-      () => {
+      (error: unknown) => {
         // Failed (connection lost mid-call, client closed): it may have run; make sure it is
         // undone. Not for a member entered again: if it never ran, the unlock would give back
         // the enclosing scope's own hold (another owner could then take the lock while that
         // scope runs); a hold it may have added goes back when that scope ends.
-        if (!signal?.aborted && !reenters) handle.unlock().catch(() => undefined);
+        // Whether the failure is the abort, not whether the signal is aborted by now: a failure
+        // before a later abort still leaves the member taken for its lease (a helper audit).
+        if (mayHaveRun(handle, error, signal, reenters)) handle.unlock().catch(() => undefined);
       },
     );
     try {
