@@ -178,6 +178,9 @@ const cases: Case[] = [
   ['LockClient', 'redis a URL whose database is not a number', 'options.redis.db', () => new LockClient({ redis: `${server.url}/abc` })],
   ['LockClient', 'redis db NaN', 'options.redis.db', () => new LockClient({ redis: { port: server.port, db: NaN } })],
   ['LockClient', 'redis db negative', 'options.redis.db', () => new LockClient({ redis: { port: server.port, db: -1 } })],
+  // Beyond Redis's int: only the SELECT sent after connecting refused it.
+  ['LockClient', 'redis a URL whose database is beyond an int', 'options.redis.db', () => new LockClient({ redis: `${server.url}/99999999999` })],
+  ['LockClient', 'redis db 2 ** 31', 'options.redis.db', () => new LockClient({ redis: { port: server.port, db: 2 ** 31 } })],
   ...badTimes.map(([label, value]): Case => ['LockClient', `watchdogTimeout ${label}`, 'options.watchdogTimeout', () => new LockClient({ redis: server.url, watchdogTimeout: value as number })]),
   ...badTimes.map(([label, value]): Case => ['LockClient', `offlineTimeout ${label}`, 'options.offlineTimeout', () => new LockClient({ redis: server.url, offlineTimeout: value as number })]),
   ...badTimes.map(([label, value]): Case => ['LockClient', `queueTimeout ${label}`, 'options.queueTimeout', () => new LockClient({ redis: server.url, queueTimeout: value as number })]),

@@ -3,7 +3,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { usePrivateRedis } from './helpers/privateRedis';
-import { commandCounts } from './helpers/testRedis';
+import { commandCounts, settledCommandCounts } from './helpers/testRedis';
 import { orAfter, until } from './helpers/time';
 
 const redis = usePrivateRedis();
@@ -248,6 +248,42 @@ test.each([
   const needsServer = !args.includes('--url');
   const result = await run(needsServer ? ['--url', redis.server.url, ...args] : args);
   expect(result).toEqual({ code, stdout: '', stderr });
+});
+
+describe('bad input is refused before anything reaches Redis', () => {
+  // Before, names were checked only after connecting and after the prefix lookup (TIME and up to
+  // 65 EXISTS), and --prefix and a database beyond Redis's int only once connected: with Redis
+  // unreachable these exited 3, "cannot reach Redis", instead of 2.
+  const cases: [string, (url: string) => string[], string][] = [
+    ['inspect of an empty name', (url) => ['--url', url, 'inspect', ''], 'rlock: name: must not be empty\n'],
+    ['inspect of a name among the library\'s own keys', (url) => ['--url', url, 'inspect', 'rlock__queue:{x}'], 'rlock: name: must not start with "rlock__": the library\'s own keys do\n'],
+    ['inspect of a 1100-byte name', (url) => ['--url', url, 'inspect', 'x'.repeat(1100)], 'rlock: name: must be at most 1024 bytes long, got 1100\n'],
+    ['inspect of a name too long with the prefix', (url) => ['--url', url, '--prefix', 'p'.repeat(1000), 'inspect', 'x'.repeat(100)], 'rlock: name: with the key prefix makes a key of 1100 bytes; at most 1024 are allowed\n'],
+    ['force-unlock --yes of an empty name', (url) => ['--url', url, 'force-unlock', '', '--yes'], 'rlock: name: must not be empty\n'],
+    ['watch of an empty name', (url) => ['--url', url, 'watch', ''], 'rlock: name: must not be empty\n'],
+    ['--prefix {', (url) => ['--url', url, '--prefix', '{', 'inspect', 'x'], 'rlock: options.keyPrefix: may hold a "{" only as a whole hash tag ("{tag}", non-empty), got "{"\n'],
+    ['a 1100-byte --prefix', (url) => ['--url', url, '--prefix', 'p'.repeat(1100), 'list'], 'rlock: options.keyPrefix: must be at most 1024 bytes long, got 1100\n'],
+    ['a database beyond Redis\'s int', (url) => ['--url', `${url}/99999999999`, 'list'], ''],
+  ];
+  const dbRefusal = (url: string): string => `rlock: the URL's database must be a number from 0 to 2147483647: ${url}/99999999999\n`;
+
+  // Nothing listens on port 1: had the CLI tried to connect, it would have exited 3.
+  test.each(cases)('%s: exit 2 with its message, Redis unreachable', async (_, args, stderr) => {
+    const url = 'redis://127.0.0.1:1';
+    expect(await run(args(url))).toEqual({ code: 2, stdout: '', stderr: stderr || dbRefusal(url) });
+  });
+
+  test('against a running Redis: each exits 2, and the server got no connection and no command', async () => {
+    const connections = async (): Promise<number> => Number(/total_connections_received:(\d+)/.exec(await redis.admin.info('stats'))![1]);
+    const countsBefore = await settledCommandCounts(redis.admin);
+    const connectionsBefore = await connections();
+    for (const [what, args, stderr] of cases) {
+      const result = await run(args(redis.server.url));
+      expect({ what, ...result }).toEqual({ what, code: 2, stdout: '', stderr: stderr || dbRefusal(redis.server.url) });
+    }
+    expect(await settledCommandCounts(redis.admin)).toEqual(countsBefore);
+    expect(await connections()).toBe(connectionsBefore);
+  });
 });
 
 test('force-unlock of a read-write lock removes its holds, leases and waiting writers and wakes its waiters; a semaphore or latch is refused', async () => {

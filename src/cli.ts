@@ -11,7 +11,7 @@ import { prefixOfName } from './cliPrefix';
 import { formatInfo, NAME_KINDS, resolveKind, shown, view } from './cliView';
 import { KIND_NAMES, kindOf, listNamesWithKinds, type LockInfo, type NameKind, type PrimitiveKind } from './introspection';
 import { LockClient } from './LockClient';
-import { checkListOptions } from './options';
+import { checkKeyPrefix, checkListOptions, checkName, MAX_DATABASE } from './options';
 import { displayUrl, redactUrls } from './redact';
 
 const EXIT_NOTHING = 1;
@@ -104,10 +104,26 @@ function databaseOf(url: URL, shown: string): number {
   if (url.pathname === '' || url.pathname === '/') return 0;
   const number = /^\/(\d+)$/.exec(url.pathname);
   if (!number) throw new CliError(`the URL's path must be a database number (redis://host:port/2): ${shown}`, EXIT_USAGE);
-  return Number(number[1]);
+  const db = Number(number[1]);
+  if (db > MAX_DATABASE) throw new CliError(`the URL's database must be a number from 0 to ${MAX_DATABASE}: ${shown}`, EXIT_USAGE);
+  return db;
 }
 
-async function connect(options: GlobalOptions): Promise<{ client: LockClient; close: () => Promise<void>; redis: Redis; connectionError: () => Error | undefined }> {
+/** Where and how to connect, and the key prefix: all of it checked before any connection is made. */
+interface Target {
+  href: string;
+  db: number;
+  timeout: number;
+  extra: RedisOptions;
+  prefix: string;
+}
+
+/**
+ * The checked global options, and the names the command will act on checked with the library's
+ * own name check: bad input exits 2 before any connection is made. Checked after connecting, an
+ * unreachable Redis turned it into exit 3, and a bad name first cost the prefix lookup.
+ */
+function targetOf(options: GlobalOptions, names: string[]): Target {
   let url: URL;
   const shown = displayUrl(options.url); // the URL may carry a password: never print it
   try {
@@ -116,7 +132,7 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
     throw new CliError(`not a Redis URL: ${shown}`, EXIT_USAGE);
   }
   if ((url.protocol !== 'redis:' && url.protocol !== 'rediss:') || !url.host) throw new CliError(`not a Redis URL (redis:// or rediss://): ${shown}`, EXIT_USAGE);
-  // Selected below, where a refusal is seen: from the URL, ioredis's SELECT only emitted an error,
+  // Selected by connect(), where a refusal is seen: from the URL, ioredis's SELECT only emitted an error,
   // and every command (force-unlock too) went to database 0.
   const db = databaseOf(url, shown);
   url.pathname = '';
@@ -130,11 +146,17 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
     url.username = '';
     url.password = '';
   }
+  const prefix = checkKeyPrefix(options.prefix);
+  for (const name of names) checkName(name, prefix);
+  return { href: url.href, db, timeout, extra, prefix };
+}
+
+async function connect(options: GlobalOptions, { href, db, timeout, extra, prefix }: Target): Promise<{ client: LockClient; close: () => Promise<void>; redis: Redis; connectionError: () => Error | undefined }> {
   // Fail fast: an operator wants one clear line, not a retry loop. No ready check: its INFO is
   // refused under a least-privilege ACL, and ioredis would print a warning into our output.
   // commandTimeout: a server that accepts connections but never answers (paused, overloaded)
   // must not hang the command.
-  const redis = new Redis(url.href, {
+  const redis = new Redis(href, {
     lazyConnect: true,
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
@@ -171,9 +193,9 @@ async function connect(options: GlobalOptions): Promise<{ client: LockClient; cl
   }
   let client: LockClient;
   try {
-    client = new LockClient({ redis, keyPrefix: options.prefix, name: 'rlock-cli' });
+    client = new LockClient({ redis, keyPrefix: prefix, name: 'rlock-cli' });
   } catch (error) {
-    redis.disconnect(); // a bad --prefix: the connection made above would keep the process alive
+    redis.disconnect(); // the connection made above would keep the process alive
     throw error;
   }
   return {
@@ -236,9 +258,10 @@ async function refuseOtherKind(client: LockClient, redis: Redis, keyPrefix: stri
   throw new CliError(`${shown(name)} is a ${what}, not a ${KIND_NAMES[said]}: ${command} it with --kind ${actual} (or without --kind); nothing ${command === 'force-unlock' ? 'removed' : 'shown'}`, EXIT_USAGE);
 }
 
-async function withClient<T>(program: Command, run: (client: LockClient, options: GlobalOptions, redis: Redis) => Promise<T>): Promise<T> {
+/** Runs `run` connected, once the options and the `names` acted on are checked (targetOf). */
+async function withClient<T>(program: Command, names: string[], run: (client: LockClient, options: GlobalOptions, redis: Redis) => Promise<T>): Promise<T> {
   const options = program.opts<GlobalOptions>();
-  const { client, close, redis, connectionError } = await connect(options);
+  const { client, close, redis, connectionError } = await connect(options, targetOf(options, names));
   try {
     return await run(client, options, redis);
   } catch (error) {
@@ -294,7 +317,7 @@ function buildProgram(): Command {
     .description('who holds a lock, its TTL, and who waits on it; a fair lock with waiters, read-write lock, semaphore, permit-expirable semaphore or latch is recognised (or say --kind)')
     .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys; a name with no keys shows as a free lock)').choices([...NAME_KINDS]))
     .action(async (name: string, opts: { kind?: NameKind }) => {
-      await withClient(program, async (client, options, redis) => {
+      await withClient(program, [name], async (client, options, redis) => {
         await refuseForeignName(program, redis, options.prefix, name);
         await refuseOtherKind(client, redis, options.prefix, name, opts.kind, 'inspect');
         const { text, json } = await view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
@@ -309,7 +332,7 @@ function buildProgram(): Command {
     .addOption(new Option('--kind <kind>', 'only names of this kind (a fair lock is a lock here)').choices(NAME_KINDS.filter((kind) => kind !== 'fair')))
     .action(async (opts: { match: string; kind?: PrimitiveKind }) => {
       const { match, count } = checkListOptions({ match: opts.match }); // bad input: exit 2 before Redis
-      await withClient(program, async (_client, options, redis) => {
+      await withClient(program, [], async (_client, options, redis) => {
         const found: { name: string; kind: PrimitiveKind }[] = [];
         for await (const entry of listNamesWithKinds(redis, options.prefix, match, count)) {
           if (opts.kind && entry.kind !== opts.kind) continue;
@@ -329,7 +352,7 @@ function buildProgram(): Command {
     .action(async (name: string, opts: { yes: boolean; ifHolder?: string; kind?: NameKind }) => {
       const { ifHolder } = opts;
       if (ifHolder !== undefined && !HOLDER_ID.test(ifHolder)) throw new CliError(`--if-holder: a clientId or clientId:ownerId as inspect shows it, got ${JSON.stringify(ifHolder)}`, EXIT_USAGE);
-      await withClient(program, async (client, options, redis) => {
+      await withClient(program, [name], async (client, options, redis) => {
         await refuseForeignName(program, redis, options.prefix, name);
         const kind = await resolveKind(client, redis, options.prefix, name, opts.kind);
         refuseCounter(name, kind);
@@ -379,7 +402,7 @@ function buildProgram(): Command {
     .action(async (name: string, opts: { interval: string; kind?: NameKind }) => {
       const interval = Number(opts.interval);
       if (!Number.isInteger(interval) || interval < 50 || interval > 3_600_000) throw new CliError('--interval: a whole number of ms from 50 to 3600000', EXIT_USAGE);
-      await withClient(program, async (client, options, redis) => {
+      await withClient(program, [name], async (client, options, redis) => {
         await refuseForeignName(program, redis, options.prefix, name);
         const stop = new AbortController();
         const onSignal = (): void => stop.abort();

@@ -8,6 +8,8 @@ import { redactUrls } from './redact';
 export const MAX_TIME_MS = 2_147_483_647;
 /** The longest lock name accepted, in UTF-8 bytes; longer keys cost memory on every call. */
 export const MAX_NAME_BYTES = 1024;
+/** The highest database number: Redis reads `databases` (and SELECT's argument) as an int. */
+export const MAX_DATABASE = 2_147_483_647;
 /** The shortest watchdog timeout: renewals every third of it must still fit between round trips. */
 export const MIN_WATCHDOG_TIMEOUT_MS = 30;
 /** Default `offlineTimeout`: rides out a Redis restart or a failover, not an outage. */
@@ -205,6 +207,26 @@ export function checkLockOptions(options: unknown, withWaitTime: boolean): Check
   };
 }
 
+/** The option `keyPrefix`; the `rlock` CLI checks its --prefix with it before connecting. */
+export function checkKeyPrefix(keyPrefix: unknown): string {
+  if (typeof keyPrefix !== 'string') {
+    throw new InvalidArgumentError('options.keyPrefix', `must be a string, got ${describe(keyPrefix)}`);
+  }
+  if (Buffer.byteLength(keyPrefix) > MAX_NAME_BYTES) {
+    throw new InvalidArgumentError('options.keyPrefix', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(keyPrefix)}`);
+  }
+  // Its locks' keys would be the library's own keys of the prefix before the mark (see checkName).
+  if (keyPrefix.includes(INTERNAL_KEY_MARK)) {
+    throw new InvalidArgumentError('options.keyPrefix', `must not contain "${INTERNAL_KEY_MARK}": the library's own keys do, got ${describe(keyPrefix)}`);
+  }
+  // A `{` that opens no hash tag of the prefix's own would let each lock name pick where its
+  // tag ends: its channel and latch names could not be made to share its Cluster slot.
+  if (keyPrefix.includes('{') && hashTagOf(keyPrefix) === undefined) {
+    throw new InvalidArgumentError('options.keyPrefix', `may hold a "{" only as a whole hash tag ("{tag}", non-empty), got ${describe(keyPrefix)}`);
+  }
+  return keyPrefix;
+}
+
 export function checkClientOptions(options: unknown): ResolvedClientOptions & { redis: LockClientOptions['redis'] } {
   const raw = checkPlainObject('options', options, CLIENT_OPTION_KEYS);
   const redis = raw.redis;
@@ -221,22 +243,7 @@ export function checkClientOptions(options: unknown): ResolvedClientOptions & { 
     const got = typeof redis === 'string' ? 'a string that is not one (not shown: it may hold a password)' : describe(redis);
     throw new InvalidArgumentError('options.redis', `must be a redis:// or rediss:// URL, ioredis options, or an ioredis Redis or Cluster, got ${got}`);
   }
-  const keyPrefix = raw.keyPrefix ?? '';
-  if (typeof keyPrefix !== 'string') {
-    throw new InvalidArgumentError('options.keyPrefix', `must be a string, got ${describe(keyPrefix)}`);
-  }
-  if (Buffer.byteLength(keyPrefix) > MAX_NAME_BYTES) {
-    throw new InvalidArgumentError('options.keyPrefix', `must be at most ${MAX_NAME_BYTES} bytes long, got ${Buffer.byteLength(keyPrefix)}`);
-  }
-  // Its locks' keys would be the library's own keys of the prefix before the mark (see checkName).
-  if (keyPrefix.includes(INTERNAL_KEY_MARK)) {
-    throw new InvalidArgumentError('options.keyPrefix', `must not contain "${INTERNAL_KEY_MARK}": the library's own keys do, got ${describe(keyPrefix)}`);
-  }
-  // A `{` that opens no hash tag of the prefix's own would let each lock name pick where its
-  // tag ends: its channel and latch names could not be made to share its Cluster slot.
-  if (keyPrefix.includes('{') && hashTagOf(keyPrefix) === undefined) {
-    throw new InvalidArgumentError('options.keyPrefix', `may hold a "{" only as a whole hash tag ("{tag}", non-empty), got ${describe(keyPrefix)}`);
-  }
+  const keyPrefix = checkKeyPrefix(raw.keyPrefix ?? '');
   const name = raw.name ?? `${hostname()}:${process.pid}`;
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_CLIENT_NAME_LENGTH) {
     throw new InvalidArgumentError('options.name', `must be a string of 1 to ${MAX_CLIENT_NAME_LENGTH} characters, got ${describe(name)}`);

@@ -1,6 +1,6 @@
 import { Cluster, Redis } from 'ioredis';
 import { InvalidArgumentError } from '../errors';
-import type { LockClientOptions } from '../options';
+import { type LockClientOptions, MAX_DATABASE } from '../options';
 import { displayUrl } from '../redact';
 
 /** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
@@ -114,11 +114,12 @@ function refuseBadOptions(connection: CommandConnection): CommandConnection {
   const { redis, owned } = connection;
   // A database ioredis cannot select (NaN from a URL path that is no number, a negative one): it
   // skipped the SELECT on connect, then sent SELECT NaN unhandled (the process crashed), and the
-  // calls ran in database 0.
+  // calls ran in database 0. One beyond Redis's int is refused here too: no Redis can have it,
+  // and only a SELECT sent after connecting said so.
   const db = redis.isCluster ? undefined : (redis as Redis).options?.db;
-  if (db !== undefined && !(Number.isInteger(db) && db >= 0)) {
+  if (db !== undefined && !(Number.isInteger(db) && db >= 0 && db <= MAX_DATABASE)) {
     if (owned) redis.disconnect();
-    throw new InvalidArgumentError('options.redis.db', 'must be a database number (a whole number >= 0, in the URL path: redis://host:6379/2), got one that is not');
+    throw new InvalidArgumentError('options.redis.db', `must be a database number (a whole number from 0 to ${MAX_DATABASE}, in the URL path: redis://host:6379/2), got one that is not`);
   }
   const prefix = redis.isCluster ? (redis as Cluster).options.keyPrefix : (redis as Redis).options?.keyPrefix;
   if (!prefix) return connection;
