@@ -256,7 +256,7 @@ describe('bad input is refused before anything reaches Redis', () => {
   // unreachable these exited 3, "cannot reach Redis", instead of 2.
   const cases: [string, (url: string) => string[], string][] = [
     ['inspect of an empty name', (url) => ['--url', url, 'inspect', ''], 'rlock: name: must not be empty\n'],
-    ['inspect of a name among the library\'s own keys', (url) => ['--url', url, 'inspect', 'rlock__queue:{x}'], 'rlock: name: must not start with "rlock__": the library\'s own keys do\n'],
+    ['inspect of a name among the library\'s own keys', (url) => ['--url', url, 'inspect', 'rlock__queue:{x}'], 'rlock: name: must not contain "rlock__" (nor make it with the key prefix): the library\'s own keys do\n'],
     ['inspect of a 1100-byte name', (url) => ['--url', url, 'inspect', 'x'.repeat(1100)], 'rlock: name: must be at most 1024 bytes long, got 1100\n'],
     ['inspect of a name too long with the prefix', (url) => ['--url', url, '--prefix', 'p'.repeat(1000), 'inspect', 'x'.repeat(100)], 'rlock: name: with the key prefix makes a key of 1100 bytes; at most 1024 are allowed\n'],
     ['force-unlock --yes of an empty name', (url) => ['--url', url, 'force-unlock', '', '--yes'], 'rlock: name: must not be empty\n'],
