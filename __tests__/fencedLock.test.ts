@@ -365,6 +365,31 @@ describe('fencedSet', () => {
     await fenced.unlock();
   });
 
+  test('refuses a data key that is a semaphore’s, a permit-expirable semaphore’s or a latch’s count (their kind marker): nothing written (a helper audit: a semaphore got the value as its free permits)', async () => {
+    const client = redis.client();
+    const name = `fenced-counters:${process.pid}`;
+    const sem = client.getSemaphore(`${name}:sem`);
+    await sem.trySetPermits(1);
+    await sem.acquire(); // none free
+    const pes = client.getPermitExpirableSemaphore(`${name}:pes`);
+    await pes.trySetPermits(2);
+    const latch = client.getCountDownLatch(`${name}:latch`);
+    await latch.trySetCount(3);
+    const fenced = client.getFencedLock(`${name}:writer`);
+    const token = await fenced.lock();
+    for (const counter of [sem, pes, latch]) await expect(fenced.fencedSet(counter.key, '1000', token)).rejects.toThrow(/is the count of a semaphore or a latch/);
+    expect(await sem.availablePermits()).toBe(0);
+    expect(await pes.availablePermits()).toBe(2);
+    expect(await latch.getCount()).toBe(3);
+    await latch.countDown();
+    await latch.countDown();
+    await latch.countDown(); // open: its marker stays, and so does the refusal
+    await expect(fenced.fencedSet(latch.key, 'x', token)).rejects.toThrow(LockUsageError);
+    expect(await latch.getState()).toBe('open');
+    expect(await fenced.fencedSet(`${name}:data`, 'ok', token)).toBe(true); // data keys as before
+    await fenced.unlock();
+  });
+
   test('a holder that paused past its lease cannot overwrite its successor: its older token is refused', async () => {
     const name = uniqueName();
     const dataKey = `${name}:data`;

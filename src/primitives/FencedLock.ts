@@ -2,7 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import { InvalidArgumentError, LockUsageError } from '../errors';
 import { MAX_NAME_BYTES } from '../options';
 import type { LockInfo } from '../introspection';
-import { fencedByKeyOf, INTERNAL_KEY_MARK } from '../names';
+import { fencedByKeyOf, INTERNAL_KEY_MARK, kindKeyOf } from '../names';
 import { type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import type { LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
@@ -11,7 +11,7 @@ import { RLock } from './RLock';
 /** The script this primitive adds (lua/fencedLock/), beside the plain lock's. */
 interface FencedScripts {
   rlock_fencedLock_token(key: string, tokenKey: string): Promise<string | null>;
-  rlock_fencedLock_fencedSet(dataKey: string, fenceKey: string, token: string, value: string): Promise<-1 | 0 | 1>;
+  rlock_fencedLock_fencedSet(dataKey: string, fenceKey: string, kindKey: string, token: string, value: string): Promise<-2 | -1 | 0 | 1>;
 }
 
 /**
@@ -127,9 +127,10 @@ export class FencedLock {
     }
     this.context.assertOpen();
     const written = await this.context.command('fencedSet', (redis) =>
-      (redis as unknown as FencedScripts).rlock_fencedLock_fencedSet(dataKey, fenceKey, token.toString(), value),
+      (redis as unknown as FencedScripts).rlock_fencedLock_fencedSet(dataKey, fenceKey, kindKeyOf(this.context.keyPrefix, dataKey), token.toString(), value),
     );
     if (written === -1) throw new LockUsageError(`fencedSet: data key ${JSON.stringify(dataKey)} holds a hash (another lock's?), which it would have replaced; nothing written`);
+    if (written === -2) throw new LockUsageError(`fencedSet: data key ${JSON.stringify(dataKey)} is the count of a semaphore or a latch, which it would have replaced; nothing written`);
     return written === 1;
   }
 

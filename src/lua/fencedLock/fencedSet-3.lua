@@ -5,13 +5,16 @@
   Input:
     KEYS[1] the data key (the caller's own key, no prefix added)
     KEYS[2] its fence, "rlock__fenced_by:{<data key>}": the newest token accepted for it
+    KEYS[3] the kind marker a semaphore, permit-expirable semaphore or latch by the data key's
+            name would have, "rlock__kind:{<data key>}" (the fence's slot)
     ARGV[1] the writer's token, a string of digits without leading zeros
     ARGV[2] the value
 
   Output:
     1 written (the fence moves up to the token); 0 refused: a holder with a newer token has
     written since, so this writer's lock is gone and its write would overwrite newer work;
-    -1 refused: the data key holds a hash (another lock's, say), which a SET would have replaced.
+    -1 refused: the data key holds a hash (another lock's, say), which a SET would have replaced;
+    -2 refused: the data key is the count of a semaphore or a latch (its kind marker is set).
 
   Tokens are compared as digit strings (length, then lexically), exact at any size.
 ]]
@@ -19,6 +22,11 @@
 -- O(1) and within the ACL recipe's commands (TYPE is not in it; GET copied the whole value).
 if redis.call('exists', KEYS[1]) == 1 and type(redis.pcall('hexists', KEYS[1], '')) == 'number' then
   return -1
+end
+-- A semaphore's or latch's count is a string like any other: SET gave a semaphore with no free
+-- permit the value written as its count (a helper audit: 1000 free permits).
+if redis.call('exists', KEYS[3]) == 1 then
+  return -2
 end
 local newest = redis.call('get', KEYS[2])
 if newest and (#ARGV[1] < #newest or (#ARGV[1] == #newest and ARGV[1] < newest)) then
