@@ -283,6 +283,21 @@ describe('on a Cluster', () => {
           expect(after.map((calls, j) => calls - before[j]!)).toEqual(masters.map((_, j) => (j === i ? 1 : 0)));
         }
       }
+      // The deadline of a key comes from its own master's clock: with each master's measured
+      // offset moved by its own amount (client internals: no test can skew a node's real clock
+      // here), each key's deadline moves by its master's amount. (Every clock of this Cluster
+      // reads one host's time, so only this shows a deadline dated by another master's clock.)
+      type Clock = { offset: number; nextMeasureAt: number };
+      const byNode = (client as unknown as { clock: { clocks: Map<string, { clock: Clock }> } }).clock.clocks;
+      const redisTimeAfter = (client as unknown as { context: { redisTimeAfter(ms: number, key: string): number } }).context.redisTimeAfter;
+      const shift = 1_000_000_000;
+      masters.forEach((master, j) => {
+        const { clock } = byNode.get(`${master.options.host}:${master.options.port}`)!;
+        clock.offset += j * shift;
+        clock.nextMeasureAt = Infinity; // no measure undoes it meanwhile
+      });
+      expect(names.map((name) => Math.round((redisTimeAfter(0, name) - redisTimeAfter(0, names[0]!)) / shift))).toEqual([0, 1, 2]);
+      for (const name of names) await context.remeasureRedisClock(name);
       // And a counting call on each master carries a deadline its master accepts.
       for (const name of names) {
         const sem = client.getSemaphore(name);

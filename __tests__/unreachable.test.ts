@@ -358,7 +358,7 @@ describe('a release whose connection drops before its reply', () => {
     return outcome;
   }
 
-  test('a semaphore’s release, which a retry would repeat, is not abandoned at offlineTimeout: it waits for ioredis, and its permit comes back once (not twice: the caller’s retry and ioredis’s resend)', async () => {
+  test('a semaphore’s release, which a retry would repeat, is not abandoned at offlineTimeout: it waits for ioredis, and its permit comes back once (its reply lost, ioredis’s resend counts once; the caller, never told “unknown”, has nothing to retry)', async () => {
     const proxy = await TcpProxy.start(redis.server.port);
     const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null });
     own.on('error', () => undefined);
