@@ -129,7 +129,8 @@ const cases: Case[] = [
   ['FencedLock.fencedSet', "dataKey the lock's own key", 'dataKey', () => client.getFencedLock('f').fencedSet('f', 'v', 1n)],
   ['FencedLock.fencedSet', "dataKey one of the library's keys", 'dataKey', () => client.getFencedLock('f').fencedSet('rlock__fence:{g}', '1', 1n)],
   ['FencedLock.fencedSet', 'value a number', 'value', () => client.getFencedLock('f').fencedSet('k', 5 as never, 1n)],
-  ...([5, '5', 0n, -1n, undefined] as unknown[]).map((token): Case => ['FencedLock.fencedSet', `token ${String(token)}`, 'token', () => client.getFencedLock('f').fencedSet('k', 'v', token as bigint)]),
+  // 10n ** 40n: no lock mints one; accepted, it fenced the key against every real token for good.
+  ...([5, '5', 0n, -1n, undefined, 2n ** 53n + 1n, 10n ** 40n] as unknown[]).map((token): Case => ['FencedLock.fencedSet', `token ${String(token)}`, 'token', () => client.getFencedLock('f').fencedSet('k', 'v', token as bigint)]),
   ...([MultiLock, RedLock] as const).flatMap((Kind): Case[] => [
     ...([undefined, null, 'x', {}, []] as unknown[]).map((locks): Case => [Kind.name, `locks ${JSON.stringify(locks)}`, 'locks', () => new Kind(locks as never)]),
     [Kind.name, 'a member not a lock handle', 'locks[1]', () => new Kind([lock, {} as never])],
@@ -170,6 +171,8 @@ const cases: Case[] = [
   ['LockClient', 'no redis', 'options.redis', () => new LockClient({} as never)],
   ['LockClient', 'redis a number', 'options.redis', () => new LockClient({ redis: 6379 as never })],
   ['LockClient', 'redis an http URL', 'options.redis', () => new LockClient({ redis: 'http://127.0.0.1' })],
+  ['LockClient', 'redis a Map', 'options.redis', () => new LockClient({ redis: new Map([['port', server.port]]) as never })],
+  ['LockClient', 'redis an http URL object', 'options.redis', () => new LockClient({ redis: new URL('http://127.0.0.1') as never })],
   // ioredis's own TypeError for these carries the whole URL, password and all.
   ['LockClient', 'redis a URL with a bad port', 'options.redis', () => new LockClient({ redis: 'redis://:s3cret@127.0.0.1:63a79' })],
   ['LockClient', 'redis an ioredis keyPrefix', 'options.redis.keyPrefix', () => new LockClient({ redis: { keyPrefix: 'x:' } })],
@@ -286,6 +289,18 @@ test('a key (prefix + name) over 1 KiB is refused by getLock', async () => {
     expect(commands).toEqual({});
   } finally {
     await prefixed.close();
+  }
+});
+
+test('redis given as a URL object is the server it names (it went to localhost:6379 before)', async () => {
+  const client = new LockClient({ redis: new URL(server.url) as never });
+  try {
+    const lock = client.getLock('url-object');
+    await lock.lock();
+    expect(await admin.exists('url-object')).toBe(1);
+    await lock.unlock();
+  } finally {
+    await client.close();
   }
 });
 

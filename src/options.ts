@@ -229,9 +229,14 @@ export function checkKeyPrefix(keyPrefix: unknown): string {
 
 export function checkClientOptions(options: unknown): ResolvedClientOptions & { redis: LockClientOptions['redis'] } {
   const raw = checkPlainObject('options', options, CLIENT_OPTION_KEYS);
-  const redis = raw.redis;
+  // A URL object passed as ioredis options had none of their keys: the client went to
+  // localhost:6379 without a word (a helper audit). Taken as the URL it is; other objects that
+  // are not options (a Map, a Date) are refused for the same reason.
+  const redis = raw.redis instanceof URL ? raw.redis.href : raw.redis;
   const redisOk =
-    typeof redis === 'string' ? /^rediss?:\/\//.test(redis) : typeof redis === 'object' && redis !== null && !Array.isArray(redis);
+    typeof redis === 'string'
+      ? /^rediss?:\/\//.test(redis)
+      : typeof redis === 'object' && redis !== null && Object.prototype.toString.call(redis) === '[object Object]';
   if (redisOk && typeof redis === 'object' && redis !== null && 'clusterNodes' in redis) {
     const nodes = (redis as { clusterNodes: unknown }).clusterNodes;
     if (!Array.isArray(nodes) || nodes.length === 0) {
