@@ -5,6 +5,7 @@ import { type LockClient, LockLostError, NotLockOwnerError } from '../../src';
 import { rwWritersKeyOf } from '../../src/names';
 import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { atNextScript, parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
+import { TcpProxy } from '../helpers/tcpProxy';
 import { aborted, orAfter, sleep, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
@@ -571,4 +572,56 @@ test('an attempt cut short by its waitTime whose command ioredis then gives up o
   }
   // The acquire Redis still had runs now, then the give-back sent when ioredis gave up.
   await until('the hold nobody asked for is given back', async () => (await redis.admin.exists(name)) === 0, 3_000);
+}, 20_000);
+
+test.each(['plain', 'fair', 'read', 'write'] as const)('%s: a re-entry inside withLock whose outcome is unknown (never sent to Redis, then dropped by ioredis) does not give back the enclosing scope’s hold (a second reader’s repro: another client got in while the scope ran)', async (kind) => {
+  const name = `unknown-reentry:${kind}:${process.pid}`;
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    // No retries: a command in flight when the connection closes is rejected, never resent.
+    const client = redis.client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 0 } });
+    const of = (c: LockClient) => (kind === 'fair' ? c.getFairLock(name) : kind === 'read' ? c.getReadWriteLock(name).readLock() : kind === 'write' ? c.getReadWriteLock(name).writeLock() : c.getLock(name));
+    const lock = of(client);
+    await lock.isLocked();
+    await lock.withLock(async (signal) => {
+      proxy.silenced = true; // the re-entry goes nowhere: cut at its grace, outcome unknown
+      await expect(lock.withLock(() => 'inner', { waitTime: 100 })).rejects.toThrow();
+      proxy.silenced = false;
+      proxy.cutAll(); // ioredis rejects it now (MaxRetriesPerRequestError): it never ran
+      await until('reconnected', async () => (await lock.isLocked().catch(() => false)) === true, 5_000);
+      expect(signal.aborted).toBe(false);
+      expect(await redis.admin.exists(name)).toBe(1); // before: {} while this scope still ran
+      const other = redis.client(); // a writer for a read hold: readers share it
+      expect(await (kind === 'read' ? other.getReadWriteLock(name).writeLock() : of(other)).tryLock({ leaseTime: 5_000 })).toBe(false);
+    });
+    expect(await redis.admin.exists(name)).toBe(0);
+  } finally {
+    await proxy.close();
+  }
+}, 20_000);
+
+test.each(['semaphore', 'lock'] as const)('%s: an attempt cut short that ran in Redis and whose reply was then lost (connection cut, never resent) gives back what it took (a second reader’s repro: a semaphore’s permit was lost for good)', async (kind) => {
+  const name = `unknown-attempt:${kind}:${process.pid}`;
+  const admin = redis.client();
+  if (kind === 'semaphore') await admin.getSemaphore(name).trySetPermits(1);
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    proxy.newConnectionDelayMs = 1_500; // what the client writes reaches Redis 1.5 s late
+    const client = redis.client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 0 } });
+    const sem = client.getSemaphore(name);
+    const lock = client.getLock(name);
+    await (kind === 'semaphore' ? sem.availablePermits() : lock.isLocked()); // connected, scripts loaded
+    const attempt = kind === 'semaphore' ? sem.tryAcquire({ waitTime: 100 }) : lock.tryLock({ waitTime: 100 });
+    await expect(attempt).resolves.toBe(false); // cut at its grace (1 s); the command reaches Redis at 1.5 s
+    proxy.newConnectionDelayMs = 0;
+    proxy.cutOnNextReply(); // its reply is dropped and the connection cut: ioredis rejects it, unrun as far as it knows
+    // Given back as the rejection comes (within 1 s here); before, nothing did (a permit came back
+    // seconds later at best, by some other path).
+    // Ran: the semaphore's attempt leaves its latch (`<field>.1`); the lock's hold, or the latch of its give-back.
+    const latches = (): Promise<string[]> => redis.admin.keys(`rlock__unlock_latch:{${name}}:*`);
+    await until('the attempt ran in Redis', async () => (kind === 'semaphore' ? (await latches()).some((key) => key.endsWith('.1')) : (await redis.admin.exists(name)) === 1 || (await latches()).length > 0), 5_000);
+    await until('what the attempt took is back', async () => (kind === 'semaphore' ? (await admin.getSemaphore(name).availablePermits()) === 1 : (await redis.admin.exists(name)) === 0), 2_500);
+  } finally {
+    await proxy.close();
+  }
 }, 20_000);

@@ -139,6 +139,25 @@ export function multiLockSuite(servers: PrivateRedis[], names: MemberNames): voi
       await until('the late releases ran', async () => (await serversHolding(name)) === 0);
     }, 20_000);
 
+    test('withLock with a leaseTime whose callback returned in time resolves, though the release then finds the leases run out (a second reader’s repro: a false LockLostError)', async () => {
+      const name = uniqueName();
+      const multi = new MultiLock(servers.map((s, i) => s.client().getLock(memberName(name, i))));
+      const lost = jest.fn();
+      multi.on('lost', lost);
+      const result = await multi.withLock(async () => {
+        await sleep(300);
+        // Every server stops answering past the 500 ms lease: the release comes after it ran out.
+        for (const s of servers) s.server.pause();
+        setTimeout(() => {
+          for (const s of servers) s.server.resume();
+        }, 400);
+        return 'done';
+      }, { leaseTime: 500 });
+      expect(result).toBe('done');
+      expect(lost).not.toHaveBeenCalled();
+      expect(await serversHolding(name)).toBe(0);
+    }, 20_000);
+
     test('a member refusing for now (MASTERDOWN: a replica whose master is gone) is waited out within the waitTime, as a lone lock would, not thrown', async () => {
       const name = uniqueName();
       const replica = servers[2]!;

@@ -322,7 +322,14 @@ export class RLock extends ExclusiveLock {
     // the lock for a caller that is gone: give that hold back (a number is a refusal, its PTTL).
     const bound: CommandBound = {
       ...waitBound,
-      lateReply: (reply) => (typeof reply !== 'number' ? this.giveBackUnbooked(owner) : undefined),
+      lateReply: (reply) => {
+        // No answer at all: it may not have run, and a re-entry's give-back would then take the
+        // owner's own hold (a second reader's repro: another client got in while the outer
+        // scope ran). Only an owner that books nothing gives back; a re-entry's extra count, if
+        // it ran, goes with the owner's last release, which gives back every hold Redis counts.
+        if (reply === OUTCOME_UNKNOWN && (owner.holds > 0 || owner.pending > 0)) return undefined;
+        return typeof reply !== 'number' ? this.giveBackUnbooked(owner) : undefined;
+      },
     };
     if (sync) return this.syncedAttempt(owner, command, args, sync, bound);
     return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...args), bound);

@@ -184,8 +184,10 @@ export abstract class ReadWriteHandle extends LockHandle {
     if (late === null || late === 'afresh') return this.giveBackUnbooked(owner);
     // A newer wait of the same owner queues under the same field: its entry is not ours to take.
     const leaving = owner.pending === 0 && owner.holds === 0 ? leave : undefined;
-    // It may have taken the lock or queued (or neither): each undo is harmless when not needed.
-    if (late === OUTCOME_UNKNOWN) return this.giveBackUnbooked(owner).then(() => leaving?.());
+    // It may have taken the lock or queued (or neither): each undo is harmless when not needed,
+    // but only for an owner that books nothing (see RLock's attempt: a re-entry's give-back would
+    // take the owner's own hold if the re-entry never ran).
+    if (late === OUTCOME_UNKNOWN) return owner.pending === 0 && owner.holds === 0 ? this.giveBackUnbooked(owner).then(() => leaving?.()) : undefined;
     return leaving?.();
   }
 

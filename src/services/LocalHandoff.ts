@@ -1,17 +1,11 @@
 import type { Hold } from '../core/waitLoop';
-import { CallCutShort, IN_FLIGHT_GRACE_MS, settledWithin } from './bounds';
+import { CallCutShort, IN_FLIGHT_GRACE_MS, OUTCOME_UNKNOWN, settledWithin } from './bounds';
 import type { ChannelEntry, WakeDebt } from './ChannelEntry';
 
 /** What a release tells a waiter it claimed but could not hand the lock to: its client's turn is later, sleep on. */
 export const PARK_AGAIN = Symbol('park again');
 
-/**
- * What a release tells a waiter it claimed when the release's own outcome is unknown (ioredis
- * rejected the call, e.g. its `commandTimeout`, while Redis may still run it): the lock may be
- * handed to the waiter later, when Redis runs it. Without a give-back, a waiter that had stopped
- * meanwhile held the lock for a whole lease with nobody to release it.
- */
-export const OUTCOME_UNKNOWN = Symbol('outcome unknown');
+export { OUTCOME_UNKNOWN };
 
 /** What a claimed waiter is told: the hold handed over, undefined to try again, PARK_AGAIN or OUTCOME_UNKNOWN. */
 export type Handover = Hold | undefined | typeof PARK_AGAIN | typeof OUTCOME_UNKNOWN;

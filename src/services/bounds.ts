@@ -11,9 +11,11 @@ export const IN_FLIGHT_GRACE_MS = 1000;
 export const TRANSIENT_RETRY_MS = 200;
 
 /**
- * What `CommandBound.lateReply` is given for a call cut short whose command then failed without
- * an answer from Redis (the connection dropped, ioredis gave up): it may have run, so what it
- * may have taken goes back as for a reply that took it.
+ * A call's outcome is unknown: ioredis rejected it (its `commandTimeout`, a dropped connection)
+ * while Redis may have run it or may still run it. What `CommandBound.lateReply` is given for a
+ * call cut short whose command then failed so (what it may have taken goes back, for an owner
+ * that books nothing); and what a release tells a waiter it claimed for a handoff (the lock may
+ * be handed to the waiter later, when Redis runs it: see LocalHandoff).
  */
 export const OUTCOME_UNKNOWN = Symbol('outcome unknown');
 
