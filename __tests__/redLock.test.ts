@@ -191,6 +191,16 @@ test('a member whose acquire’s reply is lost (the connection down) when the ca
   }
 }, 30_000);
 
+test('unlock() while its own lock() is still acquiring: LockUsageError, as a lone handle answers (it said NotLockOwnerError, and the acquire then held)', async () => {
+  const name = uniqueName();
+  const clients = servers.slice(0, 3).map((s) => s.client());
+  const red = redLock(name, clients);
+  const taking = red.tryLock({ waitTime: 10_000 });
+  await expect(red.unlock()).rejects.toBeInstanceOf(LockUsageError); // asked before the acquire answered
+  expect(await taking).toBe(true);
+  await red.unlock();
+});
+
 test('a member of a closed client: lock, tryLock, withLock and isLocked throw ClientClosedError before any member is taken', async () => {
   const name = uniqueName();
   const clients = servers.slice(0, 3).map((s) => s.client());

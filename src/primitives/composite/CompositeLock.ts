@@ -83,6 +83,8 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
   /** Gives back the hold of `lock()`/`tryLock()`; throws `NotLockOwnerError` when there is none. */
   async unlock(): Promise<void> {
     const hold = this.current;
+    // As a lone handle answers: the lock() under way would hold the members after this returned.
+    if (!hold && this.acquiring) throw new LockUsageError(`this ${this.constructor.name} "${this.name}" is still acquiring it; unlock() once its lock() has resolved`);
     if (!hold) throw new NotLockOwnerError(this.name, this.id);
     this.current = undefined;
     await this.releaseHold(hold);
