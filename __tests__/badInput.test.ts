@@ -176,6 +176,8 @@ const cases: Case[] = [
   // ioredis's own TypeError for these carries the whole URL, password and all.
   ['LockClient', 'redis a URL with a bad port', 'options.redis', () => new LockClient({ redis: 'redis://:s3cret@127.0.0.1:63a79' })],
   ['LockClient', 'redis an ioredis keyPrefix', 'options.redis.keyPrefix', () => new LockClient({ redis: { keyPrefix: 'x:' } })],
+  // ioredis ignores them and connects to localhost:6379, where another set of locks may live.
+  ...(['prot', 'hots', 'Port', 'pasword', 'comandTimeout'] as const).map((key): Case => ['LockClient', `redis a misspelt ioredis option ${key}`, `options.redis.${key}`, () => new LockClient({ redis: { [key]: 1 } as never })]),
   // ioredis reads these as database NaN or -1: it skipped the SELECT on connect, and its later
   // SELECT NaN was an unhandled rejection (the process crashed) while the calls ran in database 0.
   ['LockClient', 'redis a URL whose database is not a number', 'options.redis.db', () => new LockClient({ redis: `${server.url}/abc` })],
@@ -289,6 +291,15 @@ test('a key (prefix + name) over 1 KiB is refused by getLock', async () => {
     expect(commands).toEqual({});
   } finally {
     await prefixed.close();
+  }
+});
+
+test('ioredis options it does not know but that are no near miss of one it does are passed on (a newer ioredis\'s)', async () => {
+  const client = new LockClient({ redis: { port: server.port, someNewerOption: true, localAddress: '127.0.0.1' } as never });
+  try {
+    expect(await client.getLock('passed-on').isLocked()).toBe(false);
+  } finally {
+    await client.close();
   }
 });
 

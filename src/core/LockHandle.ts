@@ -175,7 +175,13 @@ export abstract class LockHandle {
    * back without touching a newer hold.
    */
   fork(): this {
-    return new (this.constructor as new (context: LockContext, name: string) => this)(this.context, this.name);
+    return LockHandle.singleUse(new (this.constructor as new (context: LockContext, name: string) => this)(this.context, this.name));
+  }
+
+  /** Marks `handle`'s own owner single-use (see `LockOwner.singleUse`): a fork for one composite round. */
+  protected static singleUse<T extends LockHandle>(handle: T): T {
+    handle.handleOwner.singleUse = true;
+    return handle;
   }
 
   /**
@@ -399,14 +405,16 @@ export abstract class LockHandle {
    * Gives back a hold Redis gave `owner` that the owner never booked (a release handed it over
    * to a waiter that had stopped waiting): one release of its field, leaving the owner's count
    * and its watchdog entry alone, as the owner may hold the lock again by now under its own
-   * booking (Redis then counts that hold and this one: this release takes one away). While the
-   * owner books nothing at all, every hold Redis still counts under its field is unbooked, and
-   * all go: an acquire that ioredis resent after a reconnect ran twice and counted two (one
-   * given back left the lock held for its lease by nobody; a helper audit).
+   * booking (Redis then counts that hold and this one: this release takes one away). A
+   * single-use owner (a composite's member) that books nothing gives back every hold Redis still
+   * counts under its field: an acquire that ioredis resent after a reconnect ran twice and
+   * counted two (one given back left the member held for its lease by nobody; a helper audit).
+   * Not a handle's own owner: it may ask again between two of these releases, and the next one
+   * would take that new hold.
    */
   protected async giveBackUnbooked(owner: LockOwner): Promise<void> {
     const field = this.field(owner);
-    for (let round = 0; round < MAX_UNBOOKED_GIVE_BACKS; round++) {
+    for (let round = 0; round < (owner.singleUse ? MAX_UNBOOKED_GIVE_BACKS : 1); round++) {
       const latch = this.latchFor(owner, field);
       const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0), IDEMPOTENT);
       if (result !== 0) return;

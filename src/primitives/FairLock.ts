@@ -146,9 +146,9 @@ export class FairLock extends ExclusiveLock {
                   const newer = owner.pending > 0 || owner.holds > 0;
                   const giveBack = countsUp || !newer ? () => this.giveBackUnbooked(owner) : undefined;
                   const leave = listening && !newer ? () => this.leaveQueue(member) : undefined;
-                  // It may have taken the lock or queued (or neither): each undo is harmless when not
-                  // needed, but only for an owner that books nothing (see RLock's attempt).
-                  if (late === OUTCOME_UNKNOWN) return newer ? undefined : (giveBack?.() ?? Promise.resolve()).then(() => leave?.());
+                  // It may have taken the lock or queued (or neither): undone for a single-use owner
+                  // that books nothing only (see RLock's attempt).
+                  if (late === OUTCOME_UNKNOWN) return newer || !owner.singleUse ? undefined : (giveBack?.() ?? Promise.resolve()).then(() => leave?.());
                   return late === null || late === 0 ? giveBack?.() : leave?.();
                 },
               },

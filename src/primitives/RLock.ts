@@ -323,11 +323,12 @@ export class RLock extends ExclusiveLock {
     const bound: CommandBound = {
       ...waitBound,
       lateReply: (reply) => {
-        // No answer at all: it may not have run, and a re-entry's give-back would then take the
-        // owner's own hold (a second reader's repro: another client got in while the outer
-        // scope ran). Only an owner that books nothing gives back; a re-entry's extra count, if
-        // it ran, goes with the owner's last release, which gives back every hold Redis counts.
-        if (reply === OUTCOME_UNKNOWN && (owner.holds > 0 || owner.pending > 0)) return undefined;
+        // No answer at all: it may not have run. Undone only for a composite member's single-use
+        // owner that books nothing: a handle's own owner may ask again meanwhile, and the
+        // give-back, written after that ask, took its new hold (a third reader's repro: two
+        // holders); a re-entry's give-back took the enclosing scope's hold (a second reader's).
+        // Otherwise what it took, if it ran, stays for its lease, as before.
+        if (reply === OUTCOME_UNKNOWN && !(owner.singleUse && owner.holds === 0 && owner.pending === 0)) return undefined;
         return typeof reply !== 'number' ? this.giveBackUnbooked(owner) : undefined;
       },
     };

@@ -80,7 +80,7 @@ export abstract class ReadWriteHandle extends LockHandle {
    * its own read-write lock, as the constructor alone would make one without its pair.
    */
   override fork(): this {
-    return this.family.fork(this.mode) as this;
+    return LockHandle.singleUse(this.family.fork(this.mode) as this);
   }
 
   protected override unscopedOwner(): LockOwner {
@@ -184,10 +184,9 @@ export abstract class ReadWriteHandle extends LockHandle {
     if (late === null || late === 'afresh') return this.giveBackUnbooked(owner);
     // A newer wait of the same owner queues under the same field: its entry is not ours to take.
     const leaving = owner.pending === 0 && owner.holds === 0 ? leave : undefined;
-    // It may have taken the lock or queued (or neither): each undo is harmless when not needed,
-    // but only for an owner that books nothing (see RLock's attempt: a re-entry's give-back would
-    // take the owner's own hold if the re-entry never ran).
-    if (late === OUTCOME_UNKNOWN) return owner.pending === 0 && owner.holds === 0 ? this.giveBackUnbooked(owner).then(() => leaving?.()) : undefined;
+    // It may have taken the lock or queued (or neither): undone for a single-use owner only (see
+    // RLock's attempt).
+    if (late === OUTCOME_UNKNOWN) return owner.singleUse && owner.pending === 0 && owner.holds === 0 ? this.giveBackUnbooked(owner).then(() => leaving?.()) : undefined;
     return leaving?.();
   }
 

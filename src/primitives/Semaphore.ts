@@ -9,7 +9,7 @@ import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import { localHandoffOf, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
-import { readOne, readValues } from '../services/database';
+import { readValues } from '../services/database';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkOperationOptions, checkPermitOptions, type OperationOptions, type PermitOptions, type ReleaseOptions, type TryPermitOptions } from './permitOptions';
@@ -360,14 +360,10 @@ export class Semaphore extends Primitive {
           // Answered after the wait ended (Redis frozen, a silent connection): permits taken for
           // the caller that is gone go back, a reservation made for it is left.
           lateReply: (late) => {
-            // No answer, the attempt may have run: its latch says whether it took permits (read
-            // after it on the same connection, so after it ran, if it ever does).
-            if (late === OUTCOME_UNKNOWN) {
-              return readOne<number>(context.redis, (commands) => commands.exists(latch)).then(async (took) => {
-                if (took === 1) await this.add('release', permits, undefined);
-                else await this.leaveReservation(field);
-              });
-            }
+            // No answer, the attempt may have run: not undone. A read of its latch may itself go
+            // unanswered or be flushed, or run before the attempt (a third reader's repros); what
+            // it took, if it ran, is lost (a plain semaphore's permits have no lease).
+            if (late === OUTCOME_UNKNOWN) return undefined;
             const [lateStatus] = late as [number, number];
             if (lateStatus === 1) return this.add('release', permits, undefined);
             return lateStatus === 2 ? this.leaveReservation(field) : undefined;

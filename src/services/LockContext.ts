@@ -11,7 +11,8 @@ import type { PublishCommand, ScriptedRedis } from './scripts';
  * signal's reason) and its reply, if it still comes, goes to `lateReply`, which gives back
  * whatever the call took: the caller has gone, nobody else would. A command that fails instead
  * without Redis's answer (its connection dropped) may have run: `lateReply` gets
- * `OUTCOME_UNKNOWN` and gives back what it may have taken. A give-back it starts is
+ * `OUTCOME_UNKNOWN`, and gives back what it may have taken only where nothing of the caller's
+ * own can come between (a composite member's single-use owner, a permit id of its own). A give-back it starts is
  * returned, not awaited: nobody is left to tell of its failure (the lease or the queue timeout
  * then clears what it would have), so the client swallows that.
  */

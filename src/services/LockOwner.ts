@@ -29,6 +29,13 @@ export class LockOwner {
    * ran out at the fenced hold's lease while the lock lived on (see RLock's `renewalTarget`).
    */
   fenced = false;
+  /**
+   * The owner of a composite's member for one round (`LockHandle.fork`): nothing but that round's
+   * one acquire ever acquires as it, so a give-back of holds it may have, made while it books
+   * none, cannot meet a newer acquire of its own (a handle's owner may ask again at any moment,
+   * and a give-back written after that ask took its new hold: two holders, a third reader's repro).
+   */
+  singleUse = false;
   /** The last release of the owner whose outcome is unknown (it failed): the next release retries it under its latch. */
   unansweredRelease: { readonly field: string; readonly latch: string } | undefined = undefined;
   /** `<clientId>:<id>`, made once for the client that last asked (see `fieldFor`). */

@@ -96,6 +96,7 @@ export function openConnection(given: LockClientOptions['redis'], connName: stri
   // connection as soon as a Sentinel announces +switch-master, so renewals and releases
   // move to the new master at once instead of renewing a lock nobody else can see.
   // A Sentinel connection keeps the ready check: ioredis checks the node's role in its INFO.
+  refuseMisspeltOptions(given as Record<string, unknown>);
   const readyCheck = given.sentinels?.length ? {} : NO_READY_CHECK;
   return refuseBadOptions({ redis: guardStaleReady(new Redis({ disconnectTimeout: 0, connectionName: connName, failoverDetector: true, ...readyCheck, ...given })), owned: true });
 }
@@ -184,4 +185,43 @@ export function addressOf(redis: Redis | Cluster): string {
   const { host, port, path, sentinels, name } = (redis as Redis).options;
   if (sentinels?.length) return `Sentinel master "${name}" (${sentinels.map((s) => `${s.host ?? '127.0.0.1'}:${s.port ?? 26379}`).join(',')})`;
   return path ?? `${host}:${port}`;
+}
+
+/**
+ * ioredis's connection options, as of ioredis 5: its defaults' keys and the ones it reads
+ * without a default. A key outside it that is one typo away from one of these is refused.
+ */
+const IOREDIS_OPTIONS = new Set([
+  ...Object.keys((Redis as unknown as { defaultOptions?: object }).defaultOptions ?? {}),
+  ...['host', 'path', 'family', 'tls', 'commandTimeout', 'socketTimeout', 'blockingTimeout', 'sentinelUsername', 'sentinelPassword', 'sentinelTLS', 'sentinelCommandTimeout', 'preferredSlaves'],
+  ...['Connector', 'showFriendlyErrorStack', 'offlineQueue', 'scripts', 'commandQueue', 'monitor'],
+  // node:net's, which ioredis passes on to the socket.
+  ...['localAddress', 'localPort', 'hints', 'lookup', 'timeout', 'keepAliveInitialDelay', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'allowHalfOpen'],
+]);
+
+/**
+ * A misspelt ioredis option (`prot` for `port`, `hots` for `host`) is not an error to ioredis:
+ * it connected to localhost:6379, where another Redis (another set of locks) may answer, and two
+ * processes configured alike in all but a typo would not exclude each other (a helper audit).
+ * Only near misses are refused: an option of a newer ioredis, unknown here, is let through.
+ */
+function refuseMisspeltOptions(given: Record<string, unknown>): void {
+  for (const key of Object.keys(given)) {
+    if (IOREDIS_OPTIONS.has(key)) continue;
+    const meant = [...IOREDIS_OPTIONS].find((known) => key.toLowerCase() === known.toLowerCase() || (key.length > 2 && editDistance(key, known) <= (key.length > 5 ? 2 : 1)));
+    if (meant) throw new InvalidArgumentError(`options.redis.${key}`, `is not an ioredis option: did you mean "${meant}"?`);
+  }
+}
+
+/** Edits (insert, delete, replace, swap two neighbours) between two short strings. */
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const row = d[i]!;
+      row[j] = Math.min(d[i - 1]![j]! + 1, row[j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) row[j] = Math.min(row[j]!, d[i - 2]![j - 2]! + 1);
+    }
+  }
+  return d[a.length]![b.length]!;
 }
