@@ -16,7 +16,7 @@ interface FencedScripts {
 
 
 /** The largest token fencedSet takes (see there). */
-const MAX_TOKEN = 2n ** 53n;
+const MAX_TOKEN = 2n ** 63n - 1n;
 /**
  * The plain lock with a fencing token: the same hash, release, watchdog and wake-up as `RLock`,
  * only its acquire script also mints the token on a first acquire and answers it on every one.
@@ -115,9 +115,9 @@ export class FencedLock {
       throw new InvalidArgumentError('dataKey', `must be a non-empty string of at most ${MAX_NAME_BYTES} bytes`);
     }
     if (typeof value !== 'string') throw new InvalidArgumentError('value', `must be a string, got ${typeof value}`);
-    // Tokens are Redis's clock in µs (or one more than the last): far below 2^53 for centuries,
-    // and the script's numbers are exact below it. A larger one would fence the key for good.
-    if (typeof token !== 'bigint' || token < 1n || token > MAX_TOKEN) throw new InvalidArgumentError('token', `must be a token (a positive bigint up to 2^53) from lock(), tryLock() or withLock()`);
+    // Tokens are Redis's clock in µs (or one more than the last): far below 2^63 for ages. A
+    // larger one no lock mints would fence the key against every real token for good.
+    if (typeof token !== 'bigint' || token < 1n || token > MAX_TOKEN) throw new InvalidArgumentError('token', 'must be a token (a positive bigint below 2^63) from lock(), tryLock() or withLock()');
     // The lock's own keys are not data: written as a string, the lock's hash was gone for good
     // (every call on the name failed with WRONGTYPE, forceUnlock and the CLI too).
     if (dataKey === this.key || dataKey.startsWith(`${this.context.keyPrefix}${INTERNAL_KEY_MARK}`)) {
