@@ -627,3 +627,36 @@ test.each(['plain', 'fair', 'read', 'write'] as const)('%s: a re-entry inside wi
     await proxy.close();
   }
 }, 20_000);
+
+test('a waiter told a handover’s outcome is unknown (the release flushed by ioredis, never run) whose owner asks again while the connection is down holds alone (a second reader’s repro: its give-back, written after the new acquire, took the new hold)', async () => {
+  const name = `handoff-unknown:${process.pid}`;
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const client = redis.client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 0, retryStrategy: () => 100 } });
+    type Internals = { context: { redis: { status: string; commandQueue: { length: number } } }; commands: { waitingForReady: { size: number } } };
+    const internals = client as unknown as Internals;
+    const holder = client.getLock(name);
+    const waiter = client.getLock(name);
+    await holder.lock({ leaseTime: 1_500 });
+    const waiting = waiter.tryLock({ waitTime: 1_200, leaseTime: 30_000 });
+    await until('the waiter parked as its client’s candidate', () => parkedWaiters(client, name) === 1);
+    proxy.silenced = true; // the release, handing over to the waiter, never reaches Redis
+    const unlocking = holder.unlock().catch(() => undefined);
+    await until('the release was written', () => internals.context.redis.commandQueue.length > 0);
+    proxy.silenced = false;
+    proxy.closingNew = true; // no reconnect until both calls below wait for it
+    proxy.cutAll(); // maxRetriesPerRequest 0: ioredis rejects the release, outcome unknown: the waiter gives back
+    await unlocking;
+    expect(await waiting).toBe(false);
+    await until('the holder’s lease ran out', async () => (await redis.admin.exists(name)) === 0);
+    const again = waiter.lock({ leaseTime: 30_000 });
+    await until('the give-back and the new acquire both wait for the connection', () => internals.commands.waitingForReady.size >= 2);
+    proxy.closingNew = false;
+    await again;
+    expect(await waiter.isHeldByCurrentOwner()).toBe(true);
+    expect(await redis.client().getLock(name).tryLock({ leaseTime: 5_000 })).toBe(false);
+    await waiter.unlock();
+  } finally {
+    await proxy.close();
+  }
+}, 20_000);

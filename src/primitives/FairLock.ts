@@ -237,7 +237,9 @@ export class FairLock extends ExclusiveLock {
   /** Takes `member` out of the queue; a grant that reached it meanwhile is passed on. */
   private async leaveQueue(member: string): Promise<void> {
     const { key, context, names } = this;
-    const { publish, trust } = await queuePublishing(context);
+    // No await when known: queued in the order asked (see RLock's releaseCall).
+    const publishing = queuePublishing(context);
+    const { publish, trust } = publishing instanceof Promise ? await publishing : publishing;
     await context.command('leave', (redis) => redis.rlock_fairLock_leave(key, names.queue, names.expiry, member, context.queueTimeout, names.grantPrefix, publish, trust));
   }
 
@@ -246,7 +248,9 @@ export class FairLock extends ExclusiveLock {
     // is a waiter of this client, the script grants it without a message and answers its field:
     // the waiter is told here, a pub/sub hop sooner.
     const { key, context, names } = this;
-    const { publish, trust } = await queuePublishing(context);
+    // Written as sent, no await when known (see RLock's releaseCall).
+    const publishing = queuePublishing(context);
+    const { publish, trust } = publishing instanceof Promise ? await publishing : publishing;
     const sentAt = performance.now();
     const result = await redis.rlock_fairLock_release(key, names.queue, names.expiry, latch, field, RELEASE_LATCH_TTL_MS, context.queueTimeout, names.grantPrefix, publish, trust, context.clientId);
     if (typeof result !== 'string') return result;

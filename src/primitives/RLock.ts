@@ -179,7 +179,12 @@ export class RLock extends ExclusiveLock {
     // Waiters of this client that joined the lock's channel, parked or about to park.
     const stayInLine = next !== undefined || (entry !== undefined && entry.refCount > 0) ? 1 : 0;
     const mustYield = local?.runIsOver ? 1 : 0;
-    const { publish, trust } = await queuePublishing(this.context);
+    // Written as the call is sent, with no await when the publish command is known: calls queued
+    // while the connection was down go out in their order, and a give-back queued before a newer
+    // acquire of the same owner, written after it (an await of a value yields), took its new
+    // hold (a second reader's repro: two holders).
+    const publishing = queuePublishing(this.context);
+    const { publish, trust } = publishing instanceof Promise ? await publishing : publishing;
     const args = [...this.queueKeys(), latch, field, RELEASE_LATCH_TTL_MS, publish, this.wakePrefix, trust, this.context.queueTimeout, stayInLine, mustYield] as const;
     const sentAt = performance.now();
     let result: 0 | 1 | 2 | 3 | 4 | null | undefined;

@@ -121,7 +121,8 @@ export abstract class ReadWriteHandle extends LockHandle {
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {
     const { key } = this;
-    const publish = await this.context.publishCommand();
+    // Written as sent, no await when known (see RLock's releaseCall).
+    const publish = this.context.knownPublishCommand() ?? (await this.context.publishCommand());
     return readWriteScripts(redis).rlock_readWriteLock_release(
       key,
       rwLeasesKeyOf(this.context.keyPrefix, key),

@@ -37,7 +37,8 @@ export class WriteLock extends ReadWriteHandle {
     // The entry that keeps new readers out, kept alive by the client's heartbeat while this writer waits.
     let beat: Link<QueuedEntry> | undefined;
     const leave = async (): Promise<void> => {
-      const publish = await context.publishCommand();
+      // No await when known: queued in the order asked (see RLock's releaseCall).
+      const publish = context.knownPublishCommand() ?? (await context.publishCommand());
       const clientInLine = await context.command('leave', (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE));
       // This may have been the writer a release woke for its client: the others parked here may
       // have had their entries cleared by it, and without a wake-up would sleep out their bound

@@ -134,7 +134,27 @@ export function subscriberOf(redis: Redis | Cluster, connName: string): (sharded
     redis.isCluster
       ? // Refreshing the slots now and then is how the subscriber notices a slot that moved.
         (redis as Cluster).duplicate([], { shardedSubscribers: sharded, slotsRefreshInterval: SUBSCRIBER_SLOTS_REFRESH_MS }).on('+node', guardStaleReady)
-      : guardStaleReady((redis as Redis).duplicate({ disconnectTimeout: 0, connectionName: connName }));
+      : handleOwnResubscribes(guardStaleReady((redis as Redis).duplicate({ disconnectTimeout: 0, connectionName: connName })));
+}
+
+/**
+ * ioredis re-subscribes by itself once connected again (`autoResubscribe`) and drops the
+ * promises of those calls: when the connection closes again before they are answered and its
+ * retries run out (`maxRetriesPerRequest`), each rejects with nobody listening, an unhandled
+ * rejection that ends a Node process (a second reader's repro, with `maxRetriesPerRequest: 0`).
+ * Every call of these commands on the subscriber gets a handler of its own; a caller awaiting one
+ * still sees its rejection. The subscriber's own resubscribe (LockPubSub) follows the connection.
+ */
+function handleOwnResubscribes(subscriber: Redis): Redis {
+  for (const command of ['subscribe', 'psubscribe', 'ssubscribe', 'select'] as const) {
+    const original = subscriber[command] as (...args: unknown[]) => Promise<unknown>;
+    (subscriber as unknown as Record<string, unknown>)[command] = function (this: Redis, ...args: unknown[]) {
+      const sent = original.apply(this, args);
+      sent.catch(() => undefined);
+      return sent;
+    };
+  }
+  return subscriber;
 }
 
 /**
