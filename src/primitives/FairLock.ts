@@ -148,7 +148,7 @@ export class FairLock extends ExclusiveLock {
                   const leave = listening && !newer ? () => this.leaveQueue(member) : undefined;
                   // It may have taken the lock or queued (or neither): undone for a single-use owner
                   // that books nothing only (see RLock's attempt).
-                  if (late === OUTCOME_UNKNOWN) return newer || !owner.singleUse ? undefined : (giveBack?.() ?? Promise.resolve()).then(() => leave?.());
+                  if (late === OUTCOME_UNKNOWN) return owner.undoesUnknown ? (giveBack?.() ?? Promise.resolve()).then(() => leave?.()) : undefined;
                   return late === null || late === 0 ? giveBack?.() : leave?.();
                 },
               },

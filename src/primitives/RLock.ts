@@ -333,7 +333,7 @@ export class RLock extends ExclusiveLock {
         // give-back, written after that ask, took its new hold (a third reader's repro: two
         // holders); a re-entry's give-back took the enclosing scope's hold (a second reader's).
         // Otherwise what it took, if it ran, stays for its lease, as before.
-        if (reply === OUTCOME_UNKNOWN && !(owner.singleUse && owner.holds === 0 && owner.pending === 0)) return undefined;
+        if (reply === OUTCOME_UNKNOWN && !owner.undoesUnknown) return undefined;
         return typeof reply !== 'number' ? this.giveBackUnbooked(owner) : undefined;
       },
     };

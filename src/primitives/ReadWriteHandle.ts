@@ -187,7 +187,7 @@ export abstract class ReadWriteHandle extends LockHandle {
     const leaving = owner.pending === 0 && owner.holds === 0 ? leave : undefined;
     // It may have taken the lock or queued (or neither): undone for a single-use owner only (see
     // RLock's attempt).
-    if (late === OUTCOME_UNKNOWN) return owner.singleUse && owner.pending === 0 && owner.holds === 0 ? this.giveBackUnbooked(owner).then(() => leaving?.()) : undefined;
+    if (late === OUTCOME_UNKNOWN) return owner.undoesUnknown ? this.giveBackUnbooked(owner).then(() => leaving?.()) : undefined;
     return leaving?.();
   }
 

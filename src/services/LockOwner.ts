@@ -36,6 +36,15 @@ export class LockOwner {
    * and a give-back written after that ask took its new hold: two holders, a third reader's repro).
    */
   singleUse = false;
+
+  /**
+   * Whether what an attempt whose outcome is unknown may have taken is given back: only for a
+   * single-use owner that books nothing (see `singleUse`; a re-entry's give-back took the
+   * enclosing scope's hold).
+   */
+  get undoesUnknown(): boolean {
+    return this.singleUse && this.holds === 0 && this.pending === 0;
+  }
   /** The last release of the owner whose outcome is unknown (it failed): the next release retries it under its latch. */
   unansweredRelease: { readonly field: string; readonly latch: string } | undefined = undefined;
   /** `<clientId>:<id>`, made once for the client that last asked (see `fieldFor`). */
