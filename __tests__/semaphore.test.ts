@@ -9,6 +9,7 @@ import { scriptCallCount } from './helpers/testRedis';
 import { takeTurns } from './helpers/takeTurns';
 import { sleep, until } from './helpers/time';
 import { ClientClosedError, LockTimeoutError } from '../src';
+import { kindKeyOf, latchPrefixOf, reservationKeyOf, semaphoreChannelOf } from '../src/names';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -793,5 +794,45 @@ describe('in-process handoff', () => {
     await sem.release({ permits: 2 }); // the 1-permit holder's and one more: the big waiter fits now
     await big;
     expect(order).toEqual(['small', 'big true']);
+  });
+});
+
+describe('the undo of an attempt whose outcome is unknown, in either order with the attempt (scripts against Redis)', () => {
+  // ioredis gave up on the attempt: Redis may run it before the undo (same connection) or, the
+  // attempt held up on its way while the undo went on a new connection, after it.
+  type Scripted = {
+    rlock_semaphore_acquire(...args: unknown[]): Promise<[number, number, number?]>;
+    rlock_semaphore_undoAcquire(...args: unknown[]): Promise<0 | 1>;
+  };
+  async function scripted(name: string) {
+    const client = redis.client();
+    const sem = client.getSemaphore(name);
+    expect(await sem.trySetPermits(2)).toBe(true); // connected, scripts loaded
+    const connection = (client as unknown as { context: { redis: Scripted } }).context.redis;
+    const keys = [name, reservationKeyOf('', name)];
+    const latch = `${latchPrefixOf('', name)}c:w.1`;
+    const kind = kindKeyOf('', name);
+    return {
+      sem,
+      acquire: () => connection.rlock_semaphore_acquire(...keys, latch, kind, 1, 'c:w', 0, 5_000, 60_000, 0),
+      undo: () => connection.rlock_semaphore_undoAcquire(...keys, semaphoreChannelOf('', name), kind, latch, 1, 'publish', 'c', 60_000),
+    };
+  }
+
+  test('the attempt ran first: its permit goes back, once (the undo sent again gives nothing more)', async () => {
+    const { sem, acquire, undo } = await scripted(`undo-after:${process.pid}`);
+    expect((await acquire())[0]).toBe(1);
+    expect(await sem.availablePermits()).toBe(1);
+    expect(await undo()).toBe(1);
+    expect(await undo()).toBe(0);
+    expect(await sem.availablePermits()).toBe(2);
+  });
+
+  test('the undo ran first: the attempt arriving later takes nothing', async () => {
+    const { sem, acquire, undo } = await scripted(`undo-before:${process.pid}`);
+    expect(await undo()).toBe(0);
+    expect(await sem.availablePermits()).toBe(2);
+    await acquire(); // answers "taken" to nobody, as a resend does
+    expect(await sem.availablePermits()).toBe(2);
   });
 });

@@ -148,6 +148,11 @@ describe('resent by ioredis after its latch expired and its deadline passed (rep
       await sem.acquire();
       return { call: () => sem.release(), ran: async () => (await count(name)) === '1', check: async () => expect(await sem.availablePermits()).toBe(1) };
     }],
+    ['a semaphore’s acquire attempt (before: the resend took a second permit for one caller, lost for good)', async (client, name) => {
+      const sem = client.getSemaphore(name);
+      await sem.trySetPermits(2);
+      return { call: () => sem.acquire(), ran: async () => (await count(name)) === '1', check: async () => expect(await sem.availablePermits()).toBe(1) };
+    }],
     ...([['a semaphore', 'getSemaphore'], ['a permit-expirable semaphore', 'getPermitExpirableSemaphore']] as const).map(([what, kind]): Case => [`${what}’s addPermits`, async (client, name) => {
       const sem = client[kind](name);
       await sem.trySetPermits(1);

@@ -660,3 +660,56 @@ test('a waiter told a handover’s outcome is unknown (the release flushed by io
     await proxy.close();
   }
 }, 20_000);
+
+describe('a semaphore attempt whose outcome is unknown (ioredis gave up on it) is undone by its latch: its permits are not lost for good', () => {
+  // Before, such an attempt was left alone: a plain semaphore's permits have no owner and no
+  // lease, so what Redis took for a caller that was told nothing never came back.
+  /** A semaphore of 1 permit on a client whose commands ioredis gives up on after 1.5 s, connected. */
+  async function onePermit(name: string) {
+    const client = redis.client({ redis: { host: '127.0.0.1', port: redis.server.port, commandTimeout: 1_500 } });
+    const sem = client.getSemaphore(name);
+    expect(await sem.trySetPermits(1)).toBe(true); // connected, scripts loaded
+    return sem;
+  }
+
+  test('cut short by its waitTime, then given up on (commandTimeout): what Redis takes once it resumes is given back', async () => {
+    const sem = await onePermit(`unknown-cut:${process.pid}`);
+    await whilePaused(async () => {
+      expect(await sem.tryAcquire({ waitTime: 300 })).toBe(false); // cut at its grace (1 s)
+      await sleep(800); // past the commandTimeout: ioredis rejected it
+    });
+    // Redis runs the attempt it still had (the permit taken), then the undo sent after it.
+    await until('the permit is back', async () => (await sem.availablePermits()) === 1, 3_000);
+  }, 20_000);
+
+  test('acquire() without a waitTime whose attempt ioredis gives up on rejects, and the permit Redis takes later is given back', async () => {
+    const sem = await onePermit(`unknown-uncut:${process.pid}`);
+    await whilePaused(async () => {
+      await expect(sem.acquire()).rejects.toThrow(/timed out/i);
+    });
+    await until('the permit is back', async () => (await sem.availablePermits()) === 1, 3_000);
+  }, 20_000);
+
+  test('an attempt that never reached Redis gives back nothing (the undo only leaves its tombstone): the count stays right', async () => {
+    const name = `unknown-never-ran:${process.pid}`;
+    const proxy = await TcpProxy.start(redis.server.port);
+    try {
+      // No retries: a command in flight when the connection closes is rejected, never resent.
+      const client = redis.client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 0 } });
+      const sem = client.getSemaphore(name);
+      expect(await sem.trySetPermits(1)).toBe(true);
+      proxy.silenced = true; // the attempt goes nowhere: cut at its grace
+      expect(await sem.tryAcquire({ waitTime: 100 })).toBe(false);
+      proxy.silenced = false;
+      proxy.cutAll(); // ioredis rejects it now: outcome unknown
+      const tombstone = async () => {
+        for (const key of await redis.admin.keys(`rlock__unlock_latch:{${name}}:*`)) if ((await redis.admin.get(key)) === 'undone') return true;
+        return false;
+      };
+      await until('the undo ran', tombstone, 5_000);
+      expect(await redis.admin.get(name)).toBe('1'); // not 2: nothing was taken, nothing given
+    } finally {
+      await proxy.close();
+    }
+  }, 20_000);
+});

@@ -6,9 +6,10 @@ import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../er
 import { KIND_NAMES, type NameKind, subscriberCount, type SemaphoreInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { kindKeyOf, reservationKeyOf, semaphoreChannelOf } from '../names';
-import type { CommandBound, LockContext } from '../services/LockContext';
+import { type CommandBound, IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { localHandoffOf, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
-import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
+import { boundedWait, OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
+import { STALE_MARGIN_MS } from '../services/RedisClock';
 import { readValues } from '../services/database';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
@@ -35,9 +36,22 @@ export function standBackBound(entry: ChannelEntry, permits: number, first: bool
   return standsBack ? entry.joinBound(permits) : undefined;
 }
 
+/** How long an undo that Redis did not answer waits before it is sent again. */
+const UNDO_RETRY_MS = 1_000;
+
+/**
+ * The call failed without Redis's answer (ioredis's `commandTimeout`, a connection flushed, or
+ * never sent): it may have run, or may still. An error Redis replied means it did not (our
+ * scripts refuse before they write).
+ */
+function mayHaveRun(error: unknown): boolean {
+  return error instanceof RedisCommandError && (error.cause as { name?: unknown } | undefined)?.name !== 'ReplyError';
+}
+
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 interface SemaphoreScripts {
-  rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, kindKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number): Promise<[0 | 1 | 2, number, number?]>;
+  rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, kindKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number, notAfter: number): Promise<[0 | 1 | 2, number, number?]>;
+  rlock_semaphore_undoAcquire(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<0 | 1>;
   rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number, notAfter: number): Promise<[number, number, 1?]>;
   rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
   rlock_semaphore_drain(key: string, latch: string, kindKey: string, latchTtlMs: number, notAfter: number): Promise<number>;
@@ -294,6 +308,27 @@ export class Semaphore extends Primitive {
     return this.counted(call, RELEASE_LATCH_TTL_MS, (redis, notAfter) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, latchTtl, notAfter), bound);
   }
 
+  /**
+   * Undoes the attempt whose latch is `latch`, sent at `sentAt`, whose outcome is unknown: its
+   * permits go back if it ran, and it takes nothing if it runs later (undoAcquire-5.lua).
+   * Tried again while Redis does not answer, as long as the attempt's latch can still say what
+   * it did; past that, permits it took are lost (an outage of about a minute).
+   */
+  private async undoTake(latch: string, permits: number, sentAt: number): Promise<void> {
+    const { context } = this;
+    const publish = await this.publishCommand();
+    const until = sentAt + RELEASE_LATCH_TTL_MS - STALE_MARGIN_MS;
+    for (;;) {
+      try {
+        await context.command('giveBack', (redis) => scripts(redis).rlock_semaphore_undoAcquire(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, context.clientId, RELEASE_LATCH_TTL_MS), IDEMPOTENT);
+        return;
+      } catch (error) {
+        if (!mayHaveRun(error) || performance.now() + UNDO_RETRY_MS >= until) throw error;
+        await boundedWait(UNDO_RETRY_MS, [context.closedSignal], () => undefined);
+      }
+    }
+  }
+
   /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */
   private async take(permits: number, waitTime: number, signal: AbortSignal | undefined): Promise<number | undefined> {
     const { context } = this;
@@ -352,18 +387,17 @@ export class Semaphore extends Primitive {
       const sentAt = performance.now();
       // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
       const latch = this.requestLatch(`${field}.${number}`);
-      const [status, ttl, free] = await context.command(
+      const [status, ttl, free] = await this.counted(
         'acquire',
-        (redis) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, this.kindKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS),
+        RELEASE_LATCH_TTL_MS,
+        (redis, notAfter) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, this.kindKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS, notAfter),
         {
           ...bound,
           // Answered after the wait ended (Redis frozen, a silent connection): permits taken for
           // the caller that is gone go back, a reservation made for it is left.
           lateReply: (late) => {
-            // No answer, the attempt may have run: not undone. A read of its latch may itself go
-            // unanswered or be flushed, or run before the attempt (a third reader's repros); what
-            // it took, if it ran, is lost (a plain semaphore's permits have no lease).
-            if (late === OUTCOME_UNKNOWN) return undefined;
+            // No answer, the attempt may have run, or may still: undone by its latch.
+            if (late === OUTCOME_UNKNOWN) return this.undoTake(latch, permits, sentAt);
             const [lateStatus] = late as [number, number];
             if (lateStatus === 1) return this.add('release', permits, undefined);
             return lateStatus === 2 ? this.leaveReservation(field) : undefined;
@@ -371,6 +405,9 @@ export class Semaphore extends Primitive {
         },
       ).catch((error: unknown) => {
         marks?.askFailed(); // no answer: the waiters it covered must not sleep on its mark
+        // Failed without Redis's answer while its caller waited: it may have run, and the caller
+        // is told it failed. Undone, or its permits would be nobody's for good.
+        if (mayHaveRun(error)) this.undoTake(latch, permits, sentAt).catch(() => undefined);
         throw error;
       });
       reserving = status === 2;

@@ -17,21 +17,27 @@
     ARGV[3] "1" when the waiter may claim the reservation (subscribed, more than one permit)
     ARGV[4] reservation TTL in ms (renewed by the holder's every attempt)
     ARGV[5] latch TTL in ms
+    ARGV[6] the call's deadline in Redis ms, 0 for none (fresh.lua): an attempt that reaches
+            Redis later is refused, so that one ioredis gave up on cannot run after the
+            tombstone its undo left (undoAcquire-5.lua) is gone
 
   Output:
     {1, ttl, left} taken, where ttl is the ms until another waiter's reservation that keeps
     permits back runs out (-1: none) and left how many permits stay free for others (a resend
-    that finds its latch answers {1, 0}); {2, 0, free} refused, the caller holds the reservation;
+    that finds its latch answers {1, 0}, and so does an attempt whose undo ran first: its
+    caller is gone); {2, 0, free} refused, the caller holds the reservation;
     {0, ttl, free} refused, where ttl is the ms until another waiter's reservation that blocked
     it runs out, or -1 (no bound: a release will say when to try again), and free the counter
     (below 0: permits are owed after a cut, and the caller's client must stop handing permits on
     in-process).
 ]]
 --@include kind.lua
+--@include fresh.lua
 assertKind(KEYS[4], 'semaphore')
 if redis.call('exists', KEYS[3]) == 1 then
   return {1, 0}
 end
+assertFresh(ARGV[6])
 local permits = tonumber(ARGV[1])
 local free = countOf(redis.call('get', KEYS[1]) or '0', 'semaphore')
 local holder = redis.call('hget', KEYS[2], 'field')
