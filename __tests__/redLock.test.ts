@@ -4,7 +4,7 @@
 import { runFixture } from './helpers/child';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { scriptCallCount } from './helpers/testRedis';
-import { aborted, sleep, until } from './helpers/time';
+import { aborted, orAfter, sleep, until } from './helpers/time';
 import { TcpProxy } from './helpers/tcpProxy';
 import { ClientClosedError, CompositeUnlockError, type LockClient, LockLostError, LockTimeoutError, LockUsageError, QuorumUnavailableError, RedisCommandError, RedLock } from '../src';
 
@@ -272,6 +272,76 @@ test('with the watchdog: members lost on 2 of 5 servers are not a loss; on 3 the
   ).rejects.toThrow(/2 of 5 held, 3 needed/);
   expect(stillHeldAfterTwo).toBe(true);
   expect(await serversHolding(name)).toBe(0);
+});
+
+describe('maxHoldTime: the watchdogs’ extensions are capped (the Redlock algorithm’s liveness rule; family.md "capped extension")', () => {
+  test('the hold is extended past its lease, then lost within maxHoldTime of its acquisition; another owner gets the lock only after that loss was told', async () => {
+    const name = uniqueName();
+    const clients = servers.map((s) => s.client({ watchdogTimeout: 1_000 }));
+    const red = new RedLock(
+      clients.map((client) => client.getLock(name)),
+      { attemptTimeout: 300, retryDelay: 20, maxHoldTime: 2_500 },
+    );
+    const other = redLock(name, servers.map((s) => s.client()));
+    const events: LockLostError[] = [];
+    red.on('lost', (error) => events.push(error));
+    const before = performance.now();
+    let heldFor = 0;
+    let toldAt = 0;
+    let competing: Promise<number> | undefined;
+    await expect(
+      red.withLock(async (signal) => {
+        // Another owner tries every 20 ms from now on.
+        competing = (async () => {
+          while (!(await other.tryLock({ leaseTime: 5_000 }))) await sleep(20);
+          return performance.now();
+        })();
+        // Bug mode (no cap): the watchdogs renew for good, and this resolves 'not lost'.
+        const reason = await orAfter(aborted(signal), 6_000, 'not lost');
+        toldAt = performance.now();
+        heldFor = toldAt - before;
+        expect(reason).toBeInstanceOf(LockLostError);
+      }),
+    ).rejects.toThrow(/maxHoldTime \(2500 ms\)/);
+    expect(heldFor).toBeGreaterThan(1_300); // extended: longer than one lease
+    expect(heldFor).toBeLessThan(2_500 + 500); // its timer, late at most by a loaded machine's stall
+    expect(events).toHaveLength(1);
+    const otherGotAt = await competing!;
+    expect(otherGotAt).toBeGreaterThanOrEqual(toldAt);
+    await other.unlock();
+  }, 20_000);
+
+  test('once the extensions stop, remainingValidity() says how long the hold has left, never more than the quorum’s leases in Redis', async () => {
+    const name = uniqueName();
+    const clients = servers.map((s) => s.client({ watchdogTimeout: 1_000 }));
+    const red = new RedLock(
+      clients.map((client) => client.getLock(name)),
+      { attemptTimeout: 300, retryDelay: 20, maxHoldTime: 1_500 },
+    );
+    await red.lock();
+    expect(red.remainingValidity()).toBeUndefined(); // extended by the watchdogs for now
+    await until('the extensions stopped', () => red.remainingValidity() !== undefined, 3_000);
+    const readFrom = performance.now();
+    const validity = red.remainingValidity()!;
+    const ttls = (await Promise.all(servers.map((s) => s.admin.pttl(name)))).sort((a, b) => b - a);
+    expect(validity).toBeGreaterThan(0);
+    expect(validity - (performance.now() - readFrom)).toBeLessThanOrEqual(ttls[red.quorum - 1]!);
+    await red.unlock().catch(() => undefined); // may have run out by now
+  }, 20_000);
+
+  test('bad input is refused before anything is sent: not a whole number of ms, shorter than the watchdog lease, a leaseTime above it', async () => {
+    const name = uniqueName();
+    const clients = servers.map((s) => s.client({ watchdogTimeout: 1_000 }));
+    const locks = clients.map((client) => client.getLock(name));
+    expect(() => new RedLock(locks, { maxHoldTime: 1_500.5 })).toThrow(/options\.maxHoldTime/);
+    expect(() => new RedLock(locks, { maxHoldTime: 0 })).toThrow(/options\.maxHoldTime/);
+    expect(() => new RedLock(locks, { maxHoldTime: 999 })).toThrow(/watchdog lease/);
+    const red = new RedLock(locks, { maxHoldTime: 2_000 });
+    await expect(red.tryLock({ leaseTime: 2_001 })).rejects.toThrow(/must not exceed the RedLock's maxHoldTime/);
+    expect(await serversHolding(name)).toBe(0);
+    expect(await red.tryLock({ leaseTime: 2_000 })).toBe(true); // a leaseTime within the cap: not extended, nothing to cap
+    await red.unlock();
+  });
 });
 
 /** A RedLock over the five that holds `name` on servers 0, 1 and 2 only (3 and 4 were down then, and are back, empty). */

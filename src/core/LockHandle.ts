@@ -208,6 +208,15 @@ export abstract class LockHandle {
   }
 
   /**
+   * @internal Stops the watchdog renewing the current owner's hold (a RedLock's `maxHoldTime`):
+   * it runs out with the lease it has. Answers until when it may be taken for held at most
+   * (performance.now() ms), undefined when the watchdog did not keep it (lost already).
+   */
+  stopRenewing(): number | undefined {
+    return this.context.renewal.remove(this.key, this.field(this.currentOwner()))?.lostAt;
+  }
+
+  /**
    * @internal Whether this handle's current owner holds `other`'s key on `other`'s Redis: then
    * both are one lock reached through two clients (a composite's members must be different locks).
    */

@@ -11,6 +11,16 @@ export interface TakenMember {
   member: number;
 }
 
+/** When a hold kept by the watchdogs stops being extended (a RedLock's `maxHoldTime`). */
+export interface ExtensionCap {
+  /** performance.now() ms when the members' renewals stop. */
+  readonly stopAt: number;
+  /** The clock drift allowance taken off the members' remaining leases (ms). */
+  readonly drift: number;
+  /** The cap as the caller gave it, for the loss's message. */
+  readonly maxHoldTime: number;
+}
+
 /**
  * What a MultiLock or RedLock holds once it got enough members: the members taken, and when the
  * whole counts as lost: fewer than `needed` members still held (each member's own watchdog found
@@ -32,6 +42,8 @@ export class CompositeHold {
     /** performance.now() when the whole stops being valid; undefined while watchdogs keep the members. */
     readonly validUntil: number | undefined,
     onLost: (error: LockLostError) => void,
+    /** Under the watchdog: when it stops extending the members (undefined: never). */
+    cap?: ExtensionCap,
   ) {
     let held = members.length;
     const lose = (this.lose = (reason: string, closed?: ClientClosedError): void => {
@@ -65,7 +77,37 @@ export class CompositeHold {
       const timer = setTimeout(() => lose(`its validity ran out (leaseTime minus the time acquiring took)`), Math.max(0, validUntil - performance.now()));
       timer.unref();
       this.undo.push(() => clearTimeout(timer));
+    } else if (cap) {
+      const timer = setTimeout(() => this.stopExtending(cap), Math.max(0, cap.stopAt - performance.now()));
+      timer.unref();
+      this.undo.push(() => clearTimeout(timer));
     }
+  }
+
+  /** performance.now() ms when the whole stops being valid, once known: its leaseTime's validity, or its capped extension's. */
+  get validityEnd(): number | undefined {
+    return this.validUntil ?? this.cappedUntil;
+  }
+
+  private cappedUntil: number | undefined;
+
+  /**
+   * The extensions are over: no member is renewed any more, and the whole is valid while
+   * `needed` members' last leases last (less the drift), then lost. A member whose renewal
+   * reply is still out may live a little longer in Redis than counted here: the loss is told
+   * early, never late.
+   */
+  private stopExtending(cap: ExtensionCap): void {
+    const ends = this.members
+      .map(({ handle }) => handle.stopRenewing())
+      .filter((end): end is number => end !== undefined)
+      .sort((a, b) => b - a);
+    const reason = `it was held for its maxHoldTime (${cap.maxHoldTime} ms): extensions are capped`;
+    if (ends.length < this.needed) return this.lose(reason);
+    const until = (this.cappedUntil = ends[this.needed - 1]! - cap.drift);
+    const timer = setTimeout(() => this.lose(reason), Math.max(0, until - performance.now()));
+    timer.unref();
+    this.undo.push(() => clearTimeout(timer));
   }
 
   /** Aborts with a `LockLostError` when the whole is lost (`ClientClosedError` when a member's client closed took it below `needed`). */
@@ -80,6 +122,7 @@ export class CompositeHold {
    */
   lostNow(): LockLostError | ClientClosedError | undefined {
     if (this.validUntil !== undefined && performance.now() >= this.validUntil) this.lose('its validity ran out (leaseTime minus the time acquiring took)');
+    if (this.cappedUntil !== undefined && performance.now() >= this.cappedUntil) this.lose('it was held for its maxHoldTime: extensions are capped');
     return this.lost.signal.aborted ? (this.lost.signal.reason as LockLostError | ClientClosedError) : undefined;
   }
 

@@ -1,6 +1,6 @@
 import type { LockHandle } from '../../core/LockHandle';
 import { scopedOwner } from '../../services/LockOwner';
-import { checkPlainObject } from '../../options';
+import { checkPlainObject, MAX_TIME_MS } from '../../options';
 import { InvalidArgumentError, QuorumUnavailableError, RedisCommandError } from '../../errors';
 import { CompositeHold, mayHaveRun, pause, stillHeld, within } from './CompositeHold';
 import { CompositeLock } from './CompositeLock';
@@ -12,9 +12,17 @@ export interface RedLockOptions {
   retryDelay?: number;
   /** Clock drift allowed per ms of lease (redis.io: 0.01), plus 2 ms. Default 0.01. */
   driftFactor?: number;
+  /**
+   * Caps the extensions of a hold kept by the watchdogs (no `leaseTime`), as the Redlock
+   * algorithm asks for liveness: the members are renewed only while the hold is younger than
+   * `maxHoldTime − lease`, so the hold ends at most `maxHoldTime` ms after its acquisition began
+   * (then `lost`, and `withLock`'s signal aborts). At least the members' shortest
+   * `watchdogTimeout`; a `leaseTime` may not exceed it. Default: no cap.
+   */
+  maxHoldTime?: number;
 }
 
-const OPTION_KEYS = ['attemptTimeout', 'retryDelay', 'driftFactor'];
+const OPTION_KEYS = ['attemptTimeout', 'retryDelay', 'driftFactor', 'maxHoldTime'];
 
 /** What one member's attempt in a round came to: taken, refused (held by someone else: it answered), or failed (an error, or no answer within attemptTimeout). */
 type AttemptOutcome = { sentAt: number } | { refused: true } | { failed: unknown };
@@ -45,6 +53,7 @@ export class RedLock extends CompositeLock {
   private readonly attemptTimeout: number;
   private readonly retryDelay: number;
   private readonly driftFactor: number;
+  private readonly maxHoldTime: number | undefined;
 
   constructor(locks: readonly LockHandle[], options?: RedLockOptions) {
     super(locks);
@@ -52,7 +61,12 @@ export class RedLock extends CompositeLock {
     this.attemptTimeout = checked.attemptTimeout;
     this.retryDelay = checked.retryDelay;
     this.driftFactor = checked.driftFactor;
+    this.maxHoldTime = checked.maxHoldTime;
     this.quorum = Math.floor(this.members.length / 2) + 1;
+    const lease = this.watchdogLease();
+    if (this.maxHoldTime !== undefined && this.maxHoldTime < lease) {
+      throw new InvalidArgumentError('options.maxHoldTime', `must be at least the members' watchdog lease (their shortest watchdogTimeout, ${lease} ms), got ${this.maxHoldTime}`);
+    }
   }
 
   /** Whether a majority of the members answer (within `attemptTimeout`) that they are locked. */
@@ -63,18 +77,24 @@ export class RedLock extends CompositeLock {
     return answers.filter(Boolean).length >= this.quorum;
   }
 
-  /** Ms left of the validity of the hold of `lock()`/`tryLock()` taken with a `leaseTime`; undefined otherwise. */
+  /**
+   * Ms left of the validity of the hold of `lock()`/`tryLock()` taken with a `leaseTime`, or of
+   * one whose extensions stopped at its `maxHoldTime`; undefined otherwise.
+   */
   remainingValidity(): number | undefined {
-    const until = this.current?.validUntil;
+    const until = this.current?.validityEnd;
     return until === undefined ? undefined : Math.max(0, until - performance.now());
   }
 
   protected async acquireMembers(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<CompositeHold | undefined> {
     const deadline = performance.now() + waitTime;
-    const lease = leaseTime ?? Math.min(...this.members.map((member) => member.watchdogTimeout));
+    const lease = leaseTime ?? this.watchdogLease();
     const drift = Math.floor(lease * this.driftFactor) + 2;
     // Never valid: every round would be given back, and lock() would go on for good.
     if (lease <= drift) throw new InvalidArgumentError('options.leaseTime', `must be longer than the clock drift allowed for it (${drift} ms), got ${lease}`);
+    if (leaseTime !== undefined && this.maxHoldTime !== undefined && leaseTime > this.maxHoldTime) {
+      throw new InvalidArgumentError('options.leaseTime', `must not exceed the RedLock's maxHoldTime (${this.maxHoldTime} ms), got ${leaseTime}`);
+    }
     for (;;) {
       signal?.throwIfAborted();
       const start = performance.now();
@@ -100,7 +120,8 @@ export class RedLock extends CompositeLock {
       const fatal = failures.find((failure) => failure !== undefined && !(failure instanceof RedisCommandError));
       const validUntil = start + lease - drift;
       if (!signal?.aborted && fatal === undefined && stillHeld(taken, leaseTime === undefined) >= this.quorum && performance.now() < validUntil) {
-        return new CompositeHold(this.name, taken, this.members.length, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost);
+        const cap = leaseTime === undefined && this.maxHoldTime !== undefined ? { stopAt: start + this.maxHoldTime - lease, drift, maxHoldTime: this.maxHoldTime } : undefined;
+        return new CompositeHold(this.name, taken, this.members.length, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost, cap);
       }
       // One lock listed twice through two clients of one Redis refuses itself in every round.
       const refusedAt = outcomes.findIndex((outcome) => 'refused' in outcome);
@@ -119,6 +140,11 @@ export class RedLock extends CompositeLock {
       }
       await pause(Math.min(left, this.retryDelay * (0.5 + Math.random())), signal, this.members);
     }
+  }
+
+  /** The lease the watchdogs keep the members for: the shortest of their clients' `watchdogTimeout`. */
+  private watchdogLease(): number {
+    return Math.min(...this.members.map((member) => member.watchdogTimeout));
   }
 
   protected releaseHold(hold: CompositeHold): Promise<number> {
@@ -165,7 +191,7 @@ export class RedLock extends CompositeLock {
   }
 }
 
-function checkRedLockOptions(options: unknown): Required<RedLockOptions> {
+function checkRedLockOptions(options: unknown): Required<Omit<RedLockOptions, 'maxHoldTime'>> & Pick<RedLockOptions, 'maxHoldTime'> {
   if (options === undefined) return { attemptTimeout: 100, retryDelay: 100, driftFactor: 0.01 };
   const raw = checkPlainObject('options', options, OPTION_KEYS);
   const whole = (name: string, value: unknown, fallback: number, min: number): number => {
@@ -179,5 +205,9 @@ function checkRedLockOptions(options: unknown): Required<RedLockOptions> {
   if (typeof driftFactor !== 'number' || !(driftFactor >= 0 && driftFactor < 0.5)) {
     throw new InvalidArgumentError('options.driftFactor', `must be a number from 0 to below 0.5, got ${String(driftFactor)}`);
   }
-  return { attemptTimeout: whole('attemptTimeout', raw.attemptTimeout, 100, 1), retryDelay: whole('retryDelay', raw.retryDelay, 100, 0), driftFactor };
+  const maxHoldTime = raw.maxHoldTime;
+  if (maxHoldTime !== undefined && (typeof maxHoldTime !== 'number' || !Number.isInteger(maxHoldTime) || maxHoldTime < 1 || maxHoldTime > MAX_TIME_MS)) {
+    throw new InvalidArgumentError('options.maxHoldTime', `must be a whole number of ms from 1 to ${MAX_TIME_MS}, got ${String(maxHoldTime)}`);
+  }
+  return { attemptTimeout: whole('attemptTimeout', raw.attemptTimeout, 100, 1), retryDelay: whole('retryDelay', raw.retryDelay, 100, 0), driftFactor, maxHoldTime };
 }
