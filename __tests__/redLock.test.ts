@@ -275,13 +275,16 @@ test('with the watchdog: members lost on 2 of 5 servers are not a loss; on 3 the
 });
 
 describe('maxHoldTime: the watchdogs’ extensions are capped (the Redlock algorithm’s liveness rule; family.md "capped extension")', () => {
+  /** A RedLock over the five with 1 s watchdog leases, its extensions capped at `maxHoldTime`. */
+  const capped = (name: string, maxHoldTime: number): RedLock =>
+    new RedLock(
+      servers.map((s) => s.client({ watchdogTimeout: 1_000 }).getLock(name)),
+      { attemptTimeout: 300, retryDelay: 20, maxHoldTime },
+    );
+
   test('the hold is extended past its lease, then lost within maxHoldTime of its acquisition; another owner gets the lock only after that loss was told', async () => {
     const name = uniqueName();
-    const clients = servers.map((s) => s.client({ watchdogTimeout: 1_000 }));
-    const red = new RedLock(
-      clients.map((client) => client.getLock(name)),
-      { attemptTimeout: 300, retryDelay: 20, maxHoldTime: 2_500 },
-    );
+    const red = capped(name, 2_500);
     const other = redLock(name, servers.map((s) => s.client()));
     const events: LockLostError[] = [];
     red.on('lost', (error) => events.push(error));
@@ -313,11 +316,7 @@ describe('maxHoldTime: the watchdogs’ extensions are capped (the Redlock algor
 
   test('once the extensions stop, remainingValidity() says how long the hold has left, never more than the quorum’s leases in Redis', async () => {
     const name = uniqueName();
-    const clients = servers.map((s) => s.client({ watchdogTimeout: 1_000 }));
-    const red = new RedLock(
-      clients.map((client) => client.getLock(name)),
-      { attemptTimeout: 300, retryDelay: 20, maxHoldTime: 1_500 },
-    );
+    const red = capped(name, 1_500);
     await red.lock();
     expect(red.remainingValidity()).toBeUndefined(); // extended by the watchdogs for now
     await until('the extensions stopped', () => red.remainingValidity() !== undefined, 3_000);
