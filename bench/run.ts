@@ -9,6 +9,7 @@ import { chart } from './chart';
 import { hashFloor, lockLibraries, raw, redisSemaphore, rlock, rlockFair } from './contestants';
 import * as scenario from './scenarios';
 import { defaultScalingOptions, runScaling, scalingTables, scalingTargets, writeScaling } from './scalingScenario';
+import { latchFanOut } from './latchScenario';
 import { semaphoreReport, semaphoreStarvationReport } from './semaphoreScenario';
 import { quantile, round } from './stats';
 import { runMain } from './runMain';
@@ -93,6 +94,8 @@ async function main(): Promise<void> {
     const s5 = await scenario.manyLocks(redis.url, sizes.manyLocksMs);
     log('6 watchdog at scale: rlock');
     const s6 = await scenario.watchdogAtScale(redis.url);
+    log('8 latch fan-out: rlock');
+    const s8 = await latchFanOut(redis.url, quick ? 3 : 10);
     // 7: P processes × (32 / P) tasks, 3 repetitions of each comparison: about 15 minutes.
     const s7 = quick ? undefined : await runScaling(redis.url, defaultScalingOptions, log);
 
@@ -118,6 +121,7 @@ async function main(): Promise<void> {
       ['6: ≤ 1 KiB heap per held lock', s6.heapBytesPerHeldLock <= 1024, `${s6.heapBytesPerHeldLock} B`],
       ['6: ≤ 2 KiB heap per waiter', s6.heapBytesPerWaiter <= 2048, `${s6.heapBytesPerWaiter} B`],
       ...(s7 ? scalingTargets(s7) : []),
+      [`8: latch, ${s8.processes} processes × ${s8.awaitersPerProcess} awaiters: all resolve < 100 ms after the countDown (worst of ${s8.rounds} rounds)`, Math.max(...s8.lastMs) < 100, `${Math.max(...s8.lastMs)} ms (rounds: ${s8.lastMs.join(', ')}; median awaiter ${s8.medianMs} ms)`],
     ];
 
     const table = [
@@ -132,6 +136,7 @@ async function main(): Promise<void> {
     const scale = [
       `5 (rlock, 1 000 locks × 2 tasks): ${s5.acquisitionsPerSec} acq/s, ${s5.subscriberConnections} subscriber connection(s), latest waiter ${s5.maxLateMs} ms after a release`,
       `6 (rlock, 10 000 held locks): ${s6.scriptCallsPerPeriod} renewal script calls per period (${s6.callsPer100Locks} per 100 locks), ${s6.heapBytesPerHeldLock} B heap per held lock, ${s6.heapBytesPerWaiter} B per parked waiter`,
+      `8 (rlock, a count-down latch, ${s8.processes} processes × ${s8.awaitersPerProcess} awaiters, ${s8.rounds} rounds): the last awaiter ${Math.max(...s8.lastMs)} ms after the countDown at worst, ${round(quantile(s8.lastMs, 0.5))} ms in the median round; the median awaiter ${s8.medianMs} ms`,
     ].join('\n');
     const verdicts = targets.map(([what, ok, got]) => `${ok ? 'MET   ' : 'MISSED'} ${what}: ${got}`).join('\n');
     const date = new Date().toISOString().slice(0, 10);
@@ -142,7 +147,7 @@ async function main(): Promise<void> {
     const dir = join(__dirname, 'results');
     mkdirSync(dir, { recursive: true });
     const machine = { node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model, memoryGiB: round(totalmem() / 2 ** 30, 1), redis: process.env.REDIS_URL ? 'REDIS_URL' : 'private redis-server' };
-    const results = { date, quick, seconds: round((Date.now() - started) / 1000, 1), machine, sizes, uncontendedSequential: s1, uncontendedSequentialRounds: rounds, uncontendedParallel: s2, handoff: s3, contended: s4, manyLocks: s5, watchdogAtScale: s6, scaling: s7, targets: targets.map(([what, ok, got]) => ({ what, ok, got })) };
+    const results = { date, quick, seconds: round((Date.now() - started) / 1000, 1), machine, sizes, uncontendedSequential: s1, uncontendedSequentialRounds: rounds, uncontendedParallel: s2, handoff: s3, contended: s4, manyLocks: s5, watchdogAtScale: s6, scaling: s7, latchFanOut: s8, targets: targets.map(([what, ok, got]) => ({ what, ok, got })) };
     const suffix = quick ? '-quick' : '';
     writeFileSync(join(dir, `${date}${suffix}.json`), `${JSON.stringify(results, null, 2)}\n`);
     const svg = chart(
