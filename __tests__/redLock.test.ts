@@ -328,6 +328,95 @@ describe('maxHoldTime: the watchdogs’ extensions are capped (the Redlock algor
     await red.unlock().catch(() => undefined); // may have run out by now
   }, 20_000);
 
+  test('a holder that never unlocks (stuck, alive) loses the lock by maxHoldTime: another owner gets it then, only after the loss was told (before the cap, never)', async () => {
+    const name = uniqueName();
+    const red = capped(name, 2_000);
+    const other = redLock(name, servers.map((s) => s.client()));
+    const started = performance.now();
+    let toldAt = 0;
+    red.on('lost', () => (toldAt = performance.now()));
+    await red.lock();
+    const gotAt = await orAfter(
+      (async () => {
+        while (!(await other.tryLock({ leaseTime: 5_000 }))) await sleep(20);
+        return performance.now();
+      })(),
+      8_000,
+      Infinity,
+    );
+    expect(toldAt).toBeGreaterThan(0);
+    expect(gotAt).toBeGreaterThanOrEqual(toldAt);
+    expect(gotAt - started).toBeLessThan(2_000 + 1_000); // the keys end by maxHoldTime; a round or two after
+    await other.unlock();
+    await red.unlock(); // its members ran out: nothing to give back, no error
+  }, 20_000);
+
+  test('members with different watchdog leases each stop in time to end by maxHoldTime (a second reader’s repro: 8 s leases outlived a 1.5 s cap by 5.7 s)', async () => {
+    const name = uniqueName();
+    const red = new RedLock(
+      servers.map((s, i) => s.client({ watchdogTimeout: i < 2 ? 1_000 : 3_000 }).getLock(name)),
+      { attemptTimeout: 300, retryDelay: 20, maxHoldTime: 3_500 },
+    );
+    const started = performance.now();
+    let toldAt = 0;
+    red.on('lost', () => (toldAt = performance.now()));
+    await red.lock();
+    await until('the hold is lost', () => toldAt > 0, 8_000);
+    expect(toldAt - started).toBeLessThan(3_500 + 500);
+    // Every key is gone by maxHoldTime (with the margin a loaded machine's timers need).
+    await until('every member ended', async () => (await serversHolding(name)) === 0, Math.max(0, started + 3_500 + 500 - performance.now()));
+    await red.unlock();
+  }, 20_000);
+
+  test('a capped RedLock inside a withLock of one of its own members leaves that scope’s hold renewed (a second reader’s repro: the cap stopped the enclosing lock’s watchdog, and another owner took it under the scope)', async () => {
+    const name = uniqueName();
+    const clients = servers.map((s) => s.client({ watchdogTimeout: 1_000 }));
+    const intruder = servers[0]!.client().getLock(name);
+    await clients[0]!.getLock(name).withLock(async (outer) => {
+      const red = new RedLock(
+        clients.map((client) => client.getLock(name)),
+        { attemptTimeout: 300, retryDelay: 20, maxHoldTime: 1_200 },
+      );
+      await red.withLock(() => sleep(400)); // its extensions stop at 200 ms
+      await sleep(2_500); // 2.5 leases: renewed, or gone
+      expect(outer.aborted).toBe(false);
+      expect(await servers[0]!.admin.exists(name)).toBe(1);
+      expect(await intruder.tryLock({ leaseTime: 5_000 })).toBe(false);
+    });
+  }, 20_000);
+
+  test('close() of the members’ clients after the extensions stopped tells the scope at once with ClientClosedError, no lost event (as without the cap)', async () => {
+    const name = uniqueName();
+    const clients = servers.map((s) => s.client({ watchdogTimeout: 1_000 }));
+    const red = new RedLock(
+      clients.map((client) => client.getLock(name)),
+      { attemptTimeout: 300, retryDelay: 20, maxHoldTime: 1_000 },
+    );
+    const events: LockLostError[] = [];
+    red.on('lost', (error) => events.push(error));
+    let reason: unknown;
+    await expect(
+      red.withLock(async (signal) => {
+        await sleep(50); // past the stop (due at once: maxHoldTime is the lease)
+        await Promise.all(clients.map((client) => client.close()));
+        // Bug mode: told only when the last leases end, as a loss.
+        reason = await orAfter(aborted(signal), 300, 'not told');
+      }),
+    ).rejects.toBeInstanceOf(ClientClosedError);
+    expect(reason).toBeInstanceOf(ClientClosedError);
+    expect(events).toHaveLength(0);
+  }, 20_000);
+
+  test('with maxHoldTime equal to the lease nothing is extended: remainingValidity() answers right after lock()', async () => {
+    const name = uniqueName();
+    const red = capped(name, 1_000);
+    await red.lock();
+    const validity = red.remainingValidity();
+    expect(validity).toBeGreaterThan(0);
+    expect(validity).toBeLessThanOrEqual(1_000);
+    await red.unlock();
+  }, 20_000);
+
   test('bad input is refused before anything is sent: not a whole number of ms, shorter than the watchdog lease, a leaseTime above it', async () => {
     const name = uniqueName();
     const clients = servers.map((s) => s.client({ watchdogTimeout: 1_000 }));
@@ -335,6 +424,8 @@ describe('maxHoldTime: the watchdogs’ extensions are capped (the Redlock algor
     expect(() => new RedLock(locks, { maxHoldTime: 1_500.5 })).toThrow(/options\.maxHoldTime/);
     expect(() => new RedLock(locks, { maxHoldTime: 0 })).toThrow(/options\.maxHoldTime/);
     expect(() => new RedLock(locks, { maxHoldTime: 999 })).toThrow(/watchdog lease/);
+    const mixed = [...locks.slice(0, 4), servers[4]!.client({ watchdogTimeout: 2_000 }).getLock(name)];
+    expect(() => new RedLock(mixed, { maxHoldTime: 1_500 })).toThrow(/longest watchdogTimeout, 2000 ms/);
     const red = new RedLock(locks, { maxHoldTime: 2_000 });
     await expect(red.tryLock({ leaseTime: 2_001 })).rejects.toThrow(/must not exceed the RedLock's maxHoldTime/);
     expect(await serversHolding(name)).toBe(0);

@@ -208,12 +208,17 @@ export abstract class LockHandle {
   }
 
   /**
-   * @internal Stops the watchdog renewing the current owner's hold (a RedLock's `maxHoldTime`):
-   * it runs out with the lease it has. Answers until when it may be taken for held at most
-   * (performance.now() ms), undefined when the watchdog did not keep it (lost already).
+   * @internal What stops the watchdog renewing the current owner's hold (a RedLock's
+   * `maxHoldTime`): it runs out with the lease it has. It answers until when it may be taken for held at most
+   * (performance.now() ms), undefined when the watchdog did not keep it (lost already). A hold
+   * this handle entered again for an enclosing scope (its owner is not the fork's own) is that
+   * scope's: still renewed, and its end as of now is answered.
    */
-  stopRenewing(): number | undefined {
-    return this.context.renewal.remove(this.key, this.field(this.currentOwner()))?.lostAt;
+  renewalStopper(): () => number | undefined {
+    // The owner as of now: the stop comes from a timer, whose context need not be the caller's.
+    const owner = this.currentOwner();
+    const field = this.field(owner);
+    return () => (!owner.singleUse || owner.holds > 1 ? this.context.renewal.lostAt(this.key, field) : this.context.renewal.remove(this.key, field)?.lostAt);
   }
 
   /**

@@ -161,6 +161,11 @@ export class ExpirationRenewal {
     return entry.lost.signal;
   }
 
+  /** Until when the hold renewed as `field` of `key` may be held as of now (see `remove`), if the watchdog keeps it. */
+  lostAt(key: string, field: string): number | undefined {
+    return this.entries.get(entryId(key, field))?.lostAt;
+  }
+
   /**
    * Stops renewing; returns what was renewed, if anything (for `reportLost`), with `lostAt`: until
    * when its owner could still believe it held it (performance.now() ms).

@@ -13,12 +13,12 @@ export interface TakenMember {
 
 /** When a hold kept by the watchdogs stops being extended (a RedLock's `maxHoldTime`). */
 export interface ExtensionCap {
-  /** performance.now() ms when the members' renewals stop. */
-  readonly stopAt: number;
+  /** performance.now() ms when the acquisition began. */
+  readonly start: number;
+  /** Each member is renewed until `start + maxHoldTime −` its own watchdog lease, so that it ends by `start + maxHoldTime`. */
+  readonly maxHoldTime: number;
   /** The clock drift allowance taken off the members' remaining leases (ms). */
   readonly drift: number;
-  /** The cap as the caller gave it, for the loss's message. */
-  readonly maxHoldTime: number;
 }
 
 /**
@@ -46,6 +46,7 @@ export class CompositeHold {
     cap?: ExtensionCap,
   ) {
     let held = members.length;
+    this.memberLost = members.map(({ handle }) => handle.lostSignal());
     const lose = (this.lose = (reason: string, closed?: ClientClosedError): void => {
       if (this.lost.signal.aborted) return;
       // A member's client was closed (its watchdog stopped): said as such, as for a lone lock's
@@ -55,8 +56,8 @@ export class CompositeHold {
       this.lost.abort(error);
       onLost(error);
     });
-    for (const { handle } of members) {
-      const memberLost = handle.lostSignal();
+    for (const [i, { handle }] of members.entries()) {
+      const memberLost = this.memberLost[i];
       if (!memberLost) {
         // Kept by the watchdog, its entry is gone: lost already (with a leaseTime there is none).
         if (validUntil === undefined && --held < needed) lose(`member "${handle.name}" was lost before the whole was held`);
@@ -78,9 +79,7 @@ export class CompositeHold {
       timer.unref();
       this.undo.push(() => clearTimeout(timer));
     } else if (cap) {
-      const timer = setTimeout(() => this.stopExtending(cap), Math.max(0, cap.stopAt - performance.now()));
-      timer.unref();
-      this.undo.push(() => clearTimeout(timer));
+      this.capExtensions(cap);
     }
   }
 
@@ -90,24 +89,61 @@ export class CompositeHold {
   }
 
   private cappedUntil: number | undefined;
+  private capReason = '';
+  /** Each member's watchdog loss signal as of the acquisition (undefined: not kept by a watchdog). */
+  private readonly memberLost: (AbortSignal | undefined)[];
 
   /**
-   * The extensions are over: no member is renewed any more, and the whole is valid while
-   * `needed` members' last leases last (less the drift), then lost. A member whose renewal
-   * reply is still out may live a little longer in Redis than counted here: the loss is told
+   * Stops each member's renewals at `start + maxHoldTime −` its own watchdog lease, so that every
+   * member ends by `start + maxHoldTime` (a member with a longer lease stops sooner). From the
+   * first stop on, the whole is valid while `needed` members last: those still renewed, and those
+   * stopped until their last lease ends (less the drift); then lost. A member whose client closes
+   * after its stop counts as gone, as its watchdog's close would have said. A renewal reply still
+   * out when a member stopped may keep it a little longer in Redis than counted: the loss is told
    * early, never late.
    */
-  private stopExtending(cap: ExtensionCap): void {
-    const ends = this.members
-      .map(({ handle }) => handle.stopRenewing())
-      .filter((end): end is number => end !== undefined)
-      .sort((a, b) => b - a);
-    const reason = `it was held for its maxHoldTime (${cap.maxHoldTime} ms): extensions are capped`;
-    if (ends.length < this.needed) return this.lose(reason);
-    const until = (this.cappedUntil = ends[this.needed - 1]! - cap.drift);
-    const timer = setTimeout(() => this.lose(reason), Math.max(0, until - performance.now()));
-    timer.unref();
+  private capExtensions(cap: ExtensionCap): void {
+    const reason = (this.capReason = `it was held for its maxHoldTime (${cap.maxHoldTime} ms): extensions are capped`);
+    /** Per member: undefined while renewed, else until when its last lease lasts (-Infinity: gone). */
+    const ends: (number | undefined)[] = this.members.map(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const recount = (closed?: ClientClosedError): void => {
+      const lasting = this.members
+        .map((_, i) => ends[i] ?? (this.memberLost[i]?.aborted === false ? Infinity : -Infinity))
+        .filter((end) => end > -Infinity)
+        .sort((a, b) => b - a);
+      if (lasting.length < this.needed) return this.lose(closed ? 'a member’s client was closed' : reason, closed);
+      const until = lasting[this.needed - 1]! - cap.drift;
+      if (until === Infinity) return;
+      this.cappedUntil = until;
+      clearTimeout(timer);
+      timer = setTimeout(() => this.lose(reason), Math.max(0, until - performance.now()));
+      timer.unref();
+    };
     this.undo.push(() => clearTimeout(timer));
+    const now = performance.now();
+    this.members.forEach(({ handle }, i) => {
+      const stopRenewing = handle.renewalStopper();
+      const stop = (): void => {
+        ends[i] = stopRenewing() ?? -Infinity;
+        // Its watchdog no longer tells a close (ClientClosedError): said here, as it would have.
+        const closing = handle.closedSignal;
+        const closed = (): void => {
+          ends[i] = -Infinity;
+          recount(closing.reason instanceof ClientClosedError ? closing.reason : new ClientClosedError());
+        };
+        if (closing.aborted) return closed();
+        closing.addEventListener('abort', closed, { once: true });
+        this.undo.push(() => closing.removeEventListener('abort', closed));
+        recount();
+      };
+      const stopAt = cap.start + cap.maxHoldTime - handle.watchdogTimeout;
+      // Due already (maxHoldTime equal to the lease): stopped now, so that remainingValidity() answers at once.
+      if (stopAt <= now) return stop();
+      const stopping = setTimeout(stop, stopAt - now);
+      stopping.unref();
+      this.undo.push(() => clearTimeout(stopping));
+    });
   }
 
   /** Aborts with a `LockLostError` when the whole is lost (`ClientClosedError` when a member's client closed took it below `needed`). */
@@ -122,7 +158,7 @@ export class CompositeHold {
    */
   lostNow(): LockLostError | ClientClosedError | undefined {
     if (this.validUntil !== undefined && performance.now() >= this.validUntil) this.lose('its validity ran out (leaseTime minus the time acquiring took)');
-    if (this.cappedUntil !== undefined && performance.now() >= this.cappedUntil) this.lose('it was held for its maxHoldTime: extensions are capped');
+    if (this.cappedUntil !== undefined && performance.now() >= this.cappedUntil) this.lose(this.capReason);
     return this.lost.signal.aborted ? (this.lost.signal.reason as LockLostError | ClientClosedError) : undefined;
   }
 

@@ -14,10 +14,10 @@ export interface RedLockOptions {
   driftFactor?: number;
   /**
    * Caps the extensions of a hold kept by the watchdogs (no `leaseTime`), as the Redlock
-   * algorithm asks for liveness: the members are renewed only while the hold is younger than
-   * `maxHoldTime − lease`, so the hold ends at most `maxHoldTime` ms after its acquisition began
-   * (then `lost`, and `withLock`'s signal aborts). At least the members' shortest
-   * `watchdogTimeout`; a `leaseTime` may not exceed it. Default: no cap.
+   * algorithm asks for liveness: each member is renewed only while the hold is younger than
+   * `maxHoldTime −` its own lease, so the hold ends at most `maxHoldTime` ms after its
+   * acquisition began (then `lost`, and `withLock`'s signal aborts). At least the members'
+   * longest `watchdogTimeout`; a `leaseTime` may not exceed it. Default: no cap.
    */
   maxHoldTime?: number;
 }
@@ -63,9 +63,10 @@ export class RedLock extends CompositeLock {
     this.driftFactor = checked.driftFactor;
     this.maxHoldTime = checked.maxHoldTime;
     this.quorum = Math.floor(this.members.length / 2) + 1;
-    const lease = this.watchdogLease();
-    if (this.maxHoldTime !== undefined && this.maxHoldTime < lease) {
-      throw new InvalidArgumentError('options.maxHoldTime', `must be at least the members' watchdog lease (their shortest watchdogTimeout, ${lease} ms), got ${this.maxHoldTime}`);
+    // Each member is renewed until maxHoldTime less its own lease: no lease may be longer.
+    const longest = Math.max(...this.members.map((member) => member.watchdogTimeout));
+    if (this.maxHoldTime !== undefined && this.maxHoldTime < longest) {
+      throw new InvalidArgumentError('options.maxHoldTime', `must be at least the members' watchdog lease (their longest watchdogTimeout, ${longest} ms), got ${this.maxHoldTime}`);
     }
   }
 
@@ -120,7 +121,7 @@ export class RedLock extends CompositeLock {
       const fatal = failures.find((failure) => failure !== undefined && !(failure instanceof RedisCommandError));
       const validUntil = start + lease - drift;
       if (!signal?.aborted && fatal === undefined && stillHeld(taken, leaseTime === undefined) >= this.quorum && performance.now() < validUntil) {
-        const cap = leaseTime === undefined && this.maxHoldTime !== undefined ? { stopAt: start + this.maxHoldTime - lease, drift, maxHoldTime: this.maxHoldTime } : undefined;
+        const cap = leaseTime === undefined && this.maxHoldTime !== undefined ? { start, maxHoldTime: this.maxHoldTime, drift } : undefined;
         return new CompositeHold(this.name, taken, this.members.length, this.quorum, leaseTime === undefined ? undefined : validUntil, this.reportLost, cap);
       }
       // One lock listed twice through two clients of one Redis refuses itself in every round.
