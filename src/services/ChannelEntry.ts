@@ -27,8 +27,15 @@ export interface Grant {
  */
 function parseGrant(message: string): { field: string; grant: Grant } {
   const at = message.lastIndexOf('@');
-  if (at < 0) return { field: message, grant: { redisMicros: undefined } };
-  const [micros, ttl] = message.slice(at + 1).split(':').map(Number);
+  if (at < 0) return { field: message, grant: { redisMicros: undefined, ttl: undefined } };
+  // The stamp's first two ':'-separated parts, as `split(':').map(Number)` read them, without the arrays.
+  const colon = message.indexOf(':', at + 1);
+  const micros = Number(colon < 0 ? message.slice(at + 1) : message.slice(at + 1, colon));
+  let ttl: number | undefined;
+  if (colon >= 0) {
+    const end = message.indexOf(':', colon + 1);
+    ttl = Number(end < 0 ? message.slice(colon + 1) : message.slice(colon + 1, end));
+  }
   const lease = ttl !== undefined && Number.isSafeInteger(ttl) && ttl > 0 ? ttl : undefined;
   return { field: message.slice(0, at), grant: { redisMicros: Number.isSafeInteger(micros) ? micros : undefined, ttl: lease } };
 }
@@ -155,6 +162,11 @@ export class ChannelEntry {
   private grant(message: string): boolean {
     if (this.expected.size === 0) return false;
     const { field, grant } = parseGrant(message);
+    return this.grantTo(field, grant);
+  }
+
+  /** `grant` for the waiter expecting `field` (kept until it parks); false when none is expected here. */
+  private grantTo(field: string, grant: Grant): boolean {
     const expectation = this.expected.get(field);
     if (!expectation) return false;
     if (expectation.parked) expectation.parked(grant);
@@ -279,8 +291,10 @@ export class ChannelEntry {
    * comes from a release sent after its queuing request.
    */
   grantFromReply(grant: string, sentAt: number): void {
-    const since = this.expected.get(parseGrant(grant).field)?.queuingSince;
-    if (since !== undefined && since < sentAt) this.grant(grant);
+    // Parsed once, for the check and the grant.
+    const { field, grant: parsed } = parseGrant(grant);
+    const since = this.expected.get(field)?.queuingSince;
+    if (since !== undefined && since < sentAt) this.grantTo(field, parsed);
   }
 
   /** Resolves with the grant for `field`, undefined after `ms` or on `wakeAll`; rejects like `untilSubscribed` on abort. */
