@@ -96,7 +96,10 @@ export class FairLock extends ExclusiveLock {
     const field = this.field(owner);
     const member = `${lease}:${field}`;
     const { queue, expiry, grantPrefix, grantChannel: channel } = this.names;
-    const { publish, trust } = await queuePublishing(this.context);
+    // No await when known (always, off a Cluster): an await of a value costs a turn of the
+    // microtask queue per acquisition, and the first attempt is then sent with the call.
+    const publishing = queuePublishing(this.context);
+    const { publish, trust } = publishing instanceof Promise ? await publishing : publishing;
     // A re-entry counts up the owner's hold, but only if it finds one on its first attempt:
     // once an attempt found none (the hold was lost) and queued, a field of its own is a grant,
     // taken as is (1 hold), as its message would give it.
@@ -115,6 +118,7 @@ export class FairLock extends ExclusiveLock {
     let beat: Link<QueuedEntry> | undefined;
     /** Wakes this waiter when the lock runs out unless renewed (by the latest heartbeat's PTTL). */
     let leaseEnd: NodeJS.Timeout | undefined;
+    const events = this.waitEvents(owner);
     try {
       return await waitFor(
         context,
@@ -135,7 +139,11 @@ export class FairLock extends ExclusiveLock {
               'acquire',
               (redis) => redis.rlock_fairLock_acquire(key, queue, expiry, member, listening ? 1 : 0, countsUp ? 1 : 0, queueTimeout, grantPrefix, publish, trust),
               {
-                ...bound,
+                // The wait's bound, copied field by field (a spread cost more per attempt).
+                deadline: bound.deadline,
+                signals: bound.signals,
+                cutShort: bound.cutShort,
+                idempotent: bound.idempotent,
                 // Answered after the wait ended (Redis frozen, a silent connection): a hold taken
                 // for the caller that is gone is given back, a queue entry leaves (a grant that
                 // reached it is passed on), instead of keeping the lock or the queue's head. But
@@ -208,20 +216,22 @@ export class FairLock extends ExclusiveLock {
             // time since the anchor, for the two clocks' rates), and when Redis may expire it: its
             // lease is min(lease, the granter's queueTimeout), which need not be this client's.
             const grantedAt = anchor.sentAt + ((grant.redisMicros - anchor.redisMicros) / 1000) * 0.999;
+            const now = performance.now();
             // Later than now: Redis's clock jumped forward (a step, a failover to a master whose
             // clock is ahead), and the date says nothing: confirmed by an attempt.
-            if (grantedAt > performance.now()) return undefined;
+            if (grantedAt > now) return undefined;
             const expiresAt = grantedAt + grant.ttl;
             // A grant that may already be half gone (its message came late), or shorter than an
             // explicit lease, is confirmed by one more attempt, which takes it with the full lease.
-            if ((leaseTime !== undefined && leaseTime > grant.ttl) || expiresAt - performance.now() < grant.ttl / 2) return undefined;
+            if ((leaseTime !== undefined && leaseTime > grant.ttl) || expiresAt - now < grant.ttl / 2) return undefined;
             return { sentAt: grantedAt, expiresAt };
           },
           giveUp: async () => {
             if (!queued) return;
             await this.leaveQueue(member).catch(() => undefined); // the entry then runs out after queueTimeout
           },
-          ...this.waitEvents(owner),
+          waitStarted: events.waitStarted,
+          waitEnded: events.waitEnded,
         },
         waitTime,
         signal,
