@@ -78,6 +78,14 @@ export class ExpirationRenewal {
   /** Groups an early renewal found out: their holds added since are renewed once the call is back. */
   private readonly earlyAfter = new Set<string>();
   private closed = false;
+  /**
+   * The last id made (see `entryId`) and what it was made of: a hold's add, its scope's lookups
+   * and its release ask for the same one in a row, and a string made once has its hash computed
+   * once (a new one per call cost a concatenation and a hash at every add, has and remove).
+   */
+  private idKey = '';
+  private idField = '';
+  private id = '\n';
 
   constructor(
     private readonly redis: ScriptedRedis,
@@ -101,7 +109,7 @@ export class ExpirationRenewal {
    * at most the queue timeout until its owner extends it): it is renewed halfway there.
    */
   add(target: RenewalTarget, sentAt: number, expiresAt = sentAt + this.leaseMs): void {
-    const id = entryId(target.key, target.field);
+    const id = this.entryId(target.key, target.field);
     const existing = this.entries.get(id);
     if (existing) {
       if (target.renewCommand !== undefined && existing.renewCommand === undefined) {
@@ -150,12 +158,12 @@ export class ExpirationRenewal {
   }
 
   has(key: string, field: string): boolean {
-    return this.entries.has(entryId(key, field));
+    return this.entries.has(this.entryId(key, field));
   }
 
   /** A signal that aborts when the watchdog finds this lock lost, if the watchdog keeps it. */
   lostSignal(key: string, field: string): AbortSignal | undefined {
-    const entry = this.entries.get(entryId(key, field));
+    const entry = this.entries.get(this.entryId(key, field));
     if (!entry) return undefined;
     entry.lost ??= lossWatch(entry.owner, key);
     return entry.lost.signal;
@@ -171,7 +179,7 @@ export class ExpirationRenewal {
    * when its owner could still believe it held it (performance.now() ms).
    */
   remove(key: string, field: string): (RenewalTarget & { readonly lostAt: number }) | undefined {
-    const id = entryId(key, field);
+    const id = this.entryId(key, field);
     const entry = this.entries.get(id);
     this.entries.delete(id);
     return entry;
@@ -182,7 +190,7 @@ export class ExpirationRenewal {
    * lease that never reached Redis): renewed again at once, its lost signal the same.
    */
   restore(removed: RenewalTarget & { readonly lostAt: number }): void {
-    const id = entryId(removed.key, removed.field);
+    const id = this.entryId(removed.key, removed.field);
     if (this.closed || this.entries.has(id) || !(removed instanceof RenewalEntry)) return;
     this.entries.set(id, removed);
     this.startTimer();
@@ -198,7 +206,7 @@ export class ExpirationRenewal {
    * the hold taken away).
    */
   reportLost(key: string, field: string, reason: string, removed?: RenewalTarget): boolean {
-    const entry = this.entries.get(entryId(key, field)) ?? removed;
+    const entry = this.entries.get(this.entryId(key, field)) ?? removed;
     if (entry) this.lose(entry, reason);
     return entry !== undefined;
   }
@@ -325,7 +333,7 @@ export class ExpirationRenewal {
       // (by ASK) new master serves. Reported once, if any of them fails.
       // Only holds still kept: one given up meanwhile (ioredis retried for ~1.6 s) must not be
       // renewed again.
-      const kept = batch.filter((entry) => this.entries.get(entryId(entry.key, entry.field)) === entry);
+      const kept = batch.filter((entry) => this.entries.get(this.entryId(entry.key, entry.field)) === entry);
       const groups = splitOnMigration(error, kept, (entry) => (entry.renewKeys ?? [entry.key]).join('\n'));
       if (groups) {
         let first: unknown;
@@ -343,7 +351,7 @@ export class ExpirationRenewal {
     batch.forEach((entry, i) => {
       // Only an entry still registered as the very same object counts; one removed or
       // re-added while the call was in flight belongs to a newer hold.
-      if (this.entries.get(entryId(entry.key, entry.field)) !== entry) return;
+      if (this.entries.get(this.entryId(entry.key, entry.field)) !== entry) return;
       if (renewed[i] === 1) {
         entry.lostAt = lostAt(sentAt, this.leaseMs);
         earliest = Math.min(earliest, entry.lostAt);
@@ -358,6 +366,16 @@ export class ExpirationRenewal {
       this.deadlineAt = Infinity;
       this.armDeadline(this.earliestExpiry());
     }
+  }
+
+  /** The key of `entries` for `field`'s hold on `key`: `<key>\n<field>`. */
+  private entryId(key: string, field: string): string {
+    if (key !== this.idKey || field !== this.idField) {
+      this.idKey = key;
+      this.idField = field;
+      this.id = `${key}\n${field}`;
+    }
+    return this.id;
   }
 
   private earliestExpiry(): number {
@@ -389,6 +407,4 @@ export function lossWatch(owner: LockOwner, key: string): AbortController {
   return controller;
 }
 
-function entryId(key: string, field: string): string {
-  return `${key}\n${field}`;
-}
+
