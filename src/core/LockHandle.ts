@@ -380,7 +380,7 @@ export abstract class LockHandle {
     try {
       const hold = await this.acquireFor(owner, leaseTime, waitTime, signal, attemptDeadline);
       if (hold === undefined) return undefined;
-      return await this.acquired(owner, leaseTime, hold, signal ? [signal, this.context.closedSignal] : [this.context.closedSignal]);
+      return await this.acquired(owner, leaseTime, hold, signal);
     } catch (error) {
       owner.fenced = fenced;
       throw error;
@@ -390,8 +390,10 @@ export abstract class LockHandle {
   }
 
   /** Books a hold; one that raced an abort is given back unbooked, leaving nothing behind. Returns its send time. */
-  private async acquired(owner: LockOwner, leaseTime: number | undefined, { sentAt, expiresAt }: Hold, stops: AbortSignal[]): Promise<number> {
-    const stopped = stops.find((stop) => stop.aborted);
+  private async acquired(owner: LockOwner, leaseTime: number | undefined, { sentAt, expiresAt }: Hold, signal: AbortSignal | undefined): Promise<number> {
+    // The caller's signal first, then close() (no array and closure per acquisition).
+    const closed = this.context.closedSignal;
+    const stopped = signal?.aborted ? signal : closed.aborted ? closed : undefined;
     if (stopped) {
       // Taken as the caller's signal aborted (or close() came): the caller never holds it, so it
       // is not booked (a retry of the same owner must not find a hold that is on its way back),

@@ -73,9 +73,12 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
   // client's offlineTimeout), the caller's signal or close().
   // Set when Redis left an attempt unanswered until the wait's end: a leave is then not waited for.
   let unanswered = false;
+  // Stopped by the caller's signal or by client.close(); no controller of its own, as a process
+  // may park 10 000s of waiters. One array for the calls' bound and the sleeps (neither changes it).
+  const stops = signal ? [signal, context.closedSignal] : [context.closedSignal];
   const callBound: CommandBound = {
     deadline: waitTime > 0 ? deadline : attemptDeadline,
-    signals: signal ? [signal, context.closedSignal] : [context.closedSignal],
+    signals: stops,
     cutShort: () => {
       unanswered = true;
     },
@@ -95,9 +98,6 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
     }
     if (waitTime <= 0) return undefined;
 
-    // Stopped by the caller's signal or by client.close(); no controller of its own, as a process
-    // may park 10 000s of waiters.
-    const stops = signal ? [signal, context.closedSignal] : [context.closedSignal];
     untrack = context.trackWaiter();
     waitFrom = performance.now();
     protocol.waitStarted?.();
