@@ -171,7 +171,7 @@ export class ExpirationRenewal {
 
   /** Until when the hold renewed as `field` of `key` may be held as of now (see `remove`), if the watchdog keeps it. */
   lostAt(key: string, field: string): number | undefined {
-    return this.entries.get(entryId(key, field))?.lostAt;
+    return this.entries.get(this.entryId(key, field))?.lostAt;
   }
 
   /**
