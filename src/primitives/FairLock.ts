@@ -96,10 +96,9 @@ export class FairLock extends ExclusiveLock {
     const field = this.field(owner);
     const member = `${lease}:${field}`;
     const { queue, expiry, grantPrefix, grantChannel: channel } = this.names;
-    // No await when known (always, off a Cluster): an await of a value costs a turn of the
-    // microtask queue per acquisition, and the first attempt is then sent with the call.
-    const publishing = queuePublishing(this.context);
-    const { publish, trust } = publishing instanceof Promise ? await publishing : publishing;
+    // Awaited even when known: an acquire asked for as close() starts is then never sent
+    // (faults/08-close-in-flight.test.ts "an acquire a primitive would send only after close()").
+    const { publish, trust } = await queuePublishing(this.context);
     // A re-entry counts up the owner's hold, but only if it finds one on its first attempt:
     // once an attempt found none (the hold was lost) and queued, a field of its own is a grant,
     // taken as is (1 hold), as its message would give it.
