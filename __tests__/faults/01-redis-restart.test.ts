@@ -1,6 +1,8 @@
 // Fault 1: Redis is killed -9 and started again, empty, while a holder holds and waiters wait.
 import { once } from 'node:events';
-import { type LockClient, LockLostError } from '../../src';
+import { Redis } from 'ioredis';
+import { type LockClient, LockLostError, RedisCommandError } from '../../src';
+import { TcpProxy } from '../helpers/tcpProxy';
 import { type ContenderName, holdAllWithWaiters } from '../helpers/contenders';
 import { usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { aborted, sleep, until } from '../helpers/time';
@@ -111,4 +113,41 @@ describe('every primitive, held with a waiter parked, through a restart that los
     await Promise.all(semaphores.map(({ waiter }) => waiter));
     for (const { gotAt } of semaphores) expect(gotAt() - setAt).toBeLessThan(3_000);
   });
+});
+
+describe('Redis restarted with its data, loading it for a while', () => {
+  // Each key takes 0.1 ms to load: a few seconds of LOADING replies (rlock turns ioredis's ready check off).
+  const loading = usePrivateRedis(['--key-load-delay', '100', '--loading-process-events-interval-bytes', '1024', '--enable-debug-command', 'yes']);
+
+  test('a semaphore attempt whose outcome is unknown is undone once Redis has loaded (a second reader’s repro: the undo met LOADING once and stopped, the permit lost for good)', async () => {
+    const name = `loading-undo:${process.pid}`;
+    await loading.admin.call('DEBUG', 'POPULATE', '30000', 'filler', '300');
+    const proxy = await TcpProxy.start(loading.server.port);
+    try {
+      // No retries: the attempt whose reply the proxy cuts is rejected, its outcome unknown.
+      const client = loading.client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 0 } });
+      const sem = client.getSemaphore(name);
+      expect(await sem.trySetPermits(1)).toBe(true);
+      proxy.cutOnNextReply();
+      proxy.stopAccepting();
+      const outcome = sem.acquire().then(
+        () => 'held',
+        (error: unknown) => error,
+      );
+      await until('Redis ran the attempt', async () => (await loading.admin.get(name)) === '0');
+      expect(await outcome).toBeInstanceOf(RedisCommandError);
+      await loading.server.shutdownSaving();
+      const restarted = loading.server.restart(); // answers once loaded
+      // Asked without ioredis's ready check, which would wait for the loading to end.
+      const probe = new Redis(loading.server.port, '127.0.0.1', { enableReadyCheck: false, maxRetriesPerRequest: null, retryStrategy: () => 20 });
+      probe.on('error', () => undefined);
+      await until('Redis is loading', async () => /LOADING/.test(await probe.get(name).then(String, String)), 5_000).finally(() => probe.disconnect());
+      await proxy.resumeAccepting(); // the client reconnects, and its undo meets LOADING
+      await restarted;
+      await until('the permit is back', async () => (await loading.admin.get(name)) === '1', 10_000);
+    } finally {
+      await proxy.close();
+      loading.server.forgetSavedData();
+    }
+  }, 40_000);
 });

@@ -1,12 +1,12 @@
 // Fault 2: Redis is paused (SIGSTOP) for longer than the lease, then resumed.
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
-import { type LockClient, LockLostError, MultiLock, NotLockOwnerError } from '../../src';
+import { type LockClient, LockLostError, MultiLock, NotLockOwnerError, RedisCommandError } from '../../src';
 import { rwWritersKeyOf } from '../../src/names';
 import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { atNextScript, parkedOnChannel, parkedWaiters, usePrivateRedis, subscribers } from '../helpers/privateRedis';
 import { TcpProxy } from '../helpers/tcpProxy';
-import { aborted, orAfter, sleep, until } from '../helpers/time';
+import { aborted, orAfter, settled, sleep, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
 
@@ -713,3 +713,22 @@ describe('a semaphore attempt whose outcome is unknown (ioredis gave up on it) i
     }
   }, 20_000);
 });
+
+test('a semaphore acquire aborted with a RedisCommandError as its reason while Redis is paused gives its permit back once, not twice (a second reader’s repro: the cut’s late reply and the failure’s undo both gave it back)', async () => {
+  const sem = redis.client().getSemaphore(`abort-reason:${process.pid}`);
+  expect(await sem.trySetPermits(1)).toBe(true);
+  const controller = new AbortController();
+  const outcome = await whilePaused(async () => {
+    const waiting = sem.acquire({ signal: controller.signal }).then(
+      () => 'held',
+      (error: unknown) => error,
+    );
+    await sleep(100); // the attempt is on its way to the frozen Redis
+    // The error a sibling operation failed with, passed on to stop the rest.
+    controller.abort(new RedisCommandError('lock', new Error('Command timed out')));
+    return waiting; // cut at its grace (1 s)
+  });
+  expect(outcome).toBeInstanceOf(RedisCommandError);
+  // Redis runs the attempt (the permit taken), whose late reply gives it back.
+  expect(await settled('the permits settle', () => sem.availablePermits(), 500)).toBe(1);
+}, 20_000);

@@ -323,7 +323,11 @@ export class Semaphore extends Primitive {
         await context.command('giveBack', (redis) => scripts(redis).rlock_semaphore_undoAcquire(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, context.clientId, RELEASE_LATCH_TTL_MS), IDEMPOTENT);
         return;
       } catch (error) {
-        if (!mayHaveRun(error) || performance.now() + UNDO_RETRY_MS >= until) throw error;
+        // Sent again when it may not have run: no answer, or a refusal for now (a server loading
+        // its data after a restart, a failover: rlock turns ioredis's ready check off, and the
+        // old master answers READONLY until Sentinel's switch).
+        const refusedForNow = error instanceof RedisCommandError && (error.transient || error.code === 'READONLY');
+        if (!(mayHaveRun(error) || refusedForNow) || performance.now() + UNDO_RETRY_MS >= until) throw error;
         await boundedWait(UNDO_RETRY_MS, [context.closedSignal], () => undefined);
       }
     }
@@ -387,12 +391,18 @@ export class Semaphore extends Primitive {
       const sentAt = performance.now();
       // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
       const latch = this.requestLatch(`${field}.${number}`);
+      // Cut short (its bound, an abort whatever its reason): `lateReply` gives back, not the catch below.
+      let cut = false;
       const [status, ttl, free] = await this.counted(
         'acquire',
         RELEASE_LATCH_TTL_MS,
         (redis, notAfter) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, this.kindKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS, notAfter),
         {
           ...bound,
+          cutShort: () => {
+            cut = true;
+            bound.cutShort?.();
+          },
           // Answered after the wait ended (Redis frozen, a silent connection): permits taken for
           // the caller that is gone go back, a reservation made for it is left.
           lateReply: (late) => {
@@ -407,7 +417,7 @@ export class Semaphore extends Primitive {
         marks?.askFailed(); // no answer: the waiters it covered must not sleep on its mark
         // Failed without Redis's answer while its caller waited: it may have run, and the caller
         // is told it failed. Undone, or its permits would be nobody's for good.
-        if (mayHaveRun(error)) this.undoTake(latch, permits, sentAt).catch(() => undefined);
+        if (!cut && mayHaveRun(error)) this.undoTake(latch, permits, sentAt).catch(() => undefined);
         throw error;
       });
       reserving = status === 2;
