@@ -5,6 +5,8 @@
 import { multiLockSuite } from './helpers/multiLockSuite';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { LockUsageError, MultiLock } from '../src';
+import { commandCounts } from './helpers/testRedis';
+import { sleep, until } from './helpers/time';
 
 const servers: PrivateRedis[] = [usePrivateRedis(), usePrivateRedis(), usePrivateRedis()];
 let counter = 0;
@@ -97,4 +99,47 @@ test('a withLock, lock() or tryLock() inside a withLock of a composite sharing a
     expect(await apart.withLock(() => 'nested, disjoint members: fine')).toBe('nested, disjoint members: fine');
   });
   expect(await serversHolding(name)).toBe(0);
+});
+
+describe('members of one client on one server, taken in one call (acquireAll.lua) beside members taken alone', () => {
+  test('plain locks of one client with a fair lock and another client’s lock: held together, exclusive, renewed by the watchdog, all released', async () => {
+    const name = uniqueName();
+    const client = servers[0]!.client({ watchdogTimeout: 1_000 });
+    const other = servers[0]!.client();
+    const keys = [`${name}:a`, `${name}:b`, `${name}:fair`];
+    const multi = new MultiLock([client.getLock(keys[0]!), client.getLock(keys[1]!), client.getFairLock(keys[2]!), servers[1]!.client().getLock(name)]);
+    const lost: unknown[] = [];
+    multi.on('lost', (error) => lost.push(error));
+    await multi.withLock(async (signal) => {
+      for (const key of keys) expect(await servers[0]!.admin.exists(key)).toBe(1);
+      expect(await other.getLock(keys[1]!).tryLock()).toBe(false);
+      await sleep(2_500); // 2.5 leases: kept only by the watchdog's renewals
+      for (const key of keys) expect(await servers[0]!.admin.exists(key)).toBe(1);
+      expect(signal.aborted).toBe(false);
+    });
+    expect(lost).toHaveLength(0);
+    expect(await servers[0]!.admin.exists(...keys)).toBe(0);
+    expect(await serversHolding(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+  }, 20_000);
+
+  test('a refusal in the group waits for the member that refused (not one left untried), then takes all', async () => {
+    const name = uniqueName();
+    const client = servers[0]!.client();
+    const holder = servers[0]!.client().getLock(`${name}:b`);
+    await holder.lock();
+    const multi = new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`), client.getLock(`${name}:c`)]);
+    expect(await multi.isLocked()).toBe(false); // connected
+    const writes = async (): Promise<number> => (await commandCounts(servers[0]!.admin)).hincrby ?? 0;
+    const writesBefore = await writes();
+    const waiting = multi.tryLock({ waitTime: 10_000 });
+    await until('the MultiLock waits on the member that refused', async () => (await holder.inspect()).waitingClients === 1);
+    // Straight to b: not a round that takes a (free, but left untried by the group's refusal) first.
+    expect((await writes()) - writesBefore).toBe(0);
+    await holder.unlock();
+    expect(await waiting).toBe(true);
+    expect(await servers[0]!.admin.exists(`${name}:a`, `${name}:b`, `${name}:c`)).toBe(3);
+    await multi.unlock();
+    expect(await servers[0]!.admin.exists(`${name}:a`, `${name}:b`, `${name}:c`)).toBe(0);
+  }, 20_000);
 });

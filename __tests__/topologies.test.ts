@@ -143,6 +143,33 @@ describe.each(topologies)('%s', (_label, start) => {
     for (const name of names) expect(await topology.admin.exists(name)).toBe(0);
   });
 
+  test('a MultiLock over locks of one slot of one client takes them in one all-or-nothing script call (family.md: same-slot members in one script); refused, it writes nothing', async () => {
+    /** A command's calls on every master so far (scripts' inner calls included). */
+    const calls = async (command: string): Promise<number> => {
+      const nodes = topology.admin instanceof Cluster ? topology.admin.nodes('master') : [topology.admin];
+      let sum = 0;
+      for (const node of nodes) sum += Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(await node.info('commandstats'))?.[1] ?? 0);
+      return sum;
+    };
+    const c = client();
+    const tag = uniqueName();
+    const names = ['a', 'b', 'c'].map((member) => `{${tag}}:${member}`); // one slot
+    const multi = new MultiLock(names.map((name) => c.getLock(name)));
+    expect(await multi.isLocked()).toBe(false); // connected
+    const other = client().getLock(names[2]!);
+    await other.lock();
+    const [scriptsBefore, writesBefore] = [(await calls('evalsha')) + (await calls('eval')), await calls('hincrby')];
+    expect(await multi.tryLock()).toBe(false);
+    // One call, and no member written and given back (one script per member did both).
+    expect((await calls('evalsha')) + (await calls('eval')) - scriptsBefore).toBe(1);
+    expect((await calls('hincrby')) - writesBefore).toBe(0);
+    await other.unlock();
+    expect(await multi.tryLock({ waitTime: 5_000 })).toBe(true);
+    for (const name of names) expect(await topology.admin.exists(name)).toBe(1);
+    await multi.unlock();
+    for (const name of names) expect(await topology.admin.exists(name)).toBe(0);
+  });
+
   test('lock, reentrant withLock, hold counts, TTL, unlock', async () => {
     expect.assertions(7); // four of them in the callback: it must run
     const c = client();

@@ -555,10 +555,13 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
   }, 30_000);
 });
 
-test('a MultiLock member’s attempt cut short by its waitTime whose command ioredis then gives up on (commandTimeout) may still run: what it takes when Redis comes back is given back (before: held for its lease by nobody)', async () => {
-  const name = `cut-then-failed:${process.pid}`;
+test.each([
+  ['a MultiLock member’s attempt', 1],
+  ['a MultiLock round over two locks of one client (one call for both)', 2],
+])('%s cut short by its waitTime whose command ioredis then gives up on (commandTimeout) may still run: what it takes when Redis comes back is given back (before: held for its lease by nobody)', async (_what, members) => {
+  const name = `cut-then-failed:${members}:${process.pid}`;
   const client = redis.client({ redis: { host: '127.0.0.1', port: redis.server.port, commandTimeout: 1_500 } });
-  const multi = new MultiLock([client.getLock(name)]);
+  const multi = new MultiLock(Array.from({ length: members }, (_, i) => client.getLock(i === 0 ? name : `${name}:${i}`)));
   expect(await multi.isLocked()).toBe(false); // connected, scripts loaded
   redis.server.pause();
   try {
@@ -572,7 +575,18 @@ test('a MultiLock member’s attempt cut short by its waitTime whose command ior
   }
   // The acquire Redis still had runs now, then the give-back sent when ioredis gave up: the
   // member's owner served that one round only, so nothing of its own can come between.
-  await until('the hold nobody asked for is given back', async () => (await redis.admin.exists(name)) === 0, 3_000);
+  await until('the hold nobody asked for is given back', async () => (await redis.admin.exists(name, `${name}:1`)) === 0, 3_000);
+}, 20_000);
+
+test('a MultiLock round over two locks of one client cut short by its waitTime while Redis is paused: what Redis takes on resuming is given back', async () => {
+  const name = `grouped-cut:${process.pid}`;
+  const client = redis.client();
+  const multi = new MultiLock([client.getLock(name), client.getLock(`${name}:b`)]);
+  expect(await multi.isLocked()).toBe(false); // connected, scripts loaded
+  await whilePaused(async () => {
+    expect(await multi.tryLock({ waitTime: 300 })).toBe(false); // cut at its grace (1 s)
+  });
+  await until('what the late round took is given back', async () => (await redis.admin.exists(name, `${name}:b`)) === 0, 3_000);
 }, 20_000);
 
 test.each(['plain', 'fair', 'read', 'write'] as const)('%s: a handle whose attempt’s outcome is unknown (flushed by ioredis, never run) and that asks again at once holds alone (a third reader’s repro: the give-back, written after the new acquire, took its hold: two holders)', async (kind) => {

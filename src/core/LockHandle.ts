@@ -5,7 +5,7 @@ import { latchPrefixOf } from '../names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import { lossWatch, type RenewalTarget } from '../services/ExpirationRenewal';
 import { IDEMPOTENT, type LockContext } from '../services/LockContext';
-import { settledWithinGrace } from '../services/bounds';
+import { CallCutShort, OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
 import { inDatabase, readOne } from '../services/database';
 import { heldByCompositeScope, LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
@@ -191,6 +191,61 @@ export abstract class LockHandle {
   async acquireHold(leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<number | undefined> {
     this.context.assertOpen();
     return this.acquire(this.ownerToAcquire(), leaseTime, waitTime, signal, attemptDeadline);
+  }
+
+  /**
+   * @internal Which members a composite may take together in one script call (`acquireTogether`):
+   * plain locks of one client and one Redis slot. Undefined for this kind (its acquire does more
+   * than the shared script: a queue, a token, a WAIT) and for a member entered again for an
+   * enclosing scope.
+   */
+  togetherKey(): string | undefined {
+    return undefined;
+  }
+
+  /**
+   * @internal Takes `forks` (fresh handles whose `togetherKey` is the same) in one call, all or
+   * none, as one round's single attempts (a MultiLock's): `{ sentAt }` with every hold booked as
+   * its own acquire would book it; `{ refused }`, the index among `forks` of one held by someone
+   * else (nothing taken); undefined when Redis did not answer by `attemptDeadline` (what it took
+   * then is given back when it answers, as a lone attempt's is). Rejects as a lone attempt would
+   * (the caller's abort, `ClientClosedError`, Redis's errors).
+   */
+  static async acquireTogether(forks: readonly LockHandle[], leaseTime: number | undefined, signal: AbortSignal | undefined, attemptDeadline: number | undefined): Promise<{ sentAt: number } | { refused: number } | undefined> {
+    const { context } = forks[0]!;
+    context.assertOpen();
+    const owners = forks.map((fork) => fork.ownerToAcquire());
+    const lease = leaseTime ?? context.watchdogTimeout;
+    const keys = forks.map((fork) => fork.key);
+    const fields = forks.map((fork, i) => fork.field(owners[i]!));
+    // Given back as a lone attempt's would be: taken for a caller that is gone, or maybe taken
+    // (no answer): each fork's owner is single-use and books nothing, so nothing of its own can come between.
+    const giveBack = (): Promise<unknown> => Promise.all(forks.map((fork, i) => fork.giveBackUnbooked(owners[i]!)));
+    for (const owner of owners) owner.pending++;
+    try {
+      const sentAt = performance.now();
+      let reply: [number, number] | null;
+      try {
+        reply = await context.command('acquire', (redis) => redis.rlock_acquireAll(keys.length, ...keys, lease, ...fields), {
+          deadline: attemptDeadline,
+          signals: signal ? [signal, context.closedSignal] : [context.closedSignal],
+          lateReply: (late) => (late === null || late === OUTCOME_UNKNOWN ? giveBack() : undefined),
+        });
+      } catch (error) {
+        if (error instanceof CallCutShort) {
+          if (signal?.aborted) throw signal.reason;
+          return undefined;
+        }
+        throw error;
+      }
+      if (reply !== null) return { refused: reply[0] - 1 };
+      const booked = await Promise.allSettled(forks.map((fork, i) => fork.acquired(owners[i]!, leaseTime, { sentAt }, signal)));
+      const failed = booked.find((result) => result.status === 'rejected');
+      if (failed) throw failed.reason;
+      return { sentAt };
+    } finally {
+      for (const owner of owners) owner.pending--;
+    }
   }
 
   /**

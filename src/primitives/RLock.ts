@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
@@ -6,7 +7,7 @@ import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf, wakeChannelPrefix
 import { OUTCOME_UNKNOWN, PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { type CommandBound, type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry } from '../services/ChannelEntry';
-import type { LockOwner } from '../services/LockOwner';
+import { type LockOwner, scopedOwner } from '../services/LockOwner';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { ScriptedRedis } from '../services/scripts';
 import { syncedAcquire } from '../services/syncedAcquire';
@@ -309,6 +310,17 @@ export class RLock extends ExclusiveLock {
   protected override renewalTarget(owner: LockOwner): RenewalTarget {
     const target = super.renewalTarget(owner);
     return owner.fenced ? { ...target, renewCommand: 'rlock_fencedLock_renew', renewKeys: [this.key, this.tokenKey] } : target;
+  }
+
+  /**
+   * @internal A plain lock (not a fenced hold) without `syncReplicas`, taken for a fork's own
+   * owner: its single attempt is acquire-3.lua's without a queue entry, which acquireAll.lua
+   * makes for several keys of one slot at once.
+   */
+  override togetherKey(): string | undefined {
+    const { context } = this;
+    if (this.constructor !== RLock || context.syncReplicas || scopedOwner(this.identity) !== undefined) return undefined;
+    return `${context.clientId}/${context.isCluster ? calculateSlot(this.key) : ''}`;
   }
 
   /** @internal The key of the last fencing token minted for this lock name (made once per handle). */

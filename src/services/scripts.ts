@@ -53,6 +53,7 @@ export interface ScriptCommands {
   rlock_leave(key: string, clientsKey: string, clientsExpiryKey: string, clientId: string, publishCommand: PublishCommand, wakeChannelPrefix: string, trustReceivers: 0 | 1): Promise<0 | 1>;
   rlock_heartbeat(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
   rlock_renew(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<(0 | 1)[]>;
+  rlock_acquireAll(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<[index: number, pttl: number] | null>;
   rlock_fairLock_acquire(
     key: string,
     queueKey: string,

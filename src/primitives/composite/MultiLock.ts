@@ -1,4 +1,4 @@
-import type { LockHandle } from '../../core/LockHandle';
+import { LockHandle } from '../../core/LockHandle';
 import { refusedForNow } from '../../core/waitLoop';
 import { IN_FLIGHT_GRACE_MS } from '../../services/bounds';
 import { CompositeHold, mayHaveRun, pause, stillHeld, within } from './CompositeHold';
@@ -66,8 +66,9 @@ export class MultiLock extends CompositeLock {
       }
       const round = await this.tryEach(handles, sentAt, leaseTime, waitTime, signal, attemptDeadline, blocker);
       let { failure } = round;
-      // The refusing member of the lowest key: the one every process in its place waits for first.
-      const refused = this.keyOrder.find((i) => sentAt[i] === undefined);
+      // The refusing member of the lowest key: the one every process in its place waits for first
+      // (not one left untried by its group's refusal: it may be free).
+      const refused = this.keyOrder.find((i) => sentAt[i] === undefined && !round.notTried.has(i)) ?? this.keyOrder.find((i) => sentAt[i] === undefined);
       if (!failure && refused === undefined) {
         const hold = this.holdIfFresh(handles, sentAt, leaseTime);
         if (hold) return hold;
@@ -94,8 +95,26 @@ export class MultiLock extends CompositeLock {
    * when it answers). Fills `sentAt` for the members taken; `undo` marks the failed acquires that
    * may have run; `failure` is the first error that is not a refusal.
    */
-  private async tryEach(handles: LockHandle[], sentAt: (number | undefined)[], leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined, attemptDeadline: number | undefined, skip?: number): Promise<{ undo: boolean[]; failure: { error: unknown } | undefined }> {
-    const results = await Promise.allSettled(handles.map((handle, i) => (i === skip ? Promise.resolve(sentAt[i]) : handle.acquireHold(leaseTime, 0, signal, attemptDeadline))));
+  private async tryEach(handles: LockHandle[], sentAt: (number | undefined)[], leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined, attemptDeadline: number | undefined, skip?: number): Promise<{ undo: boolean[]; failure: { error: unknown } | undefined; notTried: Set<number> }> {
+    // Plain members of one client and slot go in one all-or-nothing call (family.md, MultiLock
+    // "cluster"); a refusal there leaves the group's other members untried.
+    const notTried = new Set<number>();
+    const together = new Map<number, Promise<number | undefined>>();
+    for (const group of groupsOf(handles, skip)) {
+      const taking = LockHandle.acquireTogether(
+        group.map((i) => handles[i]!),
+        leaseTime,
+        signal,
+        attemptDeadline,
+      ).then((outcome) => {
+        if (outcome && 'sentAt' in outcome) return outcome.sentAt;
+        // Unanswered by the deadline: each counts as refused, as a lone attempt cut so does.
+        if (outcome) group.forEach((i, at) => at !== outcome.refused && notTried.add(i));
+        return undefined;
+      });
+      for (const i of group) together.set(i, taking);
+    }
+    const results = await Promise.allSettled(handles.map((handle, i) => (i === skip ? Promise.resolve(sentAt[i]) : (together.get(i) ?? handle.acquireHold(leaseTime, 0, signal, attemptDeadline)))));
     // Read now: an abort while a give-back is awaited does not make a failure an abort.
     const undo = results.map((result, i) => result.status === 'rejected' && mayHaveRun(handles[i]!, result.reason, signal));
     let failure: { error: unknown } | undefined;
@@ -106,7 +125,7 @@ export class MultiLock extends CompositeLock {
       if (result.status === 'rejected' && !(waitTime > 0 && refusedForNow(result.reason))) failure ??= { error: result.reason };
       else if (result.status === 'fulfilled') sentAt[i] = result.value;
     });
-    return { undo, failure };
+    return { undo, failure, notTried };
   }
 
   /**
@@ -138,6 +157,19 @@ export class MultiLock extends CompositeLock {
   protected releaseHold(hold: CompositeHold): Promise<number> {
     return hold.release(undefined, 0);
   }
+}
+
+/** Indexes of the members (but `skip`) that can be taken in one call, by their `togetherKey`: groups of two or more. */
+function groupsOf(handles: readonly LockHandle[], skip: number | undefined): number[][] {
+  const groups = new Map<string, number[]>();
+  handles.forEach((handle, i) => {
+    const key = i === skip ? undefined : handle.togetherKey();
+    if (key === undefined) return;
+    const group = groups.get(key);
+    if (group) group.push(i);
+    else groups.set(key, [i]);
+  });
+  return [...groups.values()].filter((group) => group.length > 1);
 }
 
 /** Keys compared as strings, alike in every process (code units, not the locale). */
