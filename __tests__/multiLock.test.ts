@@ -5,6 +5,7 @@
 import { multiLockSuite } from './helpers/multiLockSuite';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { LockUsageError, MultiLock } from '../src';
+import { TcpProxy } from './helpers/tcpProxy';
 import { commandCounts } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
 
@@ -121,6 +122,56 @@ describe('members of one client on one server, taken in one call (acquireAll.lua
     expect(await servers[0]!.admin.exists(...keys)).toBe(0);
     expect(await serversHolding(name)).toBe(0);
     expect(client.stats.renewals).toBe(0);
+  }, 20_000);
+
+  test('a leaseTime is each grouped member’s TTL; without one the watchdog’s lease is', async () => {
+    const name = uniqueName();
+    const client = servers[0]!.client({ watchdogTimeout: 5_000 });
+    const multi = new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]);
+    const ttls = async (): Promise<number[]> => Promise.all([`${name}:a`, `${name}:b`].map((key) => servers[0]!.admin.pttl(key)));
+    expect(await multi.tryLock({ leaseTime: 2_000 })).toBe(true);
+    for (const ttl of await ttls()) expect(ttl > 1_000 && ttl <= 2_000).toBe(true);
+    await multi.unlock();
+    await multi.lock();
+    for (const ttl of await ttls()) expect(ttl > 4_000 && ttl <= 5_000).toBe(true);
+    await multi.unlock();
+  });
+
+  test('both members held elsewhere, listed [c, a]: the round waits for a, the lowest key, as every process in its place does', async () => {
+    const name = uniqueName();
+    const holders = [`${name}:c`, `${name}:a`].map((key) => servers[0]!.client().getLock(key));
+    for (const holder of holders) await holder.lock();
+    const client = servers[0]!.client();
+    const multi = new MultiLock([client.getLock(`${name}:c`), client.getLock(`${name}:a`)]);
+    const waiting = multi.tryLock({ waitTime: 10_000 });
+    await until('the MultiLock waits on a member', async () => (await holders[0]!.inspect()).waitingClients + (await holders[1]!.inspect()).waitingClients === 1);
+    expect((await holders[1]!.inspect()).waitingClients).toBe(1); // a (before: c, the first listed)
+    for (const holder of holders) await holder.unlock();
+    expect(await waiting).toBe(true);
+    await multi.unlock();
+  });
+
+  test('a grouped round resent after its first run took both, one freed and taken by another in between: the refusal gives back what the first run took (a second reader’s repro: b held for nobody for its lease)', async () => {
+    const proxy = await TcpProxy.start(servers[0]!.server.port);
+    try {
+      const name = uniqueName();
+      const client = servers[0]!.client({ redis: proxy.url });
+      const multi = new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]);
+      expect(await multi.isLocked()).toBe(false); // connected
+      proxy.stopAccepting();
+      proxy.cutOnNextReply(); // the first run's reply is lost: ioredis resends it once reconnected
+      const trying = multi.tryLock();
+      await until('the first run took both', async () => (await servers[0]!.admin.exists(`${name}:a`, `${name}:b`)) === 2);
+      const other = servers[0]!.client().getLock(`${name}:a`);
+      expect(await other.forceUnlock()).toBe(true);
+      expect(await other.tryLock()).toBe(true);
+      await proxy.resumeAccepting();
+      expect(await trying).toBe(false);
+      await until('b is given back', async () => (await servers[0]!.admin.exists(`${name}:b`)) === 0, 3_000);
+      await other.unlock();
+    } finally {
+      await proxy.close();
+    }
   }, 20_000);
 
   test('a refusal in the group waits for the member that refused (not one left untried), then takes all', async () => {

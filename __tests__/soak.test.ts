@@ -94,6 +94,12 @@ test('fencedLock: one holder, every token larger than those granted before it, a
   expect(report.forces.removed).toBeGreaterThan(0);
 }, 90_000);
 
+test('multiLock: one holder of the round’s lock, its members of one client taken in one call, under force-unlocks and faults', async () => {
+  const report = await shortRun('multiLock', ['force', 'worker-kill', 'conn-kill', 'sub-kill', 'restart'], 5000);
+  expect(report.forces.removed).toBeGreaterThan(0);
+  for (const holds of Object.values(report.holdsPerLock)) expect(holds).toBeGreaterThan(0);
+}, 90_000);
+
 test('semaphore: never more than its permits held, and every permit back at the end', async () => {
   const report = await shortRun('semaphore', ['conn-kill', 'sub-kill', 'restart-persist', 'pause'], 7000);
   expect(report.invariant).toMatchObject({ rule: 'at most 3 permits held', unexplained: 0 });

@@ -224,12 +224,16 @@ export abstract class LockHandle {
     for (const owner of owners) owner.pending++;
     try {
       const sentAt = performance.now();
+      // A refusal of a resend (the connection dropped under the call) may follow a first run that
+      // took every key: what that run took is given back.
+      const epoch = context.connectionEpoch();
+      const resent = (): boolean => context.connectionEpoch() !== epoch;
       let reply: [number, number] | null;
       try {
         reply = await context.command('acquire', (redis) => redis.rlock_acquireAll(keys.length, ...keys, lease, ...fields), {
           deadline: attemptDeadline,
           signals: signal ? [signal, context.closedSignal] : [context.closedSignal],
-          lateReply: (late) => (late === null || late === OUTCOME_UNKNOWN ? giveBack() : undefined),
+          lateReply: (late) => (late === null || late === OUTCOME_UNKNOWN || resent() ? giveBack() : undefined),
         });
       } catch (error) {
         if (error instanceof CallCutShort) {
@@ -238,7 +242,10 @@ export abstract class LockHandle {
         }
         throw error;
       }
-      if (reply !== null) return { refused: reply[0] - 1 };
+      if (reply !== null) {
+        if (resent()) await settledWithinGrace(giveBack());
+        return { refused: reply[0] - 1 };
+      }
       const booked = await Promise.allSettled(forks.map((fork, i) => fork.acquired(owners[i]!, leaseTime, { sentAt }, signal)));
       const failed = booked.find((result) => result.status === 'rejected');
       if (failed) throw failed.reason;

@@ -7,6 +7,7 @@ import type { SoakOptions } from '../harness';
 import type { FaultKind } from '../records';
 import { countDownLatch } from './countDownLatch';
 import { fencedLock } from './fencedLock';
+import { multiLock } from './multiLock';
 import { permitSemaphore } from './permitSemaphore';
 import { readWriteLock } from './readWriteLock';
 import { semaphore } from './semaphore';
@@ -31,5 +32,5 @@ export interface Primitive {
   checkRedis?(admin: Redis, keyPrefix: string, locks: string[], options: SoakOptions): Promise<string[]>;
 }
 
-export const PRIMITIVES: Record<string, Primitive> = { rlock, fairLock, readWriteLock, fencedLock, semaphore, permitSemaphore, countDownLatch };
+export const PRIMITIVES: Record<string, Primitive> = { rlock, fairLock, readWriteLock, fencedLock, semaphore, permitSemaphore, countDownLatch, multiLock };
 

@@ -100,7 +100,7 @@ export class MultiLock extends CompositeLock {
     // "cluster"); a refusal there leaves the group's other members untried.
     const notTried = new Set<number>();
     const together = new Map<number, Promise<number | undefined>>();
-    for (const group of groupsOf(handles, skip)) {
+    for (const group of groupsOf(handles, skip, this.keyOrder)) {
       const taking = LockHandle.acquireTogether(
         group.map((i) => handles[i]!),
         leaseTime,
@@ -160,9 +160,11 @@ export class MultiLock extends CompositeLock {
 }
 
 /** Indexes of the members (but `skip`) that can be taken in one call, by their `togetherKey`: groups of two or more. */
-function groupsOf(handles: readonly LockHandle[], skip: number | undefined): number[][] {
+function groupsOf(handles: readonly LockHandle[], skip: number | undefined, keyOrder: readonly number[]): number[][] {
   const groups = new Map<string, number[]>();
-  handles.forEach((handle, i) => {
+  // In key order: the script's refusal is then the group's refused member of the lowest key.
+  keyOrder.forEach((i) => {
+    const handle = handles[i]!;
     const key = i === skip ? undefined : handle.togetherKey();
     if (key === undefined) return;
     const group = groups.get(key);
