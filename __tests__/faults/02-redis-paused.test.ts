@@ -578,6 +578,30 @@ test.each([
   await until('the hold nobody asked for is given back', async () => (await redis.admin.exists(name, `${name}:1`)) === 0, 3_000);
 }, 20_000);
 
+test('a MultiLock over two locks of one client inside a withLock of one of them, whose round’s outcome is unknown, leaves the enclosing scope’s hold alone (the member entered again is taken alone, not in one call with the other)', async () => {
+  const name = `grouped-reentry:${process.pid}`;
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    // No retries: a command in flight when the connection closes is rejected, never resent.
+    const client = redis.client({ redis: { host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 0 } });
+    const lock = client.getLock(name);
+    await lock.withLock(async (signal) => {
+      proxy.silenced = true; // the round goes nowhere: cut at its grace, outcome unknown
+      expect(await new MultiLock([client.getLock(name), client.getLock(`${name}:b`)]).tryLock({ waitTime: 100 })).toBe(false);
+      proxy.silenced = false;
+      proxy.cutAll(); // ioredis rejects what was in flight: it never ran
+      await until('reconnected', async () => (await lock.isLocked().catch(() => false)) === true, 5_000);
+      await sleep(200); // any give-back has gone out by now
+      expect(signal.aborted).toBe(false);
+      expect(await redis.admin.hvals(name)).toEqual(['1']); // the scope's hold, still there
+      expect(await redis.client().getLock(name).tryLock({ leaseTime: 5_000 })).toBe(false);
+    });
+    expect(await redis.admin.exists(name, `${name}:b`)).toBe(0);
+  } finally {
+    await proxy.close();
+  }
+}, 20_000);
+
 test('a MultiLock round over two locks of one client cut short by its waitTime while Redis is paused: what Redis takes on resuming is given back', async () => {
   const name = `grouped-cut:${process.pid}`;
   const client = redis.client();
