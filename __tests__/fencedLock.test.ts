@@ -4,7 +4,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { runFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
-import { RedisServer } from './helpers/testRedis';
+import { withReplica } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
 import { LockLostError, LockUsageError, RedisCommandError } from '../src';
 
@@ -144,56 +144,51 @@ describe('tokens', () => {
 });
 
 test('with syncReplicas: the token comes through the WAIT pipeline; an acquire the replica cannot acknowledge is refused and given back', async () => {
-  await redis.admin.config('SET', 'repl-diskless-sync-delay', '0'); // else the first sync waits 5 s
-  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(redis.server.port)]);
-  const replicaConnection = replica.connect();
-  try {
-    await until('the replica is in sync', async () => /slave0:.*state=online/.test(await redis.admin.info('replication')));
-    const client = redis.client({ syncReplicas: { replicas: 1, timeout: 300 } });
-    const name = uniqueName();
-    const first = client.getFencedLock(name);
-    const token = await first.lock();
-    expect(await replicaConnection.get(`rlock__fence:{${name}}`)).toMatch(new RegExp(`^${token}:`)); // <token>:<owner field>
-    await first.unlock();
-    replica.pause();
-    expect(await client.getFencedLock(name).tryLock()).toBeNull();
-    expect(await redis.admin.exists(name)).toBe(0);
-    replica.resume();
-    const next = await client.getFencedLock(name).tryLock({ waitTime: 5_000 });
-    expect(next).not.toBeNull();
-    expect(next!).toBeGreaterThan(token);
-  } finally {
-    replicaConnection.disconnect();
-    await replica.stop();
-  }
+  await withReplica(redis, async (replica) => {
+    const replicaConnection = replica.connect();
+    try {
+      const client = redis.client({ syncReplicas: { replicas: 1, timeout: 300 } });
+      const name = uniqueName();
+      const first = client.getFencedLock(name);
+      const token = await first.lock();
+      expect(await replicaConnection.get(`rlock__fence:{${name}}`)).toMatch(new RegExp(`^${token}:`)); // <token>:<owner field>
+      await first.unlock();
+      replica.pause();
+      expect(await client.getFencedLock(name).tryLock()).toBeNull();
+      expect(await redis.admin.exists(name)).toBe(0);
+      replica.resume();
+      const next = await client.getFencedLock(name).tryLock({ waitTime: 5_000 });
+      expect(next).not.toBeNull();
+      expect(next!).toBeGreaterThan(token);
+    } finally {
+      replicaConnection.disconnect();
+    }
+  });
 }, 20_000);
 
 test.each(['plain', 'fenced'] as const)('with syncReplicas: a re-entry the replica cannot acknowledge (%s) is refused and given back, and the scope’s own hold is not reported lost', async (kind) => {
-  await redis.admin.config('SET', 'repl-diskless-sync-delay', '0');
-  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(redis.server.port)]);
   const lost: unknown[] = [];
   const onLost = (message: unknown): void => void lost.push(message);
   subscribe('rlock:lost', onLost);
   try {
-    await until('the replica is in sync', async () => /slave0:.*state=online/.test(await redis.admin.info('replication')));
-    const client = redis.client({ syncReplicas: { replicas: 1, timeout: 200 } });
-    const name = uniqueName();
-    const handle = (): { tryLock(options?: { waitTime?: number }): Promise<unknown>; getHoldCount(): Promise<number> } => (kind === 'plain' ? client.getLock(name) : client.getFencedLock(name));
-    const scope = async (signal: AbortSignal): Promise<{ reentry: unknown; aborted: boolean; holds: number }> => {
-      replica.pause();
-      const reentry = await handle().tryLock({ waitTime: 100 });
-      replica.resume();
-      return { reentry, aborted: signal.aborted, holds: await handle().getHoldCount() };
-    };
-    const seen = kind === 'plain' ? await client.getLock(name).withLock(scope) : await client.getFencedLock(name).withLock((signal) => scope(signal));
-    // Refused (false, or null for a fenced lock), the scope's one hold intact and unreported.
-    expect(seen).toEqual({ reentry: kind === 'plain' ? false : null, aborted: false, holds: 1 });
-    expect(lost).toEqual([]);
-    expect(await redis.admin.exists(name)).toBe(0);
+    await withReplica(redis, async (replica) => {
+      const client = redis.client({ syncReplicas: { replicas: 1, timeout: 200 } });
+      const name = uniqueName();
+      const handle = (): { tryLock(options?: { waitTime?: number }): Promise<unknown>; getHoldCount(): Promise<number> } => (kind === 'plain' ? client.getLock(name) : client.getFencedLock(name));
+      const scope = async (signal: AbortSignal): Promise<{ reentry: unknown; aborted: boolean; holds: number }> => {
+        replica.pause();
+        const reentry = await handle().tryLock({ waitTime: 100 });
+        replica.resume();
+        return { reentry, aborted: signal.aborted, holds: await handle().getHoldCount() };
+      };
+      const seen = kind === 'plain' ? await client.getLock(name).withLock(scope) : await client.getFencedLock(name).withLock((signal) => scope(signal));
+      // Refused (false, or null for a fenced lock), the scope's one hold intact and unreported.
+      expect(seen).toEqual({ reentry: kind === 'plain' ? false : null, aborted: false, holds: 1 });
+      expect(lost).toEqual([]);
+      expect(await redis.admin.exists(name)).toBe(0);
+    });
   } finally {
     unsubscribe('rlock:lost', onLost);
-    replica.resume();
-    await replica.stop();
   }
 }, 20_000);
 
@@ -217,10 +212,7 @@ test('with syncReplicas and WAIT refused (an ACL without +wait): lock() rejects 
 }, 20_000);
 
 test('with syncReplicas after SCRIPT FLUSH (as on a freshly promoted master): an acquire the replica cannot acknowledge is still refused, for every synced primitive', async () => {
-  await redis.admin.config('SET', 'repl-diskless-sync-delay', '0');
-  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(redis.server.port)]);
-  try {
-    await until('the replica is in sync', async () => /slave0:.*state=online/.test(await redis.admin.info('replication')));
+  await withReplica(redis, async (replica) => {
     const client = redis.client({ syncReplicas: { replicas: 1, timeout: 300 } });
     const name = uniqueName();
     const kinds = [
@@ -245,10 +237,7 @@ test('with syncReplicas after SCRIPT FLUSH (as on a freshly promoted master): an
       if (keys[0]!.startsWith('rlock__permits')) expect(await redis.admin.zcard(keys[0]!)).toBe(0);
       else expect(await redis.admin.exists(...keys)).toBe(0);
     }
-  } finally {
-    replica.resume();
-    await replica.stop();
-  }
+  });
 }, 20_000);
 
 test('a fenced re-entry inside a plain handle\'s scope mints a token of its own (never that of the hold a force-unlock took away), renewed with the lock', async () => {

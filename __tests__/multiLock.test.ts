@@ -6,7 +6,7 @@ import { multiLockSuite } from './helpers/multiLockSuite';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { LockUsageError, MultiLock } from '../src';
 import { TcpProxy } from './helpers/tcpProxy';
-import { commandCounts, RedisServer } from './helpers/testRedis';
+import { commandCounts, withReplica } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
 
 const servers: PrivateRedis[] = [usePrivateRedis(), usePrivateRedis(), usePrivateRedis()];
@@ -176,10 +176,7 @@ describe('members of one client on one server, taken in one call (acquireAll.lua
 
   test('members of a client with syncReplicas are taken alone, each through its WAIT: with the replica paused the round is refused and nothing is left (one call for both would skip the WAIT)', async () => {
     const primary = servers[0]!;
-    await primary.admin.config('SET', 'repl-diskless-sync-delay', '0'); // else the first sync waits 5 s
-    const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(primary.server.port)]);
-    try {
-      await until('the replica is in sync', async () => /slave0:.*state=online/.test(await primary.admin.info('replication')));
+    await withReplica(primary, async (replica) => {
       const client = primary.client({ syncReplicas: { replicas: 1, timeout: 300 } });
       const name = uniqueName();
       const multi = new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]);
@@ -188,10 +185,7 @@ describe('members of one client on one server, taken in one call (acquireAll.lua
       replica.pause();
       expect(await multi.tryLock()).toBe(false); // not acknowledged: given back
       expect(await primary.admin.exists(`${name}:a`, `${name}:b`)).toBe(0);
-    } finally {
-      replica.resume();
-      await replica.stop();
-    }
+    });
   }, 20_000);
 
   test('a refusal in the group waits for the member that refused (not one left untried), then takes all', async () => {

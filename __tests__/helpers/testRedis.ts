@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis';
+import { RedisServer } from '../../scripts/redisServer';
 import { settled, until } from './time';
 
-export { RedisServer } from '../../scripts/redisServer';
+export { RedisServer };
 
 /** How many times each command ran on a server, from INFO commandstats (`evalsha`, `hget`, ...). */
 export async function commandCounts(redis: Redis): Promise<Record<string, number>> {
@@ -34,4 +35,20 @@ async function replicationOffset(node: Redis): Promise<number> {
 export async function untilReplicaHasAll(master: Redis, replica: Redis): Promise<void> {
   const written = await replicationOffset(master);
   await until('the replica caught up', async () => (await replicationOffset(replica)) >= written);
+}
+
+/**
+ * Runs `fn` with a replica of `primary` (a private redis-server started for it), once the primary
+ * sees it in sync; resumes the replica (`fn` may have paused it) and stops it afterwards.
+ */
+export async function withReplica<T>(primary: { admin: Redis; server: { port: number } }, fn: (replica: RedisServer) => Promise<T>): Promise<T> {
+  await primary.admin.config('SET', 'repl-diskless-sync-delay', '0'); // else the first sync waits 5 s
+  const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(primary.server.port)]);
+  try {
+    await until('the replica is in sync', async () => /slave0:.*state=online/.test(await primary.admin.info('replication')));
+    return await fn(replica);
+  } finally {
+    replica.resume();
+    await replica.stop();
+  }
 }
