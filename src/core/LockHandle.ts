@@ -5,13 +5,13 @@ import { latchPrefixOf } from '../names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import { lossWatch, type RenewalTarget } from '../services/ExpirationRenewal';
 import { IDEMPOTENT, type LockContext } from '../services/LockContext';
-import { CallCutShort, OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
+import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
 import { inDatabase, readOne } from '../services/database';
 import { heldByCompositeScope, LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { HeldLock } from './HeldLock';
 import { outcomeOf, watchHold } from './holdScope';
-import type { Hold, WaitProtocol } from './waitLoop';
+import { endsAsTimedOut, stopsOf, type Hold, type WaitProtocol } from './waitLoop';
 
 /**
  * How long a release latch outlives its call, in ms. It only matters when ioredis resends a
@@ -228,18 +228,16 @@ export abstract class LockHandle {
       // took every key: what that run took is given back.
       const epoch = context.connectionEpoch();
       const resent = (): boolean => context.connectionEpoch() !== epoch;
+      const stops = stopsOf(context, signal);
       let reply: [number, number] | null;
       try {
         reply = await context.command('acquire', (redis) => redis.rlock_acquireAll(keys.length, ...keys, lease, ...fields), {
           deadline: attemptDeadline,
-          signals: signal ? [signal, context.closedSignal] : [context.closedSignal],
+          signals: stops,
           lateReply: (late) => (late === null || late === OUTCOME_UNKNOWN || resent() ? giveBack() : undefined),
         });
       } catch (error) {
-        if (error instanceof CallCutShort) {
-          if (signal?.aborted) throw signal.reason;
-          return undefined;
-        }
+        if (endsAsTimedOut(error, stops)) return undefined;
         throw error;
       }
       if (reply !== null) {

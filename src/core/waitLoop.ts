@@ -75,7 +75,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
   let unanswered = false;
   // Stopped by the caller's signal or by client.close(); no controller of its own, as a process
   // may park 10 000s of waiters. One array for the calls' bound and the sleeps (neither changes it).
-  const stops = signal ? [signal, context.closedSignal] : [context.closedSignal];
+  const stops = stopsOf(context, signal);
   const callBound: CommandBound = {
     deadline: waitTime > 0 ? deadline : attemptDeadline,
     signals: stops,
@@ -134,14 +134,7 @@ export async function waitFor(context: LockContext, protocol: WaitProtocol, wait
       woken = await protocol.sleep(entry, bound(), stops, deadline, debt);
     }
   } catch (error) {
-    // An attempt Redis did not answer by the deadline: the wait is over, not failed (whatever
-    // the attempt took when Redis answers is given back by the primitive's `lateReply`), unless
-    // a stop came meanwhile, which is what the caller is told.
-    if (error instanceof CallCutShort) {
-      const stopped = callBound.signals?.find((stop) => stop.aborted);
-      if (stopped) throw stopped.reason;
-      return undefined;
-    }
+    if (endsAsTimedOut(error, stops)) return undefined;
     throw error;
   } finally {
     if (entry) context.pubsub.leave(protocol.channel, entry);
@@ -173,6 +166,23 @@ async function attemptWhileWaiting(protocol: WaitProtocol, listening: ChannelEnt
     if (refusedForNow(error)) return { held: false, ttl: TRANSIENT_RETRY_MS };
     throw error;
   }
+}
+
+/** What stops a wait or a call: the caller's signal, if any, and the client's close(). */
+export function stopsOf(context: Pick<LockContext, 'closedSignal'>, signal: AbortSignal | undefined): AbortSignal[] {
+  return signal ? [signal, context.closedSignal] : [context.closedSignal];
+}
+
+/**
+ * An attempt Redis did not answer by its deadline (`CallCutShort`): the wait is over, not failed
+ * (whatever the attempt took when Redis answers is given back by its `lateReply`), unless one of
+ * `stops` came meanwhile, whose reason is thrown. False for any other error.
+ */
+export function endsAsTimedOut(error: unknown, stops: readonly AbortSignal[]): boolean {
+  if (!(error instanceof CallCutShort)) return false;
+  const stopped = stops.find((stop) => stop.aborted);
+  if (stopped) throw stopped.reason;
+  return true;
 }
 
 /** A refusal Redis will not repeat for long (`RedisCommandError.transient`: a failover, loading, a slot in flux): waited out, not thrown. */

@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
-import { waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
+import { stopsOf, waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf, wakeChannelPrefixOf } from '../names';
 import { OUTCOME_UNKNOWN, PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
@@ -97,7 +97,7 @@ export class RLock extends ExclusiveLock {
     // At most half the waitTime: what is left stays a wait (bounded by its deadline while Redis
     // is unreachable), never a single attempt (bounded only by offlineTimeout).
     const pause = Math.min(left, waitTime / 2);
-    const stops = signal ? [signal, this.context.closedSignal] : [this.context.closedSignal];
+    const stops = stopsOf(this.context, signal);
     return boundedWait(pause, stops, () => undefined).then(() => this.waitForLock(owner, leaseTime, waitTime - pause, signal));
   }
 

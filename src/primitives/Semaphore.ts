@@ -1,5 +1,5 @@
 import type { ChainableCommander } from 'ioredis';
-import type { Hold } from '../core/waitLoop';
+import { refusedForNow, type Hold } from '../core/waitLoop';
 import { watchHold } from '../core/holdScope';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../errors';
@@ -326,8 +326,8 @@ export class Semaphore extends Primitive {
         // Sent again when it may not have run: no answer, or a refusal for now (a server loading
         // its data after a restart, a failover: rlock turns ioredis's ready check off, and the
         // old master answers READONLY until Sentinel's switch).
-        const refusedForNow = error instanceof RedisCommandError && (error.transient || error.code === 'READONLY');
-        if (!(mayHaveRun(error) || refusedForNow) || performance.now() + UNDO_RETRY_MS >= until) throw error;
+        const notYet = refusedForNow(error) || (error instanceof RedisCommandError && error.code === 'READONLY');
+        if (!(mayHaveRun(error) || notYet) || performance.now() + UNDO_RETRY_MS >= until) throw error;
         await boundedWait(UNDO_RETRY_MS, [context.closedSignal], () => undefined);
       }
     }

@@ -406,5 +406,3 @@ export function lossWatch(owner: LockOwner, key: string): AbortController {
   if (!controller || controller.signal.aborted) watches.set(key, (controller = new AbortController()));
   return controller;
 }
-
-
