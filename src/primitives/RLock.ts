@@ -337,8 +337,12 @@ export class RLock extends ExclusiveLock {
     const sync = this.context.syncReplicas;
     // An attempt Redis answers after the wait ended (frozen, a silent connection) may have taken
     // the lock for a caller that is gone: give that hold back (a number is a refusal, its PTTL).
+    // Its fields copied one by one, not spread: this runs for every attempt.
     const bound: CommandBound = {
-      ...waitBound,
+      deadline: waitBound.deadline,
+      signals: waitBound.signals,
+      cutShort: waitBound.cutShort,
+      idempotent: waitBound.idempotent,
       lateReply: (reply) => {
         // No answer at all: it may not have run. Undone only for a composite member's single-use
         // owner that books nothing: a handle's own owner may ask again meanwhile, and the
