@@ -39,11 +39,15 @@ export function standBackBound(entry: ChannelEntry, permits: number, first: bool
 /** How long an undo that Redis did not answer waits before it is sent again. */
 const UNDO_RETRY_MS = 1_000;
 
+/** An attempt refused with STALE (see `take`): tried again at once. */
+const STALE_RESEND = Symbol('stale resend');
+
 /**
  * The call failed without Redis's answer (ioredis's `commandTimeout`, a connection flushed, or
  * never sent): it may have run, or may still. An error Redis replied means it did not (our
  * scripts refuse before they write).
  */
+
 function mayHaveRun(error: unknown): boolean {
   return error instanceof RedisCommandError && (error.cause as { name?: unknown } | undefined)?.name !== 'ReplyError';
 }
@@ -393,7 +397,7 @@ export class Semaphore extends Primitive {
       const latch = this.requestLatch(`${field}.${number}`);
       // Cut short (its bound, an abort whatever its reason): `lateReply` gives back, not the catch below.
       let cut = false;
-      const [status, ttl, free] = await this.counted(
+      const answer = await this.counted(
         'acquire',
         RELEASE_LATCH_TTL_MS,
         (redis, notAfter) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, this.kindKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS, notAfter),
@@ -413,13 +417,20 @@ export class Semaphore extends Primitive {
             return lateStatus === 2 ? this.leaveReservation(field) : undefined;
           },
         },
-      ).catch((error: unknown) => {
+      ).catch((error: unknown): typeof STALE_RESEND => {
         marks?.askFailed(); // no answer: the waiters it covered must not sleep on its mark
         // Failed without Redis's answer while its caller waited: it may have run, and the caller
         // is told it failed. Undone, or its permits would be nobody's for good.
         if (!cut && mayHaveRun(error)) this.undoTake(latch, permits, sentAt).catch(() => undefined);
+        // ioredis resent the attempt after an outage longer than its latch lives: refused, it
+        // wrote nothing (whether its first run took permits cannot be known any more, and the
+        // caller could not give them back either). The wait goes on with a new attempt, as an
+        // app that set maxRetriesPerRequest: null to ride out outages expects.
+        if (error instanceof RedisCommandError && error.code === 'STALE') return STALE_RESEND;
         throw error;
       });
+      if (answer === STALE_RESEND) return { held: false, ttl: 0 };
+      const [status, ttl, free] = answer;
       reserving = status === 2;
       if (reserving) reservedAt ??= performance.now();
       // Permits owed (cut below those held): this client's releases must go back to Redis. A
