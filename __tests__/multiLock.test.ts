@@ -4,7 +4,7 @@
 // names: read-write members, one lock listed twice, nesting.
 import { multiLockSuite } from './helpers/multiLockSuite';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
-import { LockUsageError, MultiLock } from '../src';
+import { ClientClosedError, LockUsageError, MultiLock } from '../src';
 import { TcpProxy } from './helpers/tcpProxy';
 import { commandCounts, withReplica } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
@@ -207,4 +207,23 @@ describe('members of one client on one server, taken in one call (acquireAll.lua
     await multi.unlock();
     expect(await servers[0]!.admin.exists(`${name}:a`, `${name}:b`, `${name}:c`)).toBe(0);
   }, 20_000);
+});
+
+test('close() of a member\'s client while the MultiLock waits for another member (held elsewhere) settles lock() at once, as between rounds; the waited member\'s client keeps no waiter', async () => {
+  const name = uniqueName();
+  const holder = servers[1]!.client();
+  await holder.getLock(name).lock(); // held elsewhere, for as long as the test runs
+  const clients = [servers[0]!.client(), servers[1]!.client()];
+  const multi = new MultiLock(clients.map((client) => client.getLock(name)));
+  const locking = multi.lock();
+  locking.catch(() => undefined);
+  // The first round took member 0, gave it back, and now waits for member 1 on its client.
+  await until('the MultiLock waits for member 1', () => clients[1]!.stats.waiters === 1);
+  const closedAt = performance.now();
+  await clients[0]!.close();
+  // Before, it waited on until member 1 was freed (for good with lock()), then rejected.
+  await expect(locking).rejects.toThrow(ClientClosedError);
+  expect(performance.now() - closedAt).toBeLessThan(1_000);
+  expect(clients[1]!.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
+  expect(await servers[0]!.admin.exists(name)).toBe(0);
 });

@@ -1,6 +1,7 @@
 import type { LockHandle } from '../../core/LockHandle';
 import { ClientClosedError, CompositeUnlockError, LockLostError, type MemberFailure, NotLockOwnerError, RedisCommandError } from '../../errors';
 import { boundedWait } from '../../services/bounds';
+import { onAbortOfAny } from '../../services/abortListeners';
 import { scopedOwner } from '../../services/LockOwner';
 
 /** A member lock taken for a composite: its own handle (a fork) and when its acquire was sent. */
@@ -228,6 +229,27 @@ export async function within<T>(promise: Promise<T>, ms: number | undefined): Pr
 export function pause(ms: number, signal: AbortSignal | undefined, members: readonly LockHandle[]): Promise<void> {
   const stops = [...new Set(members.map((member) => member.closedSignal))];
   return boundedWait(ms, signal ? [signal, ...stops] : stops, () => undefined);
+}
+
+/**
+ * The caller's `signal` joined with the close() of every member's client but `waited`'s (its own
+ * wait listens to that one): for a MultiLock's wait on the member that refused it, which, like
+ * the pause between rounds, must end at once when any member's client is closed. Before, it
+ * listened to the waited member's client only: with another member's client closed, `lock()`
+ * stayed parked until the waited member was freed (for good if it never was), then rejected.
+ * `undo` drops the listeners once the wait is over.
+ */
+export function stopsOfMembers(signal: AbortSignal | undefined, members: readonly LockHandle[], waited: LockHandle): { signal: AbortSignal | undefined; undo: () => void } {
+  const others = [...new Set(members.map((member) => member.closedSignal))].filter((closed) => closed !== waited.closedSignal);
+  if (others.length === 0) return { signal, undo: () => undefined };
+  const all = signal ? [signal, ...others] : others;
+  const joined = new AbortController();
+  const stopped = all.find((stop) => stop.aborted);
+  if (stopped) {
+    joined.abort(stopped.reason);
+    return { signal: joined.signal, undo: () => undefined };
+  }
+  return { signal: joined.signal, undo: onAbortOfAny(all, (stop) => joined.abort(stop.reason)) };
 }
 
 /**

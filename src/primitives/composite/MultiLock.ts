@@ -1,7 +1,7 @@
 import { LockHandle } from '../../core/LockHandle';
 import { refusedForNow } from '../../core/waitLoop';
 import { IN_FLIGHT_GRACE_MS } from '../../services/bounds';
-import { CompositeHold, mayHaveRun, pause, stillHeld, within } from './CompositeHold';
+import { CompositeHold, mayHaveRun, pause, stillHeld, stopsOfMembers, within } from './CompositeHold';
 import { CompositeLock, SAME_LOCK_CHECK_MS } from './CompositeLock';
 
 /** The first random back-off after a round that could not take every member, in ms; it doubles up to MAX. */
@@ -58,10 +58,15 @@ export class MultiLock extends CompositeLock {
         // Holding nothing, wait for the member that refused us last round (or whose turn this
         // client just passed).
         const waited = handles[blocker]!;
-        sentAt[blocker] = await waited.acquireHold(leaseTime, Math.max(0, deadline - performance.now()), signal).catch((error: unknown) => {
-          if (mayHaveRun(waited, error, signal)) waited.unlock().catch(() => undefined);
-          throw error;
-        });
+        const stops = stopsOfMembers(signal, this.members, waited);
+        try {
+          sentAt[blocker] = await waited.acquireHold(leaseTime, Math.max(0, deadline - performance.now()), stops.signal).catch((error: unknown) => {
+            if (mayHaveRun(waited, error, stops.signal)) waited.unlock().catch(() => undefined);
+            throw error;
+          });
+        } finally {
+          stops.undo();
+        }
         if (sentAt[blocker] === undefined) return undefined;
       }
       const round = await this.tryEach(handles, sentAt, leaseTime, waitTime, signal, attemptDeadline, blocker);
