@@ -209,7 +209,7 @@ describe('members of one client on one server, taken in one call (acquireAll.lua
   }, 20_000);
 });
 
-test('close() of a member\'s client while the MultiLock waits for another member (held elsewhere) settles lock() at once, as between rounds; the waited member\'s client keeps no waiter', async () => {
+test('close() of a member’s client while the MultiLock waits for another member (held elsewhere) settles lock() at once, as between rounds; the waited member’s client keeps no waiter', async () => {
   const name = uniqueName();
   const holder = servers[1]!.client();
   await holder.getLock(name).lock(); // held elsewhere, for as long as the test runs
