@@ -136,6 +136,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       watchdogTimeout: this.watchdogTimeout,
       syncReplicas: checked.syncReplicas,
       queueTimeout: checked.queueTimeout,
+      offlineTimeout: checked.offlineTimeout,
       redis,
       isCluster: redis.isCluster,
       heartbeat: this.heartbeat,

@@ -251,3 +251,57 @@ test('a slot that moves and holds no channel of a client does not make its waite
     for (const node of direct) node.disconnect();
   }
 }, 60_000);
+
+test('a give-back refused for longer than ioredis redirects, its slot half migrated (TRYAGAIN), is sent again and runs once the slot moved', async () => {
+  // A script naming keys on both sides of a migrating slot is refused (TRYAGAIN) until the slot
+  // has moved; ioredis gives up after its redirections (~1 s). unlock(), a semaphore's release,
+  // a permit's release and a latch's countDown failed then: the lock stayed taken for its lease
+  // (30 s), the semaphore's permit and the latch's count for good, their waiters parked.
+  const connection = clusterOf().connect();
+  const client = new LockClient({ redis: connection, queueTimeout: 1500 });
+  const waiting = new LockClient({ redis: { clusterNodes: clusterOf().startupNodes }, queueTimeout: 1500 });
+  const tag = '{half-release}';
+  const migration = await halfMigration(connection, tag);
+  try {
+    const lock = client.getLock(`${tag}lock`);
+    await lock.lock();
+    const semaphore = client.getSemaphore(`${tag}semaphore`);
+    await semaphore.trySetPermits(1);
+    await semaphore.acquire();
+    const permits = client.getPermitExpirableSemaphore(`${tag}permits`);
+    await permits.trySetPermits(1);
+    const id = await permits.acquire();
+    const latch = client.getCountDownLatch(`${tag}latch`);
+    await latch.trySetCount(1);
+    const waits = [waiting.getLock(`${tag}lock`).lock(), waiting.getSemaphore(`${tag}semaphore`).acquire(), waiting.getPermitExpirableSemaphore(`${tag}permits`).acquire(), waiting.getCountDownLatch(`${tag}latch`).await()].map((wait) =>
+      wait.then(
+        () => 'got it',
+        (error: Error) => error.message,
+      ),
+    );
+    await until('the waiters parked', () => waiting.stats.waiters === 4, 10_000);
+    await migration.half(`${tag}lock`); // one key moved: every script of the tag is refused
+    const settled: string[] = [];
+    const giveBacks = [lock.unlock(), semaphore.release(), permits.release(id), latch.countDown()].map((call, i) =>
+      call.then(
+        () => settled.push(`${i}: ok`),
+        (error: Error) => settled.push(`${i}: ${error.message}`),
+      ),
+    );
+    // Well past ioredis's redirections.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(settled).toEqual([]);
+    const endedAt = performance.now();
+    await migration.finish();
+    await Promise.all(giveBacks);
+    expect(settled.sort()).toEqual(['0: ok', '1: ok', '2: ok', '3: ok']);
+    expect(await Promise.all(waits)).toEqual(['got it', 'got it', 'got it', 'got it']);
+    // Well before the lock's 30 s lease.
+    expect(performance.now() - endedAt).toBeLessThan(5000);
+  } finally {
+    await client.close();
+    await waiting.close();
+    connection.disconnect();
+    await migration.finish();
+  }
+}, 60_000);

@@ -11,7 +11,7 @@ import { heldByCompositeScope, LockOwner, runAsOwner, scopedOwner } from '../ser
 import type { ScriptedRedis } from '../services/scripts';
 import { HeldLock } from './HeldLock';
 import { outcomeOf, watchHold } from './holdScope';
-import { endsAsTimedOut, stopsOf, type Hold, type WaitProtocol } from './waitLoop';
+import { endsAsTimedOut, stopsOf, whileRefused, type Hold, type WaitProtocol } from './waitLoop';
 
 /**
  * How long a release latch outlives its call, in ms. It only matters when ioredis resends a
@@ -492,7 +492,7 @@ export abstract class LockHandle {
     const field = this.field(owner);
     for (let round = 0; round < (owner.singleUse ? MAX_UNBOOKED_GIVE_BACKS : 1); round++) {
       const latch = this.latchFor(owner, field);
-      const result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0), IDEMPOTENT);
+      const result = await whileRefused(this.context, (again) => this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0, again), IDEMPOTENT));
       if (result !== 0) return;
       inDatabase(this.context.redis, (commands) => commands.del(latch)).catch(() => undefined);
       if (owner.holds > 0 || owner.pending > 0) return;
@@ -520,7 +520,9 @@ export abstract class LockHandle {
     // A failure leaves the outcome unknown; a retried unlock() tells the rest.
     let result: 0 | 1 | null;
     try {
-      result = await this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1, unknown !== undefined), IDEMPOTENT);
+      // Sent again under the same latch while a slot in flux refuses it (see whileRefused); as a
+      // retry, as the first send may have run (ioredis's redirections followed a dropped connection).
+      result = await whileRefused(this.context, (again) => this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1, again || unknown !== undefined), IDEMPOTENT));
     } catch (error) {
       owner.unansweredRelease = { field, latch };
       throw error;

@@ -189,3 +189,25 @@ export function endsAsTimedOut(error: unknown, stops: readonly AbortSignal[]): b
 export function refusedForNow(error: unknown): boolean {
   return error instanceof RedisCommandError && error.transient;
 }
+
+/**
+ * Sends a give-back (a release, a countDown: a call under a latch, which answers what a first run
+ * did, so sending it again is safe) again while Redis refuses it for now (`refusedForNow`), every
+ * TRANSIENT_RETRY_MS for up to `offlineTimeout` after the first send, unless the client closes.
+ * A Cluster slot being migrated refuses every script whose keys are not all on one side
+ * (TRYAGAIN) for as long as the migration of that slot lasts, and ioredis gives up after its
+ * redirections (~1 s): an `unlock()` then failed, and the lock stayed taken for its lease, a
+ * semaphore's permit or a latch's count for good.
+ */
+export async function whileRefused<T>(context: Pick<LockContext, 'offlineTimeout' | 'closedSignal'>, send: (again: boolean) => Promise<T>, maxMs = Infinity): Promise<T> {
+  const until = performance.now() + Math.min(context.offlineTimeout, maxMs);
+  for (let again = false; ; again = true) {
+    try {
+      return await send(again);
+    } catch (error) {
+      if (!refusedForNow(error) || context.closedSignal.aborted || performance.now() + TRANSIENT_RETRY_MS > until) throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, TRANSIENT_RETRY_MS));
+    if (context.closedSignal.aborted) throw context.closedSignal.reason;
+  }
+}

@@ -1,5 +1,5 @@
 import { outcomeOf, watchHold } from '../core/holdScope';
-import type { Hold } from '../core/waitLoop';
+import { whileRefused, type Hold } from '../core/waitLoop';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
@@ -186,8 +186,9 @@ export class PermitExpirableSemaphore extends Primitive {
     let result = handed?.result;
     if (result === undefined) {
       const publish = await this.publishCommand();
-      const [released, reached] = await this.context.command('release', (redis) =>
-        scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, latch, id, publish, this.context.clientId, RELEASE_LATCH_TTL_MS),
+      // Sent again under its latch while a slot in flux refuses it (see whileRefused).
+      const [released, reached] = await whileRefused(this.context, () =>
+        this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, latch, id, publish, this.context.clientId, RELEASE_LATCH_TTL_MS)),
       );
       result = released;
       if (handed?.yielded && reached <= 1) {

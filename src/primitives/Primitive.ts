@@ -1,7 +1,7 @@
 import { nanoid } from 'nanoid';
 import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import type { Hold, WaitProtocol } from '../core/waitLoop';
-import { waitFor } from '../core/waitLoop';
+import { waitFor, whileRefused } from '../core/waitLoop';
 import { type LockEvent, waitReports } from '../diagnostics';
 import { RedisCommandError } from '../errors';
 import { latchPrefixOf } from '../names';
@@ -74,8 +74,11 @@ export abstract class Primitive {
       epoch = context.connectionEpoch();
       return call(redis, context.redisTimeAfter(windowMs - STALE_MARGIN_MS, this.key));
     };
+    // A give-back (no lateReply: not an attempt, which its wait retries) rides out a slot in flux,
+    // its latch answering a resend; within its window less the margins of its deadline.
+    const sendRiding = (): Promise<T> => (bound?.lateReply ? context.command(name, send, bound) : whileRefused(context, () => context.command(name, send, bound), windowMs - 2 * STALE_MARGIN_MS));
     try {
-      return await context.command(name, send, bound);
+      return await sendRiding();
     } catch (error) {
       if (!(error instanceof RedisCommandError && error.code === 'STALE' && epoch === context.connectionEpoch())) throw error;
       await context.remeasureRedisClock(this.key);

@@ -43,6 +43,8 @@ export interface LockContext {
   readonly syncReplicas: { replicas: number; timeout: number } | undefined;
   /** How long a fair-lock queue entry lives without its client refreshing it (option `queueTimeout`). */
   readonly queueTimeout: number;
+  /** How long a call waits out Redis being away (option `offlineTimeout`); also how long a give-back rides out a transient refusal. */
+  readonly offlineTimeout: number;
   readonly redis: ScriptedRedis;
   /** On a Cluster with classic pub/sub, PUBLISH counts one node's subscribers only. */
   readonly isCluster: boolean;
