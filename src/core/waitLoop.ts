@@ -1,5 +1,5 @@
 import { RedisCommandError } from '../errors';
-import { CallCutShort, settledWithinGrace, TRANSIENT_RETRY_MS } from '../services/bounds';
+import { boundedWait, CallCutShort, settledWithinGrace, TRANSIENT_RETRY_MS } from '../services/bounds';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
 import type { CommandBound, LockContext } from '../services/LockContext';
 
@@ -207,7 +207,7 @@ export async function whileRefused<T>(context: Pick<LockContext, 'offlineTimeout
     } catch (error) {
       if (!refusedForNow(error) || context.closedSignal.aborted || performance.now() + TRANSIENT_RETRY_MS > until) throw error;
     }
-    await new Promise((resolve) => setTimeout(resolve, TRANSIENT_RETRY_MS));
-    if (context.closedSignal.aborted) throw context.closedSignal.reason;
+    // Ends at once with close()'s reason: no timer outlives the client.
+    await boundedWait(TRANSIENT_RETRY_MS, [context.closedSignal], () => undefined);
   }
 }
