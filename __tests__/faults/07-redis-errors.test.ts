@@ -53,6 +53,38 @@ test('READONLY: a client pointed at a replica gets code READONLY for writes; rea
   }
 });
 
+test('READONLY while a failover demotes the master under the client: a give-back (unlock, a semaphore’s or a permit’s release, a countDown) is sent again until the server takes writes, and runs once', async () => {
+  const client = redis.client();
+  const name = `errors:demoted:${process.pid}`;
+  const lock = client.getLock(`${name}:lock`);
+  const sem = client.getSemaphore(`${name}:sem`);
+  const pes = client.getPermitExpirableSemaphore(`${name}:pes`);
+  const latch = client.getCountDownLatch(`${name}:latch`);
+  await lock.lock();
+  await sem.trySetPermits(1);
+  await sem.acquire();
+  await pes.trySetPermits(1);
+  const id = await pes.acquire();
+  await latch.trySetCount(1);
+  const refusals = async (): Promise<number> => Number(/errorstat_READONLY:count=(\d+)/.exec(await redis.admin.info('errorstats'))?.[1] ?? 0);
+  const before = await refusals();
+  // A replica of nothing (a closed port) keeps its data and refuses writes, as a demoted master
+  // does until the client follows Sentinel's switch.
+  await redis.admin.call('REPLICAOF', '127.0.0.1', '1');
+  const giveBacks = Promise.allSettled([lock.unlock(), sem.release(), pes.release(id), latch.countDown()]);
+  try {
+    await until('each give-back was refused at least once', async () => (await refusals()) - before >= 4);
+  } finally {
+    await redis.admin.call('REPLICAOF', 'NO', 'ONE');
+  }
+  // Before, each rejected with READONLY: the lock stayed taken for its lease, the permit and the count for good.
+  expect((await giveBacks).map((outcome) => outcome.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled']);
+  expect(await lock.isLocked()).toBe(false);
+  expect(await sem.availablePermits()).toBe(1);
+  expect(await pes.availablePermits()).toBe(1);
+  expect(await latch.getCount()).toBe(0);
+});
+
 test('MASTERDOWN: a replica cut off from its master refuses every call; a waiter rides it out (transient) and takes the lock once the replica is promoted', async () => {
   const master = await RedisServer.start();
   const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(master.port), '--replica-serve-stale-data', 'no']);

@@ -191,13 +191,24 @@ export function refusedForNow(error: unknown): boolean {
 }
 
 /**
+ * A refusal that a give-back rides out (`whileRefused`): one for now, or `READONLY` from a master
+ * that a failover demoted and that the client has not left yet (Sentinel's switch comes a moment
+ * later). Not for a wait's attempts: `READONLY` from a replica the client was pointed at never
+ * ends, and a `lock()` without `waitTime` would wait for good instead of failing.
+ */
+export function refusedUntilFailover(error: unknown): boolean {
+  return refusedForNow(error) || (error instanceof RedisCommandError && error.code === 'READONLY');
+}
+
+/**
  * Sends a give-back (a release, a countDown: a call under a latch, which answers what a first run
- * did, so sending it again is safe) again while Redis refuses it for now (`refusedForNow`), every
- * TRANSIENT_RETRY_MS for up to `offlineTimeout` after the first send, unless the client closes.
- * A Cluster slot being migrated refuses every script whose keys are not all on one side
- * (TRYAGAIN) for as long as the migration of that slot lasts, and ioredis gives up after its
- * redirections (~1 s): an `unlock()` then failed, and the lock stayed taken for its lease, a
- * semaphore's permit or a latch's count for good.
+ * did, so sending it again is safe) again while Redis refuses it for now or until a failover ends
+ * (`refusedUntilFailover`), every TRANSIENT_RETRY_MS for up to `offlineTimeout` after the first
+ * send, unless the client closes. A Cluster slot being migrated refuses every script whose keys
+ * are not all on one side (TRYAGAIN) for as long as the migration of that slot lasts, and ioredis
+ * gives up after its redirections (~1 s); a demoted master answers READONLY until Sentinel's
+ * switch: an `unlock()` then failed, and the lock stayed taken for its lease, a semaphore's permit
+ * or a latch's count for good.
  */
 export async function whileRefused<T>(context: Pick<LockContext, 'offlineTimeout' | 'closedSignal'>, send: (again: boolean) => Promise<T>, maxMs = Infinity): Promise<T> {
   const until = performance.now() + Math.min(context.offlineTimeout, maxMs);
@@ -205,7 +216,7 @@ export async function whileRefused<T>(context: Pick<LockContext, 'offlineTimeout
     try {
       return await send(again);
     } catch (error) {
-      if (!refusedForNow(error) || context.closedSignal.aborted || performance.now() + TRANSIENT_RETRY_MS > until) throw error;
+      if (!refusedUntilFailover(error) || context.closedSignal.aborted || performance.now() + TRANSIENT_RETRY_MS > until) throw error;
     }
     // Ends at once with close()'s reason: no timer outlives the client.
     await boundedWait(TRANSIENT_RETRY_MS, [context.closedSignal], () => undefined);

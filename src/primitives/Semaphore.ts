@@ -1,5 +1,5 @@
 import type { ChainableCommander } from 'ioredis';
-import { refusedForNow, type Hold } from '../core/waitLoop';
+import { refusedUntilFailover, type Hold } from '../core/waitLoop';
 import { watchHold } from '../core/holdScope';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../errors';
@@ -330,7 +330,7 @@ export class Semaphore extends Primitive {
         // Sent again when it may not have run: no answer, or a refusal for now (a server loading
         // its data after a restart, a failover: rlock turns ioredis's ready check off, and the
         // old master answers READONLY until Sentinel's switch).
-        const notYet = refusedForNow(error) || (error instanceof RedisCommandError && error.code === 'READONLY');
+        const notYet = refusedUntilFailover(error);
         if (!(mayHaveRun(error) || notYet) || performance.now() + UNDO_RETRY_MS >= until) throw error;
         await boundedWait(UNDO_RETRY_MS, [context.closedSignal], () => undefined);
       }
