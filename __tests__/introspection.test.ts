@@ -260,3 +260,38 @@ describe('the holds gauge when holds are taken away under a reentrant scope', ()
     expect(gauge).toBe(0);
   }, 15_000);
 });
+
+test('the holds gauge when Redis counted an acquire twice (ioredis resent it after a reconnect): the give-back of the extra hold is no second released (-1 for good before)', async () => {
+  expect.assertions(3); // one of them in the withLock callback: it must run
+  const client = redis.client();
+  let holds = 0;
+  let field = '';
+  const onAcquired = (message: unknown): void => {
+    holds++;
+    const { clientId, ownerId } = message as { clientId: string; ownerId: string };
+    field = `${clientId}:${ownerId}`;
+  };
+  const onReleased = (): void => void holds--;
+  const onLost = (message: unknown): void => void (holds -= (message as { holds: number }).holds);
+  subscribe('rlock:acquired', onAcquired);
+  subscribe('rlock:released', onReleased);
+  subscribe('rlock:lost', onLost);
+  try {
+    // lock() and unlock(): the handle's own owner, whose unlock gives back every hold Redis counts.
+    const lock = client.getLock('gauge-twice');
+    await lock.lock();
+    await redis.admin.hincrby('gauge-twice', field, 1); // what a resent acquire adds
+    await lock.unlock();
+    // withLock: its end gives back every hold of its owner the same way.
+    await client.getLock('gauge-twice-scope').withLock(async () => {
+      await redis.admin.hincrby('gauge-twice-scope', field, 1);
+      expect(holds).toBe(1);
+    });
+    expect(await redis.admin.exists('gauge-twice', 'gauge-twice-scope')).toBe(0); // both freed
+    expect(holds).toBe(0);
+  } finally {
+    unsubscribe('rlock:acquired', onAcquired);
+    unsubscribe('rlock:released', onReleased);
+    unsubscribe('rlock:lost', onLost);
+  }
+});

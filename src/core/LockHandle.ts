@@ -513,6 +513,9 @@ export abstract class LockHandle {
     if (unknown) owner.unansweredRelease = undefined;
     const latch = unknown ? unknown.latch : this.latchFor(owner, field);
     const holdsBefore = owner.holds;
+    // A hold Redis counted beyond the booked ones (see `unbookedHolds`): no `released`, and
+    // finding it gone is no loss (the booked hold went back, and was announced, before).
+    const unbooked = owner.unbookedHolds;
     // The last hold is being given up: stop renewing now, not after the reply, or a renewal
     // racing this release would find the lock gone and report it lost. If the release fails,
     // the lock then expires within its lease.
@@ -532,10 +535,14 @@ export abstract class LockHandle {
     const heldStill = owner.holds;
     // Only holds this owner booked (an `acquired` each): a release of one it never booked (an
     // undo of an acquire whose reply was lost) is no news.
-    if (result !== null && holdsBefore > 0 && heldStill > 0 && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
+    if (result !== null && holdsBefore > 0 && heldStill > 0 && !unbooked && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
     if (result === 0) {
       // The reply came, so ioredis will not resend this call: the latch has done its job.
       inDatabase(this.context.redis, (commands) => commands.del(latch)).catch(() => undefined);
+      // Its last booked hold given back and Redis still counts some: those were never booked (the
+      // count stays 1 below so that they are given back too). A second `released` for them put a
+      // holds gauge at -1 for good.
+      if (holdsBefore <= 1 && heldStill > 0) owner.unbookedHolds = true;
       owner.holds = heldStill === 0 && holdsBefore > 0 ? 0 : Math.max(1, owner.holds - 1);
       return false;
     }
@@ -547,7 +554,7 @@ export abstract class LockHandle {
       owner.holds = holdsBefore - 1;
       this.loseHolds(owner, key, field, 'its hold count in Redis was below its own: holds were taken away', removed, holdsBefore - 1);
     }
-    if (result === null && holdsBefore > 0 && heldStill > 0) {
+    if (result === null && holdsBefore > 0 && heldStill > 0 && !unbooked) {
       // Every release that gave a hold back left its answer in its latch, where a resend after a
       // reconnect finds it: nil is never "released", it means the hold was taken away (a
       // force-unlock, an expiry, Redis losing its data) before this release ran. An owner that

@@ -15,6 +15,12 @@ export class LockOwner {
   holds = 0;
   /** Acquire calls under way. */
   pending = 0;
+  /**
+   * Redis counts holds of this owner beyond those it booked: a release meant to give back its
+   * last booked hold found more (an acquire that ioredis resent after a reconnect ran twice). The
+   * releases that give them back (`releaseAll`) announce nothing: they had no `rlock:acquired`.
+   */
+  unbookedHolds = false;
   /** Release calls made, to name each one's latch. */
   releases = 0;
   /**
@@ -58,6 +64,7 @@ export class LockOwner {
    */
   dropHolds(): void {
     this.holds = 0;
+    this.unbookedHolds = false;
     this.fenced = false;
     this.unansweredRelease = undefined;
   }
