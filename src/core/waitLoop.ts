@@ -210,15 +210,21 @@ export function refusedUntilFailover(error: unknown): boolean {
  * switch: an `unlock()` then failed, and the lock stayed taken for its lease, a semaphore's permit
  * or a latch's count for good.
  */
-export async function whileRefused<T>(context: Pick<LockContext, 'offlineTimeout' | 'closedSignal'>, send: (again: boolean) => Promise<T>, maxMs = Infinity): Promise<T> {
+export function whileRefused<T>(context: Pick<LockContext, 'offlineTimeout' | 'closedSignal'>, send: (again: boolean) => Promise<T>, maxMs = Infinity): Promise<T> {
   const until = performance.now() + Math.min(context.offlineTimeout, maxMs);
-  for (let again = false; ; again = true) {
-    try {
-      return await send(again);
-    } catch (error) {
-      if (!refusedUntilFailover(error) || context.closedSignal.aborted || performance.now() + TRANSIENT_RETRY_MS > until) throw error;
-    }
+  // The first send as it is (every release goes through here); the loop only after a refusal.
+  return send(false).catch((error: unknown) => sendAgainWhileRefused(context, send, error, until));
+}
+
+async function sendAgainWhileRefused<T>(context: Pick<LockContext, 'closedSignal'>, send: (again: boolean) => Promise<T>, refusal: unknown, until: number): Promise<T> {
+  for (let error = refusal; ; ) {
+    if (!refusedUntilFailover(error) || context.closedSignal.aborted || performance.now() + TRANSIENT_RETRY_MS > until) throw error;
     // Ends at once with close()'s reason: no timer outlives the client.
     await boundedWait(TRANSIENT_RETRY_MS, [context.closedSignal], () => undefined);
+    try {
+      return await send(true);
+    } catch (next) {
+      error = next;
+    }
   }
 }
