@@ -407,6 +407,37 @@ describe('maxHoldTime: the watchdogs’ extensions are capped (the Redlock algor
     expect(events).toHaveLength(0);
   }, 20_000);
 
+  test('a member still renewed that is lost after others’ extensions stopped tells the loss when the stopped ones’ leases end, before another owner can take a quorum (before: told only at the next member’s stop, after another owner took it)', async () => {
+    const name = uniqueName();
+    // Members 3 and 4 (6 s leases) stop at once (7.7 s − 6 s is before their first renewal) and last
+    // until about 5.4 s; members 0-2 (1 s leases) are renewed until 6.7 s.
+    const red = new RedLock(
+      servers.map((s, i) => s.client({ watchdogTimeout: i < 3 ? 1_000 : 6_000 }).getLock(name)),
+      { attemptTimeout: 300, retryDelay: 20, maxHoldTime: 7_700 },
+    );
+    const other = redLock(name, servers.map((s) => s.client()));
+    let toldAt = 0;
+    red.on('lost', () => (toldAt = performance.now()));
+    const t0 = performance.now();
+    await red.lock();
+    // Once 3 and 4 stopped, member 0 is lost (its key gone): two renewed members and two stopped
+    // ones are left, and the whole lasts as long as the stopped ones do.
+    await until('members 3 and 4 stopped', () => performance.now() - t0 > 1_800, 3_000);
+    expect(await servers[0]!.admin.del(name)).toBe(1);
+    const gotAt = await orAfter(
+      (async () => {
+        while (!(await other.tryLock({ leaseTime: 5_000 }))) await sleep(20);
+        return performance.now();
+      })(),
+      10_000,
+      Infinity,
+    );
+    expect(toldAt).toBeGreaterThan(0);
+    expect(gotAt).toBeGreaterThanOrEqual(toldAt);
+    await other.unlock();
+    await red.unlock().catch(() => undefined); // lost: what is left may have run out
+  }, 20_000);
+
   test('with maxHoldTime equal to the lease nothing is extended: remainingValidity() answers right after lock()', async () => {
     const name = uniqueName();
     const red = capped(name, 1_000);

@@ -122,6 +122,15 @@ export class CompositeHold {
       timer.unref();
     };
     this.undo.push(() => clearTimeout(timer));
+    // A member still renewed that is lost changes the count too: once others stopped, the whole
+    // may now end with theirs (before, it was counted again only at the next stop, which could
+    // come after those members ran out in Redis and another owner took a quorum).
+    this.memberLost.forEach((memberLost) => {
+      if (!memberLost || memberLost.aborted) return;
+      const onLoss = (): void => recount(memberLost.reason instanceof ClientClosedError ? memberLost.reason : undefined);
+      memberLost.addEventListener('abort', onLoss, { once: true });
+      this.undo.push(() => memberLost.removeEventListener('abort', onLoss));
+    });
     const now = performance.now();
     this.members.forEach(({ handle }, i) => {
       const stopRenewing = handle.renewalStopper();
