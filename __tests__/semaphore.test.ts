@@ -835,4 +835,31 @@ describe('the undo of an attempt whose outcome is unknown, in either order with 
     await acquire(); // answers "taken" to nobody, as a resend does
     expect(await sem.availablePermits()).toBe(2);
   });
+
+  test('the undo’s tombstone lives as long as the attempt’s latch would (60 s): the attempt’s deadline relies on it', async () => {
+    const name = `undo-tombstone:${process.pid}`;
+    const { sem, acquire, undo } = await scripted(name);
+    expect(await undo()).toBe(0);
+    // 60 s asked; what the attempt's deadline (latch TTL less the margin) relies on.
+    expect(await redis.admin.pttl(`${latchPrefixOf('', name)}c:w.1`)).toBeGreaterThan(50_000);
+    await acquire();
+    expect(await sem.availablePermits()).toBe(2);
+  });
+
+  test('permits the undo gives back wake a waiter parked on them at once, as a release does (not after its queue timeout)', async () => {
+    const name = `undo-wakes:${process.pid}`;
+    const { acquire, undo } = await scripted(name);
+    expect((await acquire())[0]).toBe(1);
+    const other = redis.client().getSemaphore(name);
+    expect(await other.tryAcquire()).toBe(true); // none free now
+    const waiter = redis.client({ queueTimeout: 20_000 }).getSemaphore(name);
+    const waiting = waiter.tryAcquire({ waitTime: 5_000 });
+    await until('the waiter parked', async () => (await redis.admin.call('pubsub', 'numsub', semaphoreChannelOf('', name)) as [string, number])[1] === 1);
+    const undoneAt = performance.now();
+    expect(await undo()).toBe(1);
+    expect(await waiting).toBe(true);
+    expect(performance.now() - undoneAt).toBeLessThan(2_000);
+    await waiter.release();
+    await other.release();
+  });
 });
