@@ -248,6 +248,36 @@ describe('resent by ioredis after its latch expired and its deadline passed (rep
   }, 20_000);
 });
 
+test('a semaphore acquire attempt resent past its deadline while its latch still lives (it ran) answers “taken” from the latch: the caller holds that permit, no second one is taken', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null });
+  own.on('error', () => undefined);
+  try {
+    const client = redis.client({ redis: own });
+    const name = uniqueName();
+    const sem = client.getSemaphore(name);
+    await sem.trySetPermits(2);
+    // The deadline falls 1.5 s after the send; the latch (60 s) outlives the outage.
+    const clock = await clockOf(client);
+    clock.offset -= RELEASE_LATCH_TTL_MS - STALE_MARGIN_MS - 1_500;
+    proxy.cutOnNextReply();
+    proxy.stopAccepting();
+    const sentAt = performance.now();
+    const outcome = rejection(sem.acquire());
+    await until('Redis ran the attempt', async () => (await redis.admin.get(name)) === '1');
+    await until('the deadline has passed', () => performance.now() - sentAt > 2_000, 5_000);
+    await proxy.resumeAccepting();
+    expect(await outcome).toBeUndefined();
+    // The latch is read before the deadline: refused with STALE instead, the wait took a second permit.
+    expect(await sem.availablePermits()).toBe(1);
+    await sem.release();
+    expect(await sem.availablePermits()).toBe(2);
+  } finally {
+    await proxy.close();
+    own.disconnect();
+  }
+}, 20_000);
+
 test('a client whose Redis refuses TIME (an ACL without +time) sends no deadline, and its calls run as before', async () => {
   await redis.admin.call('ACL', 'SETUSER', 'notime', 'on', '>pw', '~*', '&*', '+@all', '-time');
   try {
