@@ -438,6 +438,21 @@ describe('maxHoldTime: the watchdogs’ extensions are capped (the Redlock algor
     await red.unlock().catch(() => undefined); // lost: what is left may have run out
   }, 20_000);
 
+  test('a callback that blocks the event loop past the capped validity (its keys not yet gone) and returns without awaiting: withLock rejects LockLostError, not resolves', async () => {
+    const name = uniqueName();
+    const red = capped(name, 1_000); // nothing extended: valid until the quorum’s leases end, less margins
+    const outcome = red.withLock(() => {
+      // Past the validity the holder was told (the leases' 1 s from their send, less 100 ms of margin and
+      // 12 ms of drift), short of when Redis expires the keys (1 s from when it ran them).
+      const busyUntil = performance.now() + 900;
+      while (performance.now() < busyUntil) {
+        /* busy: no timer can tell the end */
+      }
+      return 'done';
+    });
+    await expect(outcome).rejects.toThrow(/maxHoldTime \(1000 ms\)/);
+  }, 20_000);
+
   test('with maxHoldTime equal to the lease nothing is extended: remainingValidity() answers right after lock()', async () => {
     const name = uniqueName();
     const red = capped(name, 1_000);
