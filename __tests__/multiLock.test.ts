@@ -174,6 +174,27 @@ describe('members of one client on one server, taken in one call (acquireAll.lua
     }
   }, 20_000);
 
+  test('a grouped round resent after its first run took both, nothing in between: the resend finds its own fields and holds (tryLock() true in one round), and unlock() frees both', async () => {
+    const proxy = await TcpProxy.start(servers[0]!.server.port);
+    try {
+      const name = uniqueName();
+      const client = servers[0]!.client({ redis: proxy.url });
+      const multi = new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]);
+      expect(await multi.isLocked()).toBe(false); // connected
+      proxy.stopAccepting();
+      proxy.cutOnNextReply(); // the first run's reply is lost: ioredis resends it once reconnected
+      const trying = multi.tryLock();
+      await until('the first run took both', async () => (await servers[0]!.admin.exists(`${name}:a`, `${name}:b`)) === 2);
+      await proxy.resumeAccepting();
+      // A resend refused by its own first run's fields: given back, and tryLock() false.
+      expect(await trying).toBe(true);
+      await multi.unlock();
+      expect(await servers[0]!.admin.exists(`${name}:a`, `${name}:b`)).toBe(0);
+    } finally {
+      await proxy.close();
+    }
+  }, 20_000);
+
   test('members of a client with syncReplicas are taken alone, each through its WAIT: with the replica paused the round is refused and nothing is left (one call for both would skip the WAIT)', async () => {
     const primary = servers[0]!;
     await withReplica(primary, async (replica) => {
