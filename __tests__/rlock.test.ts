@@ -970,6 +970,42 @@ describe('leases and the watchdog', () => {
   });
 });
 
+describe('a scope whose hold was taken away while it ran, found by its own release (no renewal tick in between)', () => {
+  // A hold Redis lost (a failover's unreplicated write, a flush) or an admin force-unlocked while
+  // the callback ran, that no renewal noticed before the scope's end: the release finds it gone.
+  // Before, withLock and hold() rejected with NotLockOwnerError, as for a usage error, where the
+  // same loss noticed by the watchdog (and withPermit's, at its release) rejects with LockLostError.
+  type Scoped = { withLock<T>(fn: () => T | Promise<T>): Promise<T> };
+  type Holdable = Scoped & { hold(): Promise<{ release(): Promise<void> }> };
+  const holdable: [string, (client: LockClient, name: string) => Holdable][] = [
+    ['lock', (client, name) => client.getLock(name)],
+    ['fair', (client, name) => client.getFairLock(name)],
+    ['read', (client, name) => client.getReadWriteLock(name).readLock()],
+    ['write', (client, name) => client.getReadWriteLock(name).writeLock()],
+  ];
+  const scoped: [string, (client: LockClient, name: string) => Scoped][] = [...holdable, ['fenced', (client, name) => client.getFencedLock(name)]];
+
+  test.each(scoped)('%s: withLock rejects with LockLostError, not NotLockOwnerError', async (_kind, handle) => {
+    const client = newClient();
+    const name = uniqueName();
+    await expect(handle(client, name).withLock(() => redis.del(name))).rejects.toBeInstanceOf(LockLostError);
+  });
+
+  test.each(holdable)('%s: hold()’s release rejects with LockLostError, not NotLockOwnerError', async (_kind, handle) => {
+    const client = newClient();
+    const name = uniqueName();
+    const held = await handle(client, name).hold();
+    await redis.del(name);
+    await expect(held.release()).rejects.toBeInstanceOf(LockLostError);
+  });
+
+  test('a scope that gave its own hold back (unlock() inside it) still gets NotLockOwnerError at its end', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    await expect(client.getLock(name).withLock(() => client.getLock(name).unlock())).rejects.toBeInstanceOf(NotLockOwnerError);
+  });
+});
+
 describe('AbortSignal', () => {
   test('aborting a waiter rejects with the reason and leaves nothing behind', async () => {
     const client = newClient();

@@ -111,12 +111,13 @@ export abstract class LockHandle {
     const run = (): T | Promise<T> => fn(scope.signal);
     const outcome = await outcomeOf(() => (outer ? run() : runAsOwner(this.identity, scopeOwner, run)), stopWatching);
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
+    const heldAtEnd = owner.holds > 0;
     let releaseError: unknown;
     try {
       await (outer ? this.release(owner) : this.endScope(scopeOwner, owner));
     } catch (error) {
       // After a loss, "not the owner" is the expected answer, not news.
-      if (!(lost && error instanceof NotLockOwnerError)) releaseError = error;
+      if (!(lost && error instanceof NotLockOwnerError)) releaseError = this.lostAtRelease(error, heldAtEnd);
     }
     if ('error' in outcome) throw outcome.error;
     if (lost) throw lost;
@@ -135,14 +136,26 @@ export abstract class LockHandle {
     return new HeldLock(this.name, scope.signal, async () => {
       stopWatching();
       const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
+      const heldAtEnd = owner.holds > 0;
       try {
         await (outer ? this.release(owner) : this.releaseAll(owner));
       } catch (error) {
         // After a loss, "not the owner" is the expected answer, not news.
-        if (!(lost && error instanceof NotLockOwnerError)) throw error;
+        if (!(lost && error instanceof NotLockOwnerError)) throw this.lostAtRelease(error, heldAtEnd);
       }
       if (lost) throw lost;
     });
+  }
+
+  /**
+   * What a scope (`withLock`, `hold()`) reports for `error`, its release's: "not the owner" for a
+   * hold the owner still believed it had means the hold was taken away while the scope ran (a
+   * force-unlock, an expiry, Redis losing it in a failover) before anything noticed: a loss, as
+   * `withPermit` reports it, not a usage error. A scope that gave its own hold back (`unlock()`
+   * inside it) still gets `NotLockOwnerError`.
+   */
+  private lostAtRelease(error: unknown, heldAtEnd: boolean): unknown {
+    return heldAtEnd && error instanceof NotLockOwnerError ? new LockLostError(this.name, 'its release found it no longer held (taken away while the scope ran)') : error;
   }
 
   /**
