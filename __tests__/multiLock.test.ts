@@ -248,3 +248,22 @@ test('close() of a member’s client while the MultiLock waits for another membe
   expect(clients[1]!.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
   expect(await servers[0]!.admin.exists(name)).toBe(0);
 });
+
+test('a task a MultiLock’s withLock started that runs on after it ended may take a member (before: refused with LockUsageError, as if still inside)', async () => {
+  const name = uniqueName();
+  const client = servers[0]!.client();
+  const multi = new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]);
+  let scopeEnded!: () => void;
+  const ended = new Promise<void>((resolve) => (scopeEnded = resolve));
+  let later: Promise<boolean> | undefined;
+  await multi.withLock(async () => {
+    later = ended.then(async () => {
+      const member = client.getLock(`${name}:a`);
+      const took = await member.tryLock();
+      if (took) await member.unlock();
+      return took;
+    });
+  });
+  scopeEnded();
+  expect(await later).toBe(true);
+});

@@ -1006,6 +1006,43 @@ describe('a scope whose hold was taken away while it ran, found by its own relea
   });
 });
 
+describe('code a withLock started that runs on after it ended', () => {
+  // Timers and promise chains carry the scope's async context past its end. Before, they acted as
+  // the ended scope's owner: two of them re-entered the lock as that owner and were inside at
+  // once (max 2 inside).
+  const kinds: [string, (client: LockClient, name: string) => { withLock<T>(fn: () => Promise<T>): Promise<T> }][] = [
+    ['lock', (client, name) => client.getLock(name)],
+    ['fair', (client, name) => client.getFairLock(name)],
+    ['fenced', (client, name) => client.getFencedLock(name)],
+    ['write', (client, name) => client.getReadWriteLock(name).writeLock()],
+  ];
+  test.each(kinds)('%s: two tasks it started take the lock one at a time, as owners of their own', async (_kind, handle) => {
+    const client = newClient();
+    const name = uniqueName();
+    let scopeEnded!: () => void;
+    const ended = new Promise<void>((resolve) => (scopeEnded = resolve));
+    let inside = 0;
+    let most = 0;
+    const spawned: Promise<void>[] = [];
+    await handle(client, name).withLock(async () => {
+      for (let i = 0; i < 2; i++) {
+        spawned.push(
+          ended.then(() =>
+            handle(client, name).withLock(async () => {
+              most = Math.max(most, ++inside);
+              await sleep(50); // the section's work
+              inside--;
+            }),
+          ),
+        );
+      }
+    });
+    scopeEnded();
+    await Promise.all(spawned);
+    expect(most).toBe(1);
+  });
+});
+
 describe('AbortSignal', () => {
   test('aborting a waiter rejects with the reason and leaves nothing behind', async () => {
     const client = newClient();

@@ -110,6 +110,8 @@ export abstract class LockHandle {
     const { outer, scopeOwner, owner, scope, stopWatching } = await this.enterScope(options);
     const run = (): T | Promise<T> => fn(scope.signal);
     const outcome = await outcomeOf(() => (outer ? run() : runAsOwner(this.identity, scopeOwner, run)), stopWatching);
+    // Code `fn` started that runs on no longer acts as this scope's owner (see LockOwner.scopeOver).
+    if (!outer) scopeOwner.scopeOver = true;
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
     const heldAtEnd = owner.holds > 0;
     let releaseError: unknown;

@@ -42,6 +42,13 @@ export class LockOwner {
    * and a give-back written after that ask took its new hold: two holders, a third reader's repro).
    */
   singleUse = false;
+  /**
+   * The outermost `withLock` this owner was made for has ended. Code that `fn` started and that
+   * runs on after it (a timer, a promise chain not awaited) still carries the scope's async
+   * context: it no longer acts as this owner (`scopedOwner`). Before, two such tasks both took
+   * the lock as the ended scope's owner, re-entering it: both were inside at once.
+   */
+  scopeOver = false;
 
   /**
    * Whether what an attempt whose outcome is unknown may have taken is given back: only for a
@@ -93,9 +100,10 @@ type LockIdentity = string;
 
 const scopes = new AsyncLocalStorage<ReadonlyMap<LockIdentity, LockOwner>>();
 
-/** The owner of the innermost `withLock` on this lock that the calling code runs inside, if any. */
+/** The owner of the innermost `withLock` on this lock that the calling code runs inside, if any (not once that scope has ended). */
 export function scopedOwner(identity: LockIdentity): LockOwner | undefined {
-  return scopes.getStore()?.get(identity);
+  const owner = scopes.getStore()?.get(identity);
+  return owner?.scopeOver ? undefined : owner;
 }
 
 /** Runs `fn` so that code it calls, across awaits, acts as `owner` on that lock. */
@@ -110,14 +118,31 @@ export function runAsOwner<T>(identity: LockIdentity, owner: LockOwner, fn: () =
  * The locks held by the MultiLock/RedLock `withLock` scopes the calling code runs inside (their
  * member forks own them): taking one of them again would wait for itself.
  */
-const compositeScopes = new AsyncLocalStorage<ReadonlySet<LockIdentity>>();
+const compositeScopes = new AsyncLocalStorage<ReadonlyMap<LockIdentity, CompositeScope>>();
 
-/** Whether an enclosing MultiLock/RedLock `withLock` holds lock `identity`. */
-export function heldByCompositeScope(identity: LockIdentity): boolean {
-  return compositeScopes.getStore()?.has(identity) === true;
+/** One composite `withLock` call; `over` once it has ended (see `LockOwner.scopeOver`). */
+export interface CompositeScope {
+  over: boolean;
 }
 
-/** Runs `fn` inside a composite's `withLock` that holds the locks `identities` (and those of the composites around it). */
-export function runHoldingMembers<T>(identities: readonly LockIdentity[], fn: () => T): T {
-  return compositeScopes.run(new Set([...(compositeScopes.getStore() ?? []), ...identities]), fn);
+/** Whether an enclosing MultiLock/RedLock `withLock`, not ended, holds lock `identity`. */
+export function heldByCompositeScope(identity: LockIdentity): boolean {
+  const scope = compositeScopes.getStore()?.get(identity);
+  return scope !== undefined && !scope.over;
+}
+
+/**
+ * Runs `fn` inside the composite `withLock` call `scope` that holds the locks `identities` (and
+ * those of the composites around it, which keep their own record: an inner one ending does not
+ * end theirs).
+ */
+export function runHoldingMembers<T>(identities: readonly LockIdentity[], scope: CompositeScope, fn: () => T): T {
+  const held = new Map(compositeScopes.getStore());
+  for (const identity of identities) if (!heldByCompositeScopeIn(held, identity)) held.set(identity, scope);
+  return compositeScopes.run(held, fn);
+}
+
+function heldByCompositeScopeIn(held: ReadonlyMap<LockIdentity, CompositeScope>, identity: LockIdentity): boolean {
+  const scope = held.get(identity);
+  return scope !== undefined && !scope.over;
 }

@@ -4,7 +4,7 @@ import { outcomeOf, watchHold } from '../../core/holdScope';
 import { LockHandle } from '../../core/LockHandle';
 import { ClientClosedError, InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../../errors';
 import { checkLockOptions, type LockOptions, type TryLockOptions, type WithLockOptions } from '../../options';
-import { heldByCompositeScope, runHoldingMembers } from '../../services/LockOwner';
+import { type CompositeScope, heldByCompositeScope, runHoldingMembers } from '../../services/LockOwner';
 import { type CompositeHold, within } from './CompositeHold';
 
 /** How long the same-lock-twice check may ask past a waitTime: an answering Redis needs far less; a frozen one is not waited for. */
@@ -105,7 +105,10 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     if (!hold) throw new LockTimeoutError(this.name, maxWait);
     const scope = new AbortController();
     const identities = this.members.map((member) => member.identity);
-    const outcome = await outcomeOf(() => runHoldingMembers(identities, () => fn(scope.signal)), watchHold(scope, [signal, hold.lostSignal]));
+    const call: CompositeScope = { over: false };
+    const outcome = await outcomeOf(() => runHoldingMembers(identities, call, () => fn(scope.signal)), watchHold(scope, [signal, hold.lostSignal]));
+    // Code `fn` started that runs on no longer counts as inside this call (see LockOwner.scopeOver).
+    call.over = true;
     // Asked now, not only told by timers: a callback that blocked the event loop past the
     // validity and returned without awaiting anything ran before any of them could fire.
     let lost = hold.lostNow();
