@@ -1006,17 +1006,66 @@ describe('a scope whose hold was taken away while it ran, found by its own relea
   });
 });
 
+/** The exclusive kinds a scope can be taken on, for the scope tests below. */
+const scopedKinds: [string, (client: LockClient, name: string) => { withLock<T>(fn: () => Promise<T>): Promise<T> }][] = [
+  ['lock', (client, name) => client.getLock(name)],
+  ['fair', (client, name) => client.getFairLock(name)],
+  ['fenced', (client, name) => client.getFencedLock(name)],
+  ['write', (client, name) => client.getReadWriteLock(name).writeLock()],
+];
+
+describe('a withLock inside another that is not awaited and outlives it', () => {
+  // `items.forEach(async (item) => lock.withLock(...))` inside a withLock: the outer scope ends
+  // while the inner ones still run. Before, its end gave back every hold of the owner, theirs
+  // too: the lock was free under them and another owner took it while they ran, untold.
+  type Scoped = { withLock<T>(fn: () => Promise<T>): Promise<T> };
+  /** An outer withLock whose `fn` (after `first`) starts `inner`'s, unawaited; resolves once the outer ended with the inner inside. */
+  async function outerEndsFirst(outer: Scoped, inner: Scoped, first?: () => Promise<unknown>): Promise<{ open: () => void; innerEnded: Promise<void> }> {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let innerEnded: Promise<void> | undefined;
+    let innerInside = false;
+    await outer.withLock(async () => {
+      await first?.();
+      innerEnded = inner.withLock(async () => {
+        innerInside = true;
+        await gate;
+      });
+      await until('the inner scope is inside', () => innerInside);
+    });
+    return { open, innerEnded: innerEnded! };
+  }
+
+  test.each(scopedKinds)('%s: keeps the lock until it ends; then nothing is left', async (_kind, handle) => {
+    const client = newClient();
+    const name = uniqueName();
+    const { open, innerEnded } = await outerEndsFirst(handle(client, name), handle(client, name));
+    // The outer scope has ended; the inner one still runs and holds the lock.
+    expect(await newClient().getLock(name).tryLock()).toBe(false);
+    expect(await redis.exists(name)).toBe(1);
+    open();
+    await innerEnded;
+    expect(await redis.exists(name)).toBe(0);
+  });
+
+  test('a lock() left behind inside it goes when the last scope ends', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    // The lock() is never unlocked: the scope's end gives it back.
+    const { open, innerEnded } = await outerEndsFirst(client.getLock(name), client.getLock(name), () => client.getLock(name).lock());
+    expect(await redis.exists(name)).toBe(1);
+    open();
+    await innerEnded;
+    expect(await redis.exists(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+  });
+});
+
 describe('code a withLock started that runs on after it ended', () => {
   // Timers and promise chains carry the scope's async context past its end. Before, they acted as
   // the ended scope's owner: two of them re-entered the lock as that owner and were inside at
   // once (max 2 inside).
-  const kinds: [string, (client: LockClient, name: string) => { withLock<T>(fn: () => Promise<T>): Promise<T> }][] = [
-    ['lock', (client, name) => client.getLock(name)],
-    ['fair', (client, name) => client.getFairLock(name)],
-    ['fenced', (client, name) => client.getFencedLock(name)],
-    ['write', (client, name) => client.getReadWriteLock(name).writeLock()],
-  ];
-  test.each(kinds)('%s: two tasks it started take the lock one at a time, as owners of their own', async (_kind, handle) => {
+  test.each(scopedKinds)('%s: two tasks it started take the lock one at a time, as owners of their own', async (_kind, handle) => {
     const client = newClient();
     const name = uniqueName();
     let scopeEnded!: () => void;

@@ -108,6 +108,7 @@ export abstract class LockHandle {
   async withLock<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: WithLockOptions): Promise<T> {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
     const { outer, scopeOwner, owner, scope, stopWatching } = await this.enterScope(options);
+    if (outer) scopeOwner.scopesInside++;
     const run = (): T | Promise<T> => fn(scope.signal);
     const outcome = await outcomeOf(() => (outer ? run() : runAsOwner(this.identity, scopeOwner, run)), stopWatching);
     // Code `fn` started that runs on no longer acts as this scope's owner (see LockOwner.scopeOver).
@@ -116,7 +117,27 @@ export abstract class LockHandle {
     const heldAtEnd = owner.holds > 0;
     let releaseError: unknown;
     try {
-      await (outer ? this.release(owner) : this.endScope(scopeOwner, owner));
+      if (outer) {
+        try {
+          await this.release(owner);
+        } finally {
+          // The last scope inside one that has ended (see below) ends it: what is left goes, also
+          // when its own release failed (or the watchdog would keep the rest for good).
+          // Nothing left ("not the owner") is no news here.
+          if (--scopeOwner.scopesInside === 0 && scopeOwner.scopeOver) {
+            await this.endScope(scopeOwner, owner).catch((error: unknown) => {
+              if (!(error instanceof NotLockOwnerError)) throw error;
+            });
+          }
+        }
+      } else if (scopeOwner.scopesInside > 0) {
+        // A withLock `fn` started and did not await (a forEach with an async callback) is still
+        // inside: it keeps the lock, only this scope's own hold goes now. Before, every hold went
+        // and the lock was free under it (another owner took it while it ran, untold).
+        await this.release(owner);
+      } else {
+        await this.endScope(scopeOwner, owner);
+      }
     } catch (error) {
       // After a loss, "not the owner" is the expected answer, not news.
       if (!(lost && error instanceof NotLockOwnerError)) releaseError = this.lostAtRelease(error, heldAtEnd);

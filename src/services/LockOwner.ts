@@ -49,6 +49,12 @@ export class LockOwner {
    * the lock as the ended scope's owner, re-entering it: both were inside at once.
    */
   scopeOver = false;
+  /**
+   * `withLock` calls entered as this scope owner (nested) that still run. One `fn` started
+   * without awaiting it can outlive the outermost scope: the lock stays theirs until the last of
+   * them ends (see `LockHandle.withLock`).
+   */
+  scopesInside = 0;
 
   /**
    * Whether what an attempt whose outcome is unknown may have taken is given back: only for a
