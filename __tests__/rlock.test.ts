@@ -1007,7 +1007,7 @@ describe('a scope whose hold was taken away while it ran, found by its own relea
 });
 
 /** The exclusive kinds a scope can be taken on, for the scope tests below. */
-const scopedKinds: [string, (client: LockClient, name: string) => { withLock<T>(fn: () => Promise<T>): Promise<T> }][] = [
+const scopedKinds: [string, (client: LockClient, name: string) => { withLock<T>(fn: () => Promise<T>): Promise<T>; tryLock(): Promise<unknown>; unlock(): Promise<void> }][] = [
   ['lock', (client, name) => client.getLock(name)],
   ['fair', (client, name) => client.getFairLock(name)],
   ['fenced', (client, name) => client.getFencedLock(name)],
@@ -1054,6 +1054,63 @@ describe('a withLock inside another that is not awaited and outlives it', () => 
     // The lock() is never unlocked: the scope's end gives it back.
     const { open, innerEnded } = await outerEndsFirst(client.getLock(name), client.getLock(name), () => client.getLock(name).lock());
     expect(await redis.exists(name)).toBe(1);
+    open();
+    await innerEnded;
+    expect(await redis.exists(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test.each(scopedKinds)('%s: one called as the outer fn returns, its re-entry still on its way to Redis, keeps the lock too (before: the outer end gave back every hold, the re-entry’s with them)', async (_kind, handle) => {
+    const client = newClient();
+    const name = uniqueName();
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let inside = false;
+    let inner: Promise<void> | undefined;
+    // `items.forEach(async (item) => lock.withLock(...))` with one item: the outer fn waits for nothing.
+    await handle(client, name).withLock(async () => {
+      inner = handle(client, name).withLock(async () => {
+        inside = true;
+        await gate;
+      });
+    });
+    await until('the inner scope is inside', () => inside);
+    expect(await newClient().getLock(name).tryLock()).toBe(false);
+    open();
+    await inner;
+    expect(await redis.exists(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test('one whose re-entry is aborted after the outer scope ended gives back what the outer end left: nothing stays taken', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const stop = new AbortController();
+    let inner: Promise<unknown> | undefined;
+    await client.getLock(name).withLock(async () => {
+      inner = client.getLock(name).withLock(async () => 'inside', { signal: stop.signal });
+      inner.catch(() => undefined);
+    });
+    stop.abort(new Error('stop'));
+    await inner!.catch(() => undefined);
+    await until('the lock is free', async () => (await redis.exists(name)) === 0);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test.each(scopedKinds)('%s: code inside it still acts as its owner once the outer scope ended (before: a re-entry waited for its own lock, an unlock() was refused)', async (_kind, handle) => {
+    const client = newClient();
+    const name = uniqueName();
+    const { open, innerEnded } = await outerEndsFirst(handle(client, name), {
+      withLock: <T>(fn: () => Promise<T>) =>
+        handle(client, name).withLock(async () => {
+          const value = await fn();
+          // The outer scope has ended; this one still runs and holds the lock.
+          const again = handle(client, name);
+          expect(await again.tryLock()).toBeTruthy();
+          await again.unlock();
+          return value;
+        }),
+    });
     open();
     await innerEnded;
     expect(await redis.exists(name)).toBe(0);

@@ -7,7 +7,7 @@ import { lossWatch, type RenewalTarget } from '../services/ExpirationRenewal';
 import { IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
 import { inDatabase, readOne } from '../services/database';
-import { heldByCompositeScope, LockOwner, runAsOwner, scopedOwner } from '../services/LockOwner';
+import { heldByCompositeScope, LockOwner, newScopeCall, runAsOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { HeldLock } from './HeldLock';
 import { outcomeOf, watchHold } from './holdScope';
@@ -107,11 +107,14 @@ export abstract class LockHandle {
    */
   async withLock<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: WithLockOptions): Promise<T> {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
-    const { outer, scopeOwner, owner, scope, stopWatching } = await this.enterScope(options);
-    if (outer) scopeOwner.scopesInside++;
+    const { outer, scopeOwner, owner, scope, stopWatching } = await this.enterScope(options, true);
+    // Code `fn` runs acts as the owner while this call (or one it is nested in) runs, also after
+    // the outermost call ended (see ScopeCall).
+    const call = newScopeCall(this.identity, scopeOwner);
     const run = (): T | Promise<T> => fn(scope.signal);
-    const outcome = await outcomeOf(() => (outer ? run() : runAsOwner(this.identity, scopeOwner, run)), stopWatching);
+    const outcome = await outcomeOf(() => runAsOwner(this.identity, call, run), stopWatching);
     // Code `fn` started that runs on no longer acts as this scope's owner (see LockOwner.scopeOver).
+    call.over = true;
     if (!outer) scopeOwner.scopeOver = true;
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
     const heldAtEnd = owner.holds > 0;
@@ -123,18 +126,16 @@ export abstract class LockHandle {
         } finally {
           // The last scope inside one that has ended (see below) ends it: what is left goes, also
           // when its own release failed (or the watchdog would keep the rest for good).
-          // Nothing left ("not the owner") is no news here.
-          if (--scopeOwner.scopesInside === 0 && scopeOwner.scopeOver) {
-            await this.endScope(scopeOwner, owner).catch((error: unknown) => {
-              if (!(error instanceof NotLockOwnerError)) throw error;
-            });
-          }
+          await this.leaveScope(scopeOwner, owner);
         }
       } else if (scopeOwner.scopesInside > 0) {
         // A withLock `fn` started and did not await (a forEach with an async callback) is still
         // inside: it keeps the lock, only this scope's own hold goes now. Before, every hold went
-        // and the lock was free under it (another owner took it while it ran, untold).
-        await this.release(owner);
+        // and the lock was free under it (another owner took it while it ran, untold). While one
+        // of them still waits for its re-entry's reply (pending), its hold is not booked yet: a
+        // release now would take it for this owner's last (the watchdog stopped, the count
+        // wrong); the last of them gives this hold back with the rest.
+        if (owner.pending === 0) await this.release(owner);
       } else {
         await this.endScope(scopeOwner, owner);
       }
@@ -171,6 +172,19 @@ export abstract class LockHandle {
   }
 
   /**
+   * A `withLock` nested in `scopeOwner`'s scope is no longer inside (it ended, or its re-entry
+   * failed): the last one out of a scope whose outermost call has ended gives back what is left
+   * (the outermost call's hold, a `lock()` left behind). Nothing left ("not the owner") is no news.
+   */
+  private async leaveScope(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
+    if (--scopeOwner.scopesInside === 0 && scopeOwner.scopeOver) {
+      await this.endScope(scopeOwner, owner).catch((error: unknown) => {
+        if (!(error instanceof NotLockOwnerError)) throw error;
+      });
+    }
+  }
+
+  /**
    * What a scope (`withLock`, `hold()`) reports for `error`, its release's: "not the owner" for a
    * hold the owner still believed it had means the hold was taken away while the scope ran (a
    * force-unlock, an expiry, Redis losing it in a failover) before anything noticed: a loss, as
@@ -187,7 +201,7 @@ export abstract class LockHandle {
    * owner's facet for this handle's kind, see `holder`). `scope` aborts when the hold is lost or
    * the caller's signal aborts. Throws `LockTimeoutError` when `waitTime` runs out.
    */
-  private async enterScope(options: WithLockOptions | undefined): Promise<{ outer: LockOwner | undefined; scopeOwner: LockOwner; owner: LockOwner; scope: AbortController; stopWatching: () => void }> {
+  private async enterScope(options: WithLockOptions | undefined, counted = false): Promise<{ outer: LockOwner | undefined; scopeOwner: LockOwner; owner: LockOwner; scope: AbortController; stopWatching: () => void }> {
     const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
     this.context.assertOpen();
     const outer = scopedOwner(this.identity);
@@ -198,8 +212,19 @@ export abstract class LockHandle {
     // watchdog of the scope's own hold.
     const owner = this.holder(scopeOwner);
     const maxWait = waitTime ?? Infinity;
-    const sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
-    if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
+    // A nested withLock counts as inside from its call on, not once its re-entry is booked: the
+    // outermost scope may end while that re-entry is on its way (a forEach with an async
+    // callback), and its end must not give back every hold under it.
+    if (outer && counted) outer.scopesInside++;
+    let sentAt: number | undefined;
+    try {
+      sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
+      if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
+    } catch (error) {
+      // Not inside after all: the last one out of an ended scope still ends it.
+      if (outer && counted) await this.leaveScope(outer, owner).catch(() => undefined);
+      throw error;
+    }
     const scope = new AbortController();
     const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
     return { outer, scopeOwner, owner, scope, stopWatching };

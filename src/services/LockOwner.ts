@@ -45,14 +45,16 @@ export class LockOwner {
   /**
    * The outermost `withLock` this owner was made for has ended. Code that `fn` started and that
    * runs on after it (a timer, a promise chain not awaited) still carries the scope's async
-   * context: it no longer acts as this owner (`scopedOwner`). Before, two such tasks both took
-   * the lock as the ended scope's owner, re-entering it: both were inside at once.
+   * context: it no longer acts as this owner (`scopedOwner`, unless it runs inside a nested
+   * `withLock` that still runs, see `ScopeCall`). Before, two such tasks both took the lock as
+   * the ended scope's owner, re-entering it: both were inside at once.
    */
   scopeOver = false;
   /**
-   * `withLock` calls entered as this scope owner (nested) that still run. One `fn` started
-   * without awaiting it can outlive the outermost scope: the lock stays theirs until the last of
-   * them ends (see `LockHandle.withLock`).
+   * `withLock` calls entered as this scope owner (nested) that still run, counted from the call
+   * on (their re-entry may still be on its way to Redis). One `fn` started without awaiting it
+   * can outlive the outermost scope: the lock stays theirs until the last of them ends (see
+   * `LockHandle.withLock`).
    */
   scopesInside = 0;
 
@@ -104,19 +106,41 @@ export class LockOwner {
 /** One lock of one client: `<clientId>\n<lock key>`. */
 type LockIdentity = string;
 
-const scopes = new AsyncLocalStorage<ReadonlyMap<LockIdentity, LockOwner>>();
-
-/** The owner of the innermost `withLock` on this lock that the calling code runs inside, if any (not once that scope has ended). */
-export function scopedOwner(identity: LockIdentity): LockOwner | undefined {
-  const owner = scopes.getStore()?.get(identity);
-  return owner?.scopeOver ? undefined : owner;
+/**
+ * One `withLock` call on a lock (the outermost, or one nested in it as the same owner): `over`
+ * once it has ended. Code that runs inside it acts as its owner while this call, or one it is
+ * nested in (`parent`), still runs: a nested call that outlives the outermost one keeps its code
+ * the owner (its re-entries, `unlock()`, `getHoldCount()`), and code either started that runs on
+ * after all of them ended (a timer, a promise chain not awaited) no longer is (see `scopeOver`).
+ */
+export interface ScopeCall {
+  readonly owner: LockOwner;
+  over: boolean;
+  readonly parent: ScopeCall | undefined;
 }
 
-/** Runs `fn` so that code it calls, across awaits, acts as `owner` on that lock. */
-export function runAsOwner<T>(identity: LockIdentity, owner: LockOwner, fn: () => T): T {
+const scopes = new AsyncLocalStorage<ReadonlyMap<LockIdentity, ScopeCall>>();
+
+/** The owner of the innermost `withLock` on this lock that the calling code runs inside, if any (not once that call, and every call it is nested in, has ended). */
+export function scopedOwner(identity: LockIdentity): LockOwner | undefined {
+  for (let call = scopes.getStore()?.get(identity); call !== undefined; call = call.parent) if (!call.over) return call.owner;
+  return undefined;
+}
+
+/**
+ * A new `withLock` call on lock `identity` as `owner`: nested in the call the calling code runs
+ * inside when that call's owner is `owner` (a re-entry), else one of its own.
+ */
+export function newScopeCall(identity: LockIdentity, owner: LockOwner): ScopeCall {
+  const around = scopes.getStore()?.get(identity);
+  return { owner, over: false, parent: around?.owner === owner ? around : undefined };
+}
+
+/** Runs `fn` so that code it calls, across awaits, acts as `call`'s owner on that lock while `call` (or a call it is nested in) runs. */
+export function runAsOwner<T>(identity: LockIdentity, call: ScopeCall, fn: () => T): T {
   const outer = scopes.getStore();
   const scope = new Map(outer);
-  scope.set(identity, owner);
+  scope.set(identity, call);
   return scopes.run(scope, fn);
 }
 
