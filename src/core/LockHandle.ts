@@ -113,7 +113,7 @@ export abstract class LockHandle {
     const call = newScopeCall(this.identity, scopeOwner);
     const run = (): T | Promise<T> => fn(scope.signal);
     const outcome = await outcomeOf(() => runAsOwner(this.identity, call, run), stopWatching);
-    // Code `fn` started that runs on no longer acts as this scope's owner (see LockOwner.scopeOver).
+    // Code `fn` started that runs on no longer acts as this scope's owner (see ScopeCall).
     call.over = true;
     if (!outer) scopeOwner.scopeOver = true;
     const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;

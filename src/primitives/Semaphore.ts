@@ -47,7 +47,6 @@ const STALE_RESEND = Symbol('stale resend');
  * never sent): it may have run, or may still. An error Redis replied means it did not (our
  * scripts refuse before they write).
  */
-
 function mayHaveRun(error: unknown): boolean {
   return error instanceof RedisCommandError && (error.cause as { name?: unknown } | undefined)?.name !== 'ReplyError';
 }
@@ -330,8 +329,7 @@ export class Semaphore extends Primitive {
         // Sent again when it may not have run: no answer, or a refusal for now (a server loading
         // its data after a restart, a failover: rlock turns ioredis's ready check off, and the
         // old master answers READONLY until Sentinel's switch).
-        const notYet = refusedUntilFailover(error);
-        if (!(mayHaveRun(error) || notYet) || performance.now() + UNDO_RETRY_MS >= until) throw error;
+        if (!(mayHaveRun(error) || refusedUntilFailover(error)) || performance.now() + UNDO_RETRY_MS >= until) throw error;
         await boundedWait(UNDO_RETRY_MS, [context.closedSignal], () => undefined);
       }
     }

@@ -43,11 +43,9 @@ export class LockOwner {
    */
   singleUse = false;
   /**
-   * The outermost `withLock` this owner was made for has ended. Code that `fn` started and that
-   * runs on after it (a timer, a promise chain not awaited) still carries the scope's async
-   * context: it no longer acts as this owner (`scopedOwner`, unless it runs inside a nested
-   * `withLock` that still runs, see `ScopeCall`). Before, two such tasks both took the lock as
-   * the ended scope's owner, re-entering it: both were inside at once.
+   * The outermost `withLock` this owner was made for has ended: the last nested `withLock` still
+   * inside (`scopesInside`) ends the scope when it leaves (`LockHandle.leaveScope`). Whether code
+   * still acts as this owner is its `ScopeCall`'s business, not this flag's.
    */
   scopeOver = false;
   /**
@@ -111,7 +109,8 @@ type LockIdentity = string;
  * once it has ended. Code that runs inside it acts as its owner while this call, or one it is
  * nested in (`parent`), still runs: a nested call that outlives the outermost one keeps its code
  * the owner (its re-entries, `unlock()`, `getHoldCount()`), and code either started that runs on
- * after all of them ended (a timer, a promise chain not awaited) no longer is (see `scopeOver`).
+ * after all of them ended (a timer, a promise chain not awaited) no longer is: before, two such
+ * tasks both re-entered the lock as the ended scope's owner and were inside at once.
  */
 export interface ScopeCall {
   readonly owner: LockOwner;
@@ -150,15 +149,15 @@ export function runAsOwner<T>(identity: LockIdentity, call: ScopeCall, fn: () =>
  */
 const compositeScopes = new AsyncLocalStorage<ReadonlyMap<LockIdentity, CompositeScope>>();
 
-/** One composite `withLock` call; `over` once it has ended (see `LockOwner.scopeOver`). */
+/** One composite `withLock` call; `over` once it has ended (as a `ScopeCall`). */
 export interface CompositeScope {
   over: boolean;
 }
 
 /** Whether an enclosing MultiLock/RedLock `withLock`, not ended, holds lock `identity`. */
 export function heldByCompositeScope(identity: LockIdentity): boolean {
-  const scope = compositeScopes.getStore()?.get(identity);
-  return scope !== undefined && !scope.over;
+  const held = compositeScopes.getStore();
+  return held !== undefined && heldByCompositeScopeIn(held, identity);
 }
 
 /**

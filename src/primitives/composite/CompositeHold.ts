@@ -236,8 +236,13 @@ export async function within<T>(promise: Promise<T>, ms: number | undefined): Pr
  * a closed client settles the call at once and lets the process exit.
  */
 export function pause(ms: number, signal: AbortSignal | undefined, members: readonly LockHandle[]): Promise<void> {
-  const stops = [...new Set(members.map((member) => member.closedSignal))];
+  const stops = closesOf(members);
   return boundedWait(ms, signal ? [signal, ...stops] : stops, () => undefined);
+}
+
+/** The close() signals of the members' clients, each once, but `except`. */
+function closesOf(members: readonly LockHandle[], except?: AbortSignal): AbortSignal[] {
+  return [...new Set(members.map((member) => member.closedSignal))].filter((closed) => closed !== except);
 }
 
 /**
@@ -249,7 +254,7 @@ export function pause(ms: number, signal: AbortSignal | undefined, members: read
  * `undo` drops the listeners once the wait is over.
  */
 export function stopsOfMembers(signal: AbortSignal | undefined, members: readonly LockHandle[], waited: LockHandle): { signal: AbortSignal | undefined; undo: () => void } {
-  const others = [...new Set(members.map((member) => member.closedSignal))].filter((closed) => closed !== waited.closedSignal);
+  const others = closesOf(members, waited.closedSignal);
   if (others.length === 0) return { signal, undo: () => undefined };
   const all = signal ? [signal, ...others] : others;
   const joined = new AbortController();

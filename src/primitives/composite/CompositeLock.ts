@@ -107,7 +107,7 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     const identities = this.members.map((member) => member.identity);
     const call: CompositeScope = { over: false };
     const outcome = await outcomeOf(() => runHoldingMembers(identities, call, () => fn(scope.signal)), watchHold(scope, [signal, hold.lostSignal]));
-    // Code `fn` started that runs on no longer counts as inside this call (see LockOwner.scopeOver).
+    // Code `fn` started that runs on no longer counts as inside this call (see ScopeCall in LockOwner).
     call.over = true;
     // Asked now, not only told by timers: a callback that blocked the event loop past the
     // validity and returned without awaiting anything ran before any of them could fire.
