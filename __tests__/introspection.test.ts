@@ -201,25 +201,34 @@ test("a lockLost listener that throws: the watchdog goes on (both losses told), 
   expect(child.lines.filter((line) => line.startsWith('unhandled'))).toEqual([]);
 });
 
-describe('the holds gauge when holds are taken away under a reentrant scope', () => {
-  /** Runs `during` with a gauge of acquired − released − lost.holds; resolves with it at the end. */
-  async function gaugeOf(during: () => Promise<unknown>): Promise<number> {
-    let holds = 0;
-    const onAcquired = (): void => void holds++;
-    const onReleased = (): void => void holds--;
-    const onLost = (message: unknown): void => void (holds -= (message as { holds: number }).holds);
-    subscribe('rlock:acquired', onAcquired);
-    subscribe('rlock:released', onReleased);
-    subscribe('rlock:lost', onLost);
-    try {
-      await during();
-      return holds;
-    } finally {
-      unsubscribe('rlock:acquired', onAcquired);
-      unsubscribe('rlock:released', onReleased);
-      unsubscribe('rlock:lost', onLost);
-    }
+/**
+ * Runs `during` with a gauge of acquired − released − lost.holds, which it can read as it goes
+ * (`live.holds`, and `live.field`: the owner field of the last acquired); resolves with the gauge
+ * at the end.
+ */
+async function gaugeOf(during: (live: { readonly holds: number; readonly field: string }) => Promise<unknown>): Promise<number> {
+  const live = { holds: 0, field: '' };
+  const onAcquired = (message: unknown): void => {
+    live.holds++;
+    const { clientId, ownerId } = message as { clientId: string; ownerId: string };
+    live.field = `${clientId}:${ownerId}`;
+  };
+  const onReleased = (): void => void live.holds--;
+  const onLost = (message: unknown): void => void (live.holds -= (message as { holds: number }).holds);
+  subscribe('rlock:acquired', onAcquired);
+  subscribe('rlock:released', onReleased);
+  subscribe('rlock:lost', onLost);
+  try {
+    await during(live);
+    return live.holds;
+  } finally {
+    unsubscribe('rlock:acquired', onAcquired);
+    unsubscribe('rlock:released', onReleased);
+    unsubscribe('rlock:lost', onLost);
   }
+}
+
+describe('the holds gauge when holds are taken away under a reentrant scope', () => {
 
   const kinds = {
     lock: (client: ReturnType<typeof redis.client>, name: string) => client.getLock(name),
@@ -264,34 +273,19 @@ describe('the holds gauge when holds are taken away under a reentrant scope', ()
 test('the holds gauge when Redis counted an acquire twice (ioredis resent it after a reconnect): the give-back of the extra hold is no second released (-1 for good before)', async () => {
   expect.assertions(3); // one of them in the withLock callback: it must run
   const client = redis.client();
-  let holds = 0;
-  let field = '';
-  const onAcquired = (message: unknown): void => {
-    holds++;
-    const { clientId, ownerId } = message as { clientId: string; ownerId: string };
-    field = `${clientId}:${ownerId}`;
-  };
-  const onReleased = (): void => void holds--;
-  const onLost = (message: unknown): void => void (holds -= (message as { holds: number }).holds);
-  subscribe('rlock:acquired', onAcquired);
-  subscribe('rlock:released', onReleased);
-  subscribe('rlock:lost', onLost);
-  try {
+  const gauge = await gaugeOf(async (live) => {
     // lock() and unlock(): the handle's own owner, whose unlock gives back every hold Redis counts.
     const lock = client.getLock('gauge-twice');
     await lock.lock();
-    await redis.admin.hincrby('gauge-twice', field, 1); // what a resent acquire adds
+    await redis.admin.hincrby('gauge-twice', live.field, 1); // what a resent acquire adds
     await lock.unlock();
     // withLock: its end gives back every hold of its owner the same way.
     await client.getLock('gauge-twice-scope').withLock(async () => {
-      await redis.admin.hincrby('gauge-twice-scope', field, 1);
-      expect(holds).toBe(1);
+      await redis.admin.hincrby('gauge-twice-scope', live.field, 1);
+      expect(live.holds).toBe(1);
     });
     expect(await redis.admin.exists('gauge-twice', 'gauge-twice-scope')).toBe(0); // both freed
-    expect(holds).toBe(0);
-  } finally {
-    unsubscribe('rlock:acquired', onAcquired);
-    unsubscribe('rlock:released', onReleased);
-    unsubscribe('rlock:lost', onLost);
-  }
+  });
+  expect(gauge).toBe(0);
 });
+

@@ -151,17 +151,26 @@ describe('members of one client on one server, taken in one call (acquireAll.lua
     await multi.unlock();
   });
 
+  /**
+   * A MultiLock over `<name>:a` and `<name>:b` of one client through `proxy`, whose one-call round
+   * ran (both taken) and lost its reply: ioredis resends it once the proxy accepts again.
+   */
+  async function roundResentLater(proxy: TcpProxy, name: string): Promise<{ multi: MultiLock; trying: Promise<boolean> }> {
+    const client = servers[0]!.client({ redis: proxy.url });
+    const multi = new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]);
+    expect(await multi.isLocked()).toBe(false); // connected
+    proxy.stopAccepting();
+    proxy.cutOnNextReply(); // the first run's reply is lost: ioredis resends it once reconnected
+    const trying = multi.tryLock();
+    await until('the first run took both', async () => (await servers[0]!.admin.exists(`${name}:a`, `${name}:b`)) === 2);
+    return { multi, trying };
+  }
+
   test('a grouped round resent after its first run took both, one freed and taken by another in between: the refusal gives back what the first run took (a second reader’s repro: b held for nobody for its lease)', async () => {
     const proxy = await TcpProxy.start(servers[0]!.server.port);
     try {
       const name = uniqueName();
-      const client = servers[0]!.client({ redis: proxy.url });
-      const multi = new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]);
-      expect(await multi.isLocked()).toBe(false); // connected
-      proxy.stopAccepting();
-      proxy.cutOnNextReply(); // the first run's reply is lost: ioredis resends it once reconnected
-      const trying = multi.tryLock();
-      await until('the first run took both', async () => (await servers[0]!.admin.exists(`${name}:a`, `${name}:b`)) === 2);
+      const { trying } = await roundResentLater(proxy, name);
       const other = servers[0]!.client().getLock(`${name}:a`);
       expect(await other.forceUnlock()).toBe(true);
       expect(await other.tryLock()).toBe(true);
@@ -178,13 +187,7 @@ describe('members of one client on one server, taken in one call (acquireAll.lua
     const proxy = await TcpProxy.start(servers[0]!.server.port);
     try {
       const name = uniqueName();
-      const client = servers[0]!.client({ redis: proxy.url });
-      const multi = new MultiLock([client.getLock(`${name}:a`), client.getLock(`${name}:b`)]);
-      expect(await multi.isLocked()).toBe(false); // connected
-      proxy.stopAccepting();
-      proxy.cutOnNextReply(); // the first run's reply is lost: ioredis resends it once reconnected
-      const trying = multi.tryLock();
-      await until('the first run took both', async () => (await servers[0]!.admin.exists(`${name}:a`, `${name}:b`)) === 2);
+      const { multi, trying } = await roundResentLater(proxy, name);
       await proxy.resumeAccepting();
       // A resend refused by its own first run's fields: given back, and tryLock() false.
       expect(await trying).toBe(true);

@@ -38,6 +38,22 @@ function expectStale(error: unknown): void {
   expect((error as RedisCommandError).code).toBe('STALE');
 }
 
+/**
+ * Runs `fn` with a client whose connection goes through a TcpProxy and has `maxRetriesPerRequest:
+ * null` (BullMQ's setting: ioredis keeps a call for the whole outage); closes both after.
+ */
+async function throughProxy(fn: (link: { proxy: TcpProxy; own: Redis; client: LockClient }) => Promise<void>): Promise<void> {
+  const proxy = await TcpProxy.start(redis.server.port);
+  const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null });
+  own.on('error', () => undefined);
+  try {
+    await fn({ proxy, own, client: redis.client({ redis: own }) });
+  } finally {
+    await proxy.close();
+    own.disconnect();
+  }
+}
+
 test('the deadline a call carries is Redis’s clock plus its latch’s time less the margin, whatever the client’s own clock says', async () => {
   const client = redis.client();
   await clockOf(client);
@@ -96,11 +112,7 @@ test('the call sent again after a refusal carries a fresh deadline, measured ane
 });
 
 test('after a reconnect the clock is measured afresh (another server may answer now), and a measure sent before the drop counts for nothing', async () => {
-  const proxy = await TcpProxy.start(redis.server.port);
-  const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null });
-  own.on('error', () => undefined);
-  try {
-    const client = redis.client({ redis: own });
+  await throughProxy(async ({ proxy, own, client }) => {
     const clock = await clockOf(client);
     const right = clock.offset;
     clock.offset = right - 55_000; // another server's clock, standing in
@@ -115,10 +127,7 @@ test('after a reconnect the clock is measured afresh (another server may answer 
     proxy.silenced = false;
     await until('the connection is back', () => own.status === 'ready');
     await until('the clock is measured afresh', () => clock.offset !== undefined && Math.abs(clock.offset - right) < 1_000);
-  } finally {
-    await proxy.close();
-    own.disconnect();
-  }
+  });
 });
 
 test('a host suspended (its monotonic clock stood still while the wall clock and Redis’s ran on): the offset is dropped, calls carry no deadline until measured again', async () => {
@@ -217,11 +226,7 @@ describe('resent by ioredis after its latch expired and its deadline passed (rep
   ];
 
   test.each(cases)('%s', async (_name, setUp) => {
-    const proxy = await TcpProxy.start(redis.server.port);
-    const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null }); // BullMQ's setting: ioredis keeps a call for the whole outage
-    own.on('error', () => undefined);
-    try {
-      const client = redis.client({ redis: own });
+    await throughProxy(async ({ proxy, client }) => {
       const name = uniqueName();
       const { call, ran = async () => proxy.cuts > 0, meanwhile, check, windowMs = RELEASE_LATCH_TTL_MS, outcome: expectOutcome = expectStale } = await setUp(client, name);
       // The call's deadline falls 1.5 s after its send instead of 50 s (a countDown's: 9 min 50 s): the outage below outlasts it.
@@ -241,19 +246,12 @@ describe('resent by ioredis after its latch expired and its deadline passed (rep
       await proxy.resumeAccepting();
       expectOutcome(await outcome);
       await check();
-    } finally {
-      await proxy.close();
-      own.disconnect();
-    }
+    });
   }, 20_000);
 });
 
 test('a semaphore acquire attempt resent past its deadline while its latch still lives (it ran) answers “taken” from the latch: the caller holds that permit, no second one is taken', async () => {
-  const proxy = await TcpProxy.start(redis.server.port);
-  const own = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null });
-  own.on('error', () => undefined);
-  try {
-    const client = redis.client({ redis: own });
+  await throughProxy(async ({ proxy, client }) => {
     const name = uniqueName();
     const sem = client.getSemaphore(name);
     await sem.trySetPermits(2);
@@ -272,10 +270,7 @@ test('a semaphore acquire attempt resent past its deadline while its latch still
     expect(await sem.availablePermits()).toBe(1);
     await sem.release();
     expect(await sem.availablePermits()).toBe(2);
-  } finally {
-    await proxy.close();
-    own.disconnect();
-  }
+  });
 }, 20_000);
 
 test('a client whose Redis refuses TIME (an ACL without +time) sends no deadline, and its calls run as before', async () => {
