@@ -1,16 +1,16 @@
-import { InvalidArgumentError, LockLostError, LockTimeoutError, LockUsageError, NotLockOwnerError } from '../errors';
+import { InvalidArgumentError, LockLostError, LockUsageError, NotLockOwnerError } from '../errors';
 import { diagnostics, type LockEvent, waitReports } from '../diagnostics';
 import type { LockInfo } from '../introspection';
 import { latchPrefixOf } from '../names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
-import { lossWatch, type RenewalTarget } from '../services/ExpirationRenewal';
+import type { RenewalTarget } from '../services/ExpirationRenewal';
 import { IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
 import { inDatabase, readOne } from '../services/database';
-import { heldByCompositeScope, LockOwner, newScopeCall, runAsOwner, scopedOwner } from '../services/LockOwner';
+import { heldByCompositeScope, LockOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
-import { HeldLock } from './HeldLock';
-import { outcomeOf, watchHold } from './holdScope';
+import type { HeldLock } from './HeldLock';
+import { LockScopes } from './LockScopes';
 import { endsAsTimedOut, stopsOf, whileRefused, type Hold, type WaitProtocol } from './waitLoop';
 
 /**
@@ -107,46 +107,7 @@ export abstract class LockHandle {
    */
   async withLock<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: WithLockOptions): Promise<T> {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
-    const { outer, scopeOwner, owner, scope, stopWatching } = await this.enterScope(options, true);
-    // Code `fn` runs acts as the owner while this call (or one it is nested in) runs, also after
-    // the outermost call ended (see ScopeCall).
-    const call = newScopeCall(this.identity, scopeOwner);
-    const run = (): T | Promise<T> => fn(scope.signal);
-    const outcome = await outcomeOf(() => runAsOwner(this.identity, call, run), stopWatching);
-    // Code `fn` started that runs on no longer acts as this scope's owner (see ScopeCall).
-    call.over = true;
-    if (!outer) scopeOwner.scopeOver = true;
-    const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
-    const heldAtEnd = owner.holds > 0;
-    let releaseError: unknown;
-    try {
-      if (outer) {
-        try {
-          await this.release(owner);
-        } finally {
-          // The last scope inside one that has ended (see below) ends it: what is left goes, also
-          // when its own release failed (or the watchdog would keep the rest for good).
-          await this.leaveScope(scopeOwner, owner);
-        }
-      } else if (scopeOwner.scopesInside > 0) {
-        // A withLock `fn` started and did not await (a forEach with an async callback) is still
-        // inside: it keeps the lock, only this scope's own hold goes now. Before, every hold went
-        // and the lock was free under it (another owner took it while it ran, untold). While one
-        // of them still waits for its re-entry's reply (pending), its hold is not booked yet: a
-        // release now would take it for this owner's last (the watchdog stopped, the count
-        // wrong); the last of them gives this hold back with the rest.
-        if (owner.pending === 0) await this.release(owner);
-      } else {
-        await this.endScope(scopeOwner, owner);
-      }
-    } catch (error) {
-      // After a loss, "not the owner" is the expected answer, not news.
-      if (!(lost && error instanceof NotLockOwnerError)) releaseError = this.lostAtRelease(error, heldAtEnd);
-    }
-    if ('error' in outcome) throw outcome.error;
-    if (lost) throw lost;
-    if (releaseError !== undefined) throw releaseError;
-    return outcome.value;
+    return this.scopes.withLock(fn, options);
   }
 
   /**
@@ -156,79 +117,28 @@ export abstract class LockHandle {
    * scope. `held.signal` aborts when the lock is lost or `options.signal` aborts.
    */
   async hold(options?: WithLockOptions): Promise<HeldLock> {
-    const { outer, owner, scope, stopWatching } = await this.enterScope(options);
-    return new HeldLock(this.name, scope.signal, async () => {
-      stopWatching();
-      const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
-      const heldAtEnd = owner.holds > 0;
-      try {
-        await (outer ? this.release(owner) : this.releaseAll(owner));
-      } catch (error) {
-        // After a loss, "not the owner" is the expected answer, not news.
-        if (!(lost && error instanceof NotLockOwnerError)) throw this.lostAtRelease(error, heldAtEnd);
-      }
-      if (lost) throw lost;
-    });
+    return this.scopes.hold(options);
   }
 
-  /**
-   * A `withLock` nested in `scopeOwner`'s scope is no longer inside (it ended, or its re-entry
-   * failed): the last one out of a scope whose outermost call has ended gives back what is left
-   * (the outermost call's hold, a `lock()` left behind). Nothing left ("not the owner") is no news.
-   */
-  private async leaveScope(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
-    if (--scopeOwner.scopesInside === 0 && scopeOwner.scopeOver) {
-      await this.endScope(scopeOwner, owner).catch((error: unknown) => {
-        if (!(error instanceof NotLockOwnerError)) throw error;
-      });
-    }
+  /** This handle's owner scopes, over its own steps (made on its first scope: most handles never open one). */
+  private get scopes(): LockScopes {
+    return (this.scopesMade ??= new LockScopes({
+      context: this.context,
+      name: this.name,
+      key: this.key,
+      identity: this.identity,
+      acquire: (owner, leaseTime, waitTime, signal) => this.acquire(owner, leaseTime, waitTime, signal),
+      release: (owner) => this.release(owner),
+      releaseAll: (owner) => this.releaseAll(owner),
+      endScope: (scopeOwner, owner) => this.endScope(scopeOwner, owner),
+      holder: (owner) => this.holder(owner),
+      field: (owner) => this.field(owner),
+      refuseInsideComposite: () => this.refuseInsideComposite(),
+    }));
   }
 
-  /**
-   * What a scope (`withLock`, `hold()`) reports for `error`, its release's: "not the owner" for a
-   * hold the owner still believed it had means the hold was taken away while the scope ran (a
-   * force-unlock, an expiry, Redis losing it in a failover) before anything noticed: a loss, as
-   * `withPermit` reports it, not a usage error. A scope that gave its own hold back (`unlock()`
-   * inside it) still gets `NotLockOwnerError`.
-   */
-  private lostAtRelease(error: unknown, heldAtEnd: boolean): unknown {
-    return heldAtEnd && error instanceof NotLockOwnerError ? new LockLostError(this.name, 'its release found it no longer held (taken away while the scope ran)') : error;
-  }
+  private scopesMade: LockScopes | undefined;
 
-  /**
-   * Takes the lock for a scope (`withLock`, `hold`): as the enclosing `withLock`'s owner on this
-   * lock (`outer`, re-entering), else as a fresh `scopeOwner`; `owner` books the holds (the
-   * owner's facet for this handle's kind, see `holder`). `scope` aborts when the hold is lost or
-   * the caller's signal aborts. Throws `LockTimeoutError` when `waitTime` runs out.
-   */
-  private async enterScope(options: WithLockOptions | undefined, counted = false): Promise<{ outer: LockOwner | undefined; scopeOwner: LockOwner; owner: LockOwner; scope: AbortController; stopWatching: () => void }> {
-    const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
-    this.context.assertOpen();
-    const outer = scopedOwner(this.identity);
-    if (!outer) this.refuseInsideComposite();
-    const scopeOwner = outer ?? new LockOwner();
-    // A read-write lock's kinds count apart: a hold() inside a withLock of the same kind must
-    // book on the scope's facet, or giving it back (its owner's "last" hold) would stop the
-    // watchdog of the scope's own hold.
-    const owner = this.holder(scopeOwner);
-    const maxWait = waitTime ?? Infinity;
-    // A nested withLock counts as inside from its call on, not once its re-entry is booked: the
-    // outermost scope may end while that re-entry is on its way (a forEach with an async
-    // callback), and its end must not give back every hold under it.
-    if (outer && counted) outer.scopesInside++;
-    let sentAt: number | undefined;
-    try {
-      sentAt = await this.acquire(owner, leaseTime, maxWait, signal);
-      if (sentAt === undefined) throw new LockTimeoutError(this.name, maxWait);
-    } catch (error) {
-      // Not inside after all: the last one out of an ended scope still ends it.
-      if (outer && counted) await this.leaveScope(outer, owner).catch(() => undefined);
-      throw error;
-    }
-    const scope = new AbortController();
-    const stopWatching = this.watchScope(owner, leaseTime, signal, scope, sentAt);
-    return { outer, scopeOwner, owner, scope, stopWatching };
-  }
 
   /**
    * @internal A new handle on the same lock with an owner of its own: MultiLock and RedLock take
@@ -682,14 +592,4 @@ export abstract class LockHandle {
     }
   }
 
-  /** Aborts `scope` when the lock is lost or `signal` aborts; returns the undo. */
-  private watchScope(owner: LockOwner, leaseTime: number | undefined, signal: AbortSignal | undefined, scope: AbortController, sentAt: number): () => void {
-    const field = this.field(owner);
-    const timed = leaseTime !== undefined && !this.context.renewal.has(this.key, field);
-    const watchdog = (): AbortSignal | undefined => this.context.renewal.lostSignal(this.key, field);
-    // A hold the watchdog does not keep is still watched: its primitive may learn of its loss (a
-    // fair re-entry that found it gone, see holdsLost).
-    const lost = watchdog() ?? lossWatch(owner, this.key).signal;
-    return watchHold(scope, [signal, lost], timed ? { name: this.name, leaseTime, sentAt, watchdog } : undefined);
-  }
 }

@@ -44,7 +44,7 @@ export class LockOwner {
   singleUse = false;
   /**
    * The outermost `withLock` this owner was made for has ended: the last nested `withLock` still
-   * inside (`scopesInside`) ends the scope when it leaves (`LockHandle.leaveScope`). Whether code
+   * inside (`scopesInside`) ends the scope when it leaves (`LockScopes.leaveScope`). Whether code
    * still acts as this owner is its `ScopeCall`'s business, not this flag's.
    */
   scopeOver = false;
@@ -52,7 +52,7 @@ export class LockOwner {
    * `withLock` calls entered as this scope owner (nested) that still run, counted from the call
    * on (their re-entry may still be on its way to Redis). One `fn` started without awaiting it
    * can outlive the outermost scope: the lock stays theirs until the last of them ends (see
-   * `LockHandle.withLock`).
+   * `LockScopes.withLock`).
    */
   scopesInside = 0;
 
