@@ -3,7 +3,7 @@
 // other (measured after a full GC in a child process started with --expose-gc).
 import { startFixture } from './helpers/child';
 import type { Redis } from 'ioredis';
-import { RELEASE_LATCH_TTL_MS } from '../src/core/LockHandle';
+import { RELEASE_LATCH_TTL_MS } from '../src/names';
 import { RedisServer } from './helpers/testRedis';
 
 let server: RedisServer;

@@ -15,9 +15,8 @@ import { until } from './helpers/time';
 import { parkedWaiters, subscribers, wakeQueueLength } from './helpers/privateRedis';
 import { commandCounts, RedisServer, scriptCallCount } from './helpers/testRedis';
 import { defineScripts, type ScriptedRedis } from '../src/services/scripts';
-import { RELEASE_LATCH_TTL_MS } from '../src/core/LockHandle';
 import { MAX_LOCAL_HANDOFFS } from '../src/services/LocalHandoff';
-import { clientQueueKeyOf, semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
+import { clientQueueKeyOf, RELEASE_LATCH_TTL_MS, semaphoreChannelOf, wakeChannelPrefixOf } from '../src/names';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

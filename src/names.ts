@@ -75,6 +75,12 @@ export function clientQueueExpiryKeyOf(keyPrefix: string, key: string): string {
   return derivedName(keyPrefix, 'clients_timeout', key);
 }
 
+/**
+ * How long a release latch outlives its call, in ms. It only matters when ioredis resends a
+ * release whose reply was lost, which happens on reconnect; a successful reply deletes it.
+ */
+export const RELEASE_LATCH_TTL_MS = 60_000;
+
 /** Prefix of the per-request release latch keys of lock `key`: `<keyPrefix>rlock__unlock_latch:{<key>}:`. */
 export function latchPrefixOf(keyPrefix: string, key: string): string {
   return `${derivedName(keyPrefix, 'unlock_latch', key)}:`;

@@ -1,8 +1,7 @@
 // The soak run: several OS processes × many tasks on a few hot locks plus a force-unlocked
 // "chaos" lock, on a private redis-server that the harness faults while they run. The checker
 // (checker.ts), not the library, decides whether the primitive kept its promise.
-import { RELEASE_LATCH_TTL_MS } from '../../src/core/LockHandle';
-import { clientQueueKeyOf } from '../../src/names';
+import { clientQueueKeyOf, RELEASE_LATCH_TTL_MS } from '../../src/names';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';

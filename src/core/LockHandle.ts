@@ -1,26 +1,17 @@
-import { InvalidArgumentError, LockLostError, LockUsageError, NotLockOwnerError } from '../errors';
+import { InvalidArgumentError, LockUsageError } from '../errors';
 import { diagnostics, type LockEvent, waitReports } from '../diagnostics';
 import type { LockInfo } from '../introspection';
-import { latchPrefixOf } from '../names';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import { IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
-import { inDatabase, readOne } from '../services/database';
+import { readOne } from '../services/database';
 import { heldByCompositeScope, LockOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import type { HeldLock } from './HeldLock';
+import { LockRelease } from './LockRelease';
 import { LockScopes } from './LockScopes';
-import { endsAsTimedOut, stopsOf, whileRefused, type Hold, type WaitProtocol } from './waitLoop';
-
-/**
- * How long a release latch outlives its call, in ms. It only matters when ioredis resends a
- * release whose reply was lost, which happens on reconnect; a successful reply deletes it.
- */
-export const RELEASE_LATCH_TTL_MS = 60_000;
-
-/** At most how many holds one give-back of unbooked holds releases (each resend of an acquire counted one). */
-const MAX_UNBOOKED_GIVE_BACKS = 4;
+import { endsAsTimedOut, stopsOf, type Hold, type WaitProtocol } from './waitLoop';
 
 /**
  * The life cycle every exclusive lock shares (RLock, FairLock): owners and `withLock` scopes,
@@ -36,8 +27,6 @@ export abstract class LockHandle {
   /** The Redis key of the lock hash: `<keyPrefix><name>`. */
   readonly key: string;
   private ownOwner: LockOwner | undefined;
-  /** Where this lock's release latches live (made on the first release). */
-  private latchPrefix: string | undefined;
 
   protected constructor(
     protected readonly context: LockContext,
@@ -85,7 +74,7 @@ export abstract class LockHandle {
   async unlock(): Promise<void> {
     this.context.assertOpen();
     const owner = this.currentOwner();
-    if (owner !== this.handleOwner) return void (await this.release(owner));
+    if (owner !== this.handleOwner) return void (await this.releases.release(owner));
     // Another task sharing the handle is still acquiring: a release sent beside that acquire
     // could free the lock it is taking, whose hold would then be booked, and kept by the
     // watchdog, for a lock nobody holds.
@@ -97,7 +86,7 @@ export abstract class LockHandle {
     }
     // A handle's own owner never holds more than once, so any further hold Redis counts comes
     // from an acquire that ioredis resent after a reconnect: give it back too.
-    await this.releaseAll(owner);
+    await this.releases.releaseAll(owner);
   }
 
   /**
@@ -128,8 +117,8 @@ export abstract class LockHandle {
       key: this.key,
       identity: this.identity,
       acquire: (owner, leaseTime, waitTime, signal) => this.acquire(owner, leaseTime, waitTime, signal),
-      release: (owner) => this.release(owner),
-      releaseAll: (owner) => this.releaseAll(owner),
+      release: (owner) => this.releases.release(owner),
+      releaseAll: (owner) => this.releases.releaseAll(owner),
       endScope: (scopeOwner, owner) => this.endScope(scopeOwner, owner),
       holder: (owner) => this.holder(owner),
       field: (owner) => this.field(owner),
@@ -138,6 +127,20 @@ export abstract class LockHandle {
   }
 
   private scopesMade: LockScopes | undefined;
+
+  /** How this handle gives its owners' holds back, and reports what a release finds lost (over its own steps, made on first use). */
+  protected get releases(): LockRelease {
+    return (this.releasesMade ??= new LockRelease({
+      context: this.context,
+      name: this.name,
+      key: this.key,
+      field: (owner) => this.field(owner),
+      event: (owner) => this.event(owner),
+      releaseCall: (redis, field, latch, last, retry) => this.releaseCall(redis, field, latch, last, retry),
+    }));
+  }
+
+  private releasesMade: LockRelease | undefined;
 
 
   /**
@@ -191,7 +194,7 @@ export abstract class LockHandle {
     const fields = forks.map((fork, i) => fork.field(owners[i]!));
     // Given back as a lone attempt's would be: taken for a caller that is gone, or maybe taken
     // (no answer): each fork's owner is single-use and books nothing, so nothing of its own can come between.
-    const giveBack = (): Promise<unknown> => Promise.all(forks.map((fork, i) => fork.giveBackUnbooked(owners[i]!)));
+    const giveBack = (): Promise<unknown> => Promise.all(forks.map((fork, i) => fork.releases.giveBackUnbooked(owners[i]!)));
     for (const owner of owners) owner.pending++;
     try {
       const sentAt = performance.now();
@@ -350,7 +353,7 @@ export abstract class LockHandle {
 
   /** Ends an outermost `withLock` scope whose holds this handle booked on `owner`. */
   protected async endScope(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
-    await this.releaseAll(owner);
+    await this.releases.releaseAll(owner);
   }
 
   protected field(owner: LockOwner): string {
@@ -430,7 +433,7 @@ export abstract class LockHandle {
       // is not booked (a retry of the same owner must not find a hold that is on its way back),
       // and it is given back unbooked, waited for at most as long as an attempt would be (Redis
       // frozen: it is given back when Redis answers).
-      await settledWithinGrace(this.giveBackUnbooked(owner));
+      await settledWithinGrace(this.releases.giveBackUnbooked(owner));
       throw stopped.reason;
     }
     owner.holds++;
@@ -441,155 +444,5 @@ export abstract class LockHandle {
     return sentAt;
   }
 
-  /** A release request's latch key. */
-  private latchFor(owner: LockOwner, field: string): string {
-    // Unique per release request without a random id: the owner's field (the facets of a
-    // read-write lock's owner share its id, not its field) and its count of releases.
-    return `${(this.latchPrefix ??= latchPrefixOf(this.context.keyPrefix, this.key))}${field}.${++owner.releases}`;
-  }
-
-  /**
-   * Gives back a hold Redis gave `owner` that the owner never booked (a release handed it over
-   * to a waiter that had stopped waiting): one release of its field, leaving the owner's count
-   * and its watchdog entry alone, as the owner may hold the lock again by now under its own
-   * booking (Redis then counts that hold and this one: this release takes one away). A
-   * single-use owner (a composite's member) that books nothing gives back every hold Redis still
-   * counts under its field: an acquire that ioredis resent after a reconnect ran twice and
-   * counted two (one given back left the member held for its lease by nobody; a helper audit).
-   * Not a handle's own owner: it may ask again between two of these releases, and the next one
-   * would take that new hold.
-   */
-  protected async giveBackUnbooked(owner: LockOwner): Promise<void> {
-    const field = this.field(owner);
-    for (let round = 0; round < (owner.singleUse ? MAX_UNBOOKED_GIVE_BACKS : 1); round++) {
-      const latch = this.latchFor(owner, field);
-      const result = await whileRefused(this.context, (again) => this.context.command('release', (redis) => this.releaseCall(redis, field, latch, owner.holds === 0, again), IDEMPOTENT));
-      if (result !== 0) return;
-      inDatabase(this.context.redis, (commands) => commands.del(latch)).catch(() => undefined);
-      if (owner.holds > 0 || owner.pending > 0) return;
-    }
-  }
-
-  /** Gives back one hold; returns whether the lock was released entirely. */
-  protected async release(owner: LockOwner): Promise<boolean> {
-    const { key } = this;
-    const field = this.field(owner);
-    // A release whose outcome is unknown (it failed after it may have run) is retried under its
-    // own latch: Redis answers what it did the first time (or runs it now if it never ran).
-    // Under a new latch a retry after the first had run found "not held" and reported the
-    // owner's own release as a loss.
-    // Taken, not read: two releases of one owner at once must not both replay it (one of them
-    // would be lost); put back if this call fails too.
-    const unknown = owner.unansweredRelease?.field === field ? owner.unansweredRelease : undefined;
-    if (unknown) owner.unansweredRelease = undefined;
-    const latch = unknown ? unknown.latch : this.latchFor(owner, field);
-    const holdsBefore = owner.holds;
-    // A hold Redis counted beyond the booked ones (see `unbookedHolds`): no `released`, and
-    // finding it gone is no loss (the booked hold went back, and was announced, before).
-    const unbooked = owner.unbookedHolds;
-    // The last hold is being given up: stop renewing now, not after the reply, or a renewal
-    // racing this release would find the lock gone and report it lost. If the release fails,
-    // the lock then expires within its lease.
-    const removed = holdsBefore <= 1 ? this.context.renewal.remove(key, field) : undefined;
-    // A failure leaves the outcome unknown; a retried unlock() tells the rest.
-    let result: 0 | 1 | null;
-    try {
-      // Sent again under the same latch while a slot in flux refuses it (see whileRefused); as a
-      // retry, as the first send may have run (ioredis's redirections followed a dropped connection).
-      result = await whileRefused(this.context, (again) => this.context.command('release', (redis) => this.releaseCall(redis, field, latch, holdsBefore <= 1, again || unknown !== undefined), IDEMPOTENT));
-    } catch (error) {
-      owner.unansweredRelease = { field, latch };
-      throw error;
-    }
-    // 0: the watchdog reported these holds lost while this call was out (lose() zeroed the
-    // count), every one of them counted in its `rlock:lost`: none is counted again here.
-    const heldStill = owner.holds;
-    // Only holds this owner booked (an `acquired` each): a release of one it never booked (an
-    // undo of an acquire whose reply was lost) is no news.
-    if (result !== null && holdsBefore > 0 && heldStill > 0 && !unbooked && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(owner), released: result === 1 });
-    if (result === 0) {
-      // The reply came, so ioredis will not resend this call: the latch has done its job.
-      inDatabase(this.context.redis, (commands) => commands.del(latch)).catch(() => undefined);
-      // Its last booked hold given back and Redis still counts some: those were never booked (the
-      // count stays 1 below so that they are given back too). A second `released` for them put a
-      // holds gauge at -1 for good.
-      if (holdsBefore <= 1 && heldStill > 0) owner.unbookedHolds = true;
-      owner.holds = heldStill === 0 && holdsBefore > 0 ? 0 : Math.max(1, owner.holds - 1);
-      return false;
-    }
-    if (result === 1 && holdsBefore > 1 && heldStill > 0) {
-      // Redis had fewer holds than the owner believed: the others were taken away (a force, an
-      // expiry) and this owner entered again afresh. The lock is free now while an outer scope of
-      // the owner still runs: tell it at once, as a renewal would have, not at its own end. The
-      // hold just given back is not among the lost (its `released` went above).
-      owner.holds = holdsBefore - 1;
-      this.loseHolds(owner, key, field, 'its hold count in Redis was below its own: holds were taken away', removed, holdsBefore - 1);
-    }
-    if (result === null && holdsBefore > 0 && heldStill > 0 && !unbooked) {
-      // Every release that gave a hold back left its answer in its latch, where a resend after a
-      // reconnect finds it: nil is never "released", it means the hold was taken away (a
-      // force-unlock, an expiry, Redis losing its data) before this release ran. An owner that
-      // believed it held one under the watchdog is told as a renewal would have told it.
-      // (reportLost finds a hold the watchdog still keeps, or takes the one removed above.)
-      this.loseHolds(owner, key, field, 'its release found it no longer held by its owner', removed, holdsBefore);
-    }
-    owner.dropHolds();
-    // Removed above when this was to be the last hold; otherwise holds went missing (see above).
-    if (holdsBefore > 1) this.context.renewal.remove(key, field);
-    if (result === null) throw new NotLockOwnerError(this.name, owner.id);
-    return true;
-  }
-
-  /**
-   * Reports `holds` holds of the owner lost: through the watchdog when it keeps them (its
-   * `lockLost` and the scope's signal), else (a `leaseTime`) through the owner's loss signal,
-   * which timed scopes watch, and `rlock:lost`, so that every `acquired` is matched by one
-   * `released` or counted in one `lost` (a holds gauge adds up).
-   */
-  private loseHolds(owner: LockOwner, key: string, field: string, reason: string, removed: RenewalTarget | undefined, holds: number): void {
-    if (this.context.renewal.reportLost(key, field, reason, removed)) return;
-    this.lostUnkept(owner, holds, reason);
-  }
-
-  /**
-   * Reports the holds of `owner` lost now (a re-entry found them gone): through the watchdog when
-   * it keeps them (`renewal.reportLost`); else (a `leaseTime`) the count goes to 0, the scopes
-   * watching it are told, and `rlock:lost` says how many went.
-   */
-  protected holdsLost(owner: LockOwner, reason: string): void {
-    if (this.context.renewal.reportLost(this.key, this.field(owner), reason)) return;
-    const holds = owner.holds;
-    if (holds === 0) return;
-    owner.dropHolds();
-    this.lostUnkept(owner, holds, reason);
-  }
-
-  /**
-   * A re-entry (the owner believed it held the lock) found its hold gone: the lock was `free` (the
-   * attempt took it afresh) or `taken` by another owner. Its scope is told now (`holdsLost`), not
-   * at the inner release, as the watchdog would have renewed a hold taken afresh as the old one.
-   */
-  protected reentryFoundHoldGone(owner: LockOwner, lock: 'free' | 'taken'): void {
-    if (owner.holds === 0) return;
-    this.holdsLost(owner, lock === 'free' ? 'a re-entry found its hold gone (the lock was free: taken afresh)' : "a re-entry found its hold gone (the lock is another owner's)");
-  }
-
-  /** Tells the scopes watching the owner's holds (a timed scope has no watchdog entry) and `rlock:lost`. */
-  private lostUnkept(owner: LockOwner, holds: number, reason: string): void {
-    const error = new LockLostError(this.name, reason);
-    owner.lossWatches?.get(this.key)?.abort(error);
-    if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...this.event(owner), holds, error });
-  }
-
-  /**
-   * Ends an outermost `withLock`: its owner disappears with it, so holds that `fn` left behind
-   * (a `lock()` without `unlock()`), or that Redis counted twice for an acquire resent after a
-   * reconnect, are given back too instead of being kept alive by the watchdog forever.
-   */
-  protected async releaseAll(owner: LockOwner): Promise<void> {
-    while (!(await this.release(owner))) {
-      /* keep going until Redis says released (or not held) */
-    }
-  }
 
 }

@@ -166,7 +166,7 @@ export class LockScopes {
     const timed = leaseTime !== undefined && !this.lock.context.renewal.has(this.lock.key, field);
     const watchdog = (): AbortSignal | undefined => this.lock.context.renewal.lostSignal(this.lock.key, field);
     // A hold the watchdog does not keep is still watched: its primitive may learn of its loss (a
-    // fair re-entry that found it gone, see holdsLost).
+    // fair re-entry that found it gone, see LockRelease.holdsLost).
     const lost = watchdog() ?? lossWatch(owner, this.lock.key).signal;
     return watchHold(scope, [signal, lost], timed ? { name: this.lock.name, leaseTime, sentAt, watchdog } : undefined);
   }

@@ -1,7 +1,6 @@
-import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { LatchDeletedError } from '../errors';
 import { subscriberCount, type LatchInfo, type LatchState } from '../introspection';
-import { kindKeyOf, latchChannelOf, latchOpsKeyOf, latchRoundsKeyOf } from '../names';
+import { kindKeyOf, latchChannelOf, latchOpsKeyOf, latchRoundsKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
 import { type CommandBound, IDEMPOTENT, type LockContext } from '../services/LockContext';
 import type { PublishCommand, ScriptedRedis } from '../services/scripts';
 import { checkCount, checkOperationOptions, checkPermitOptions, OPERATION_ID_TTL_MS, type AwaitOptions, type CountDownOptions } from './permitOptions';

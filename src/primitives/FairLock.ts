@@ -1,10 +1,9 @@
 import { OUTCOME_UNKNOWN } from '../services/bounds';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
-import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { waitFor, type Hold } from '../core/waitLoop';
 import { LockUsageError } from '../errors';
 import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
-import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf } from '../names';
+import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
 import { type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry, EntryKeeper } from '../services/ChannelEntry';
 import { readValues } from '../services/database';
@@ -151,7 +150,7 @@ export class FairLock extends ExclusiveLock {
                 // that one found the field and took it as its own hold (or queued under it).
                 lateReply: (late) => {
                   const newer = owner.pending > 0 || owner.holds > 0;
-                  const giveBack = countsUp || !newer ? () => this.giveBackUnbooked(owner) : undefined;
+                  const giveBack = countsUp || !newer ? () => this.releases.giveBackUnbooked(owner) : undefined;
                   const leave = listening && !newer ? () => this.leaveQueue(member) : undefined;
                   // It may have taken the lock or queued (or neither): undone for a single-use owner
                   // that books nothing only (see RLock's attempt).
@@ -166,14 +165,14 @@ export class FairLock extends ExclusiveLock {
               // hold it entered was lost (another owner may have held the lock in between), and
               // its scope is told now, not at the inner release, which would also free the lock
               // under the outer scope. The loss zeroes the owner's count: the hold taken now is its one.
-              this.holdsLost(owner, 'a re-entry found its hold gone (the lock was free: taken afresh)');
+              this.releases.holdsLost(owner, 'a re-entry found its hold gone (the lock was free: taken afresh)');
               return { held: true, sentAt };
             }
             const [ttl, redisMicros] = reply;
             // A re-entry that found no hold of its own: the hold it entered was lost (run out,
             // force-unlocked, a restart), and its scope is told now, not when a tick finds out
             // (a grant to this field from now on would pass for the lost hold at that tick).
-            if (countsUp) this.holdsLost(owner, 'a re-entry found its hold gone');
+            if (countsUp) this.releases.holdsLost(owner, 'a re-entry found its hold gone');
             notGrantedAt = Math.max(notGrantedAt, redisMicros);
             if (!anchor || redisMicros > anchor.redisMicros) anchor = { sentAt, redisMicros };
             if (listening) {

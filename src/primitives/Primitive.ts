@@ -1,10 +1,9 @@
 import { nanoid } from 'nanoid';
-import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import type { Hold, WaitProtocol } from '../core/waitLoop';
 import { waitFor, whileRefused } from '../core/waitLoop';
 import { type LockEvent, waitReports } from '../diagnostics';
 import { RedisCommandError } from '../errors';
-import { latchPrefixOf } from '../names';
+import { latchPrefixOf, RELEASE_LATCH_TTL_MS } from '../names';
 import { checkName } from '../options';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
 import { type CommandBound, IDEMPOTENT, type LockContext } from '../services/LockContext';

@@ -1,9 +1,8 @@
 import calculateSlot from 'cluster-key-slot';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
-import { RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
 import { stopsOf, waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
 import { inspectLock, type LockInfo } from '../introspection';
-import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf, wakeChannelPrefixOf } from '../names';
+import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf, RELEASE_LATCH_TTL_MS, wakeChannelPrefixOf } from '../names';
 import { OUTCOME_UNKNOWN, PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { type CommandBound, type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry } from '../services/ChannelEntry';
@@ -111,12 +110,12 @@ export class RLock extends ExclusiveLock {
     const parkingOf = (): Parking => (parking ??= {
       field: this.field(owner),
       lease,
-      giveBack: () => this.giveBackUnbooked(owner),
+      giveBack: () => this.releases.giveBackUnbooked(owner),
       // Sent at once, on the connection the release went by, so it runs after that release: a
       // hold it handed over is taken away, and with none it answers nil. Not while the owner holds
       // or acquires anything else (this wait is its one acquire while it waits): its own hold
       // could be the one taken away.
-      giveBackIfUnknown: (stillWaiting) => (owner.holds === 0 && owner.pending === (stillWaiting ? 1 : 0) ? this.giveBackUnbooked(owner) : Promise.resolve()),
+      giveBackIfUnknown: (stillWaiting) => (owner.holds === 0 && owner.pending === (stillWaiting ? 1 : 0) ? this.releases.giveBackUnbooked(owner) : Promise.resolve()),
     });
     const protocol: WaitProtocol = {
       channel,
@@ -139,14 +138,14 @@ export class RLock extends ExclusiveLock {
         if (typeof reply === 'number') {
           // A re-entry refused: the owner's hold is gone (another owner has the lock now); the
           // re-entry waits on as a new hold's acquire.
-          this.reentryFoundHoldGone(owner, 'taken');
+          this.releases.reentryFoundHoldGone(owner, 'taken');
           waiting?.refused(reply);
           return { held: false, ttl: reply };
         }
         waiting?.took(lease, true);
         // A re-entry that found the lock free took it afresh: another owner may have held the lock
         // in between. The loss zeroes the owner's count: the hold taken now is its one.
-        if (tookAfresh(reply)) this.reentryFoundHoldGone(owner, 'free');
+        if (tookAfresh(reply)) this.releases.reentryFoundHoldGone(owner, 'free');
         this.held(owner, reply);
         return { held: true, sentAt };
       },
@@ -350,7 +349,7 @@ export class RLock extends ExclusiveLock {
         // holders); a re-entry's give-back took the enclosing scope's hold (a second reader's).
         // Otherwise what it took, if it ran, stays for its lease, as before.
         if (reply === OUTCOME_UNKNOWN && !owner.undoesUnknown) return undefined;
-        return typeof reply !== 'number' ? this.giveBackUnbooked(owner) : undefined;
+        return typeof reply !== 'number' ? this.releases.giveBackUnbooked(owner) : undefined;
       },
     };
     if (sync) return this.syncedAttempt(owner, command, args, sync, bound);
@@ -364,9 +363,9 @@ export class RLock extends ExclusiveLock {
   private async syncedAttempt(owner: LockOwner, command: string, args: (string | number)[], sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
     const { reply, confirmed, waitRefused } = await syncedAcquire(this.context, sync, command, args, bound);
     if (typeof reply === 'number' || confirmed) return reply;
-    await this.giveBackUnbooked(owner).catch(() => undefined);
+    await this.releases.giveBackUnbooked(owner).catch(() => undefined);
     // A re-entry that took the lock afresh: the hold it entered was lost, confirmed or not.
-    if (tookAfresh(reply)) this.reentryFoundHoldGone(owner, 'free');
+    if (tookAfresh(reply)) this.releases.reentryFoundHoldGone(owner, 'free');
     if (waitRefused) throw waitRefused;
     return new Unconfirmed(sync.timeout);
   }

@@ -1,9 +1,9 @@
 import { OUTCOME_UNKNOWN } from '../services/bounds';
-import { LockHandle, RELEASE_LATCH_TTL_MS } from '../core/LockHandle';
+import { LockHandle } from '../core/LockHandle';
 import { LockUsageError } from '../errors';
 import { waitFor, type Hold } from '../core/waitLoop';
 import type { LockInfo } from '../introspection';
-import { rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
+import { RELEASE_LATCH_TTL_MS, rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
@@ -115,7 +115,7 @@ export abstract class ReadWriteHandle extends LockHandle {
     } finally {
       const otherMode = this.mode === 'read' ? 'write' : 'read';
       const other = facetOf(scopeOwner, otherMode);
-      if (other.holds > 0) await this.family.handle(otherMode).releaseAll(other);
+      if (other.holds > 0) await this.family.handle(otherMode).releases.releaseAll(other);
     }
   }
 
@@ -182,12 +182,12 @@ export abstract class ReadWriteHandle extends LockHandle {
    */
   protected lateAttempt(owner: LockOwner, late: unknown, leave?: () => Promise<void>): Promise<unknown> | undefined {
     // Holds are counted, so one given back never touches a hold the owner booked since.
-    if (late === null || late === 'afresh') return this.giveBackUnbooked(owner);
+    if (late === null || late === 'afresh') return this.releases.giveBackUnbooked(owner);
     // A newer wait of the same owner queues under the same field: its entry is not ours to take.
     const leaving = owner.pending === 0 && owner.holds === 0 ? leave : undefined;
     // It may have taken the lock or queued (or neither): undone for a single-use owner only (see
     // RLock's attempt).
-    if (late === OUTCOME_UNKNOWN) return owner.undoesUnknown ? this.giveBackUnbooked(owner).then(() => leaving?.()) : undefined;
+    if (late === OUTCOME_UNKNOWN) return owner.undoesUnknown ? this.releases.giveBackUnbooked(owner).then(() => leaving?.()) : undefined;
     return leaving?.();
   }
 

@@ -58,13 +58,13 @@ export class WriteLock extends ReadWriteHandle {
         // Its own read holds the lock and its write does not: its write lease ran out under its
         // reads (a leaseTime; a watchdog kept it, but a stalled process let it go). The count
         // here still said it held the write, so the check above let it through; Redis tells.
-        if (owner.holds > 0) this.holdsLost(owner, 'its write lease ran out while its reads went on');
+        if (owner.holds > 0) this.releases.holdsLost(owner, 'its write lease ran out while its reads went on');
         throw this.upgradeRefused();
       }
       // A re-entry whose hold was taken away (forced, expired, a restart): its scope is told now,
       // as RLock's is, whether the lock was free (taken afresh) or another owner's.
-      if (reply === 'afresh') this.reentryFoundHoldGone(owner, 'free');
-      else if (typeof reply === 'number') this.reentryFoundHoldGone(owner, 'taken');
+      if (reply === 'afresh') this.releases.reentryFoundHoldGone(owner, 'free');
+      else if (typeof reply === 'number') this.releases.reentryFoundHoldGone(owner, 'taken');
       const ttl = reply === 'afresh' ? null : reply;
       if (ttl !== null && listening && !beat) {
         beat = context.heartbeat.add({
