@@ -784,6 +784,131 @@ describe('the RLock interface', () => {
   });
 });
 
+describe("one owner's acquires started together (a scope's tasks)", () => {
+  // Inside a withLock, every handle of the client acts as the scope's owner: `Promise.all([
+  // a.lock(), b.lock()])` there is one owner acquiring twice at once. Before, the second was
+  // refused with LockUsageError ("already acquiring it"), where RLock, the write lock and
+  // FencedLock count both up. Now they go one after the other: the second counts up the hold the
+  // first took, and shares neither its queue entry nor its grant.
+  const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+  test('first acquires of a scope that gave its hold back, behind another owner: one queue entry, both resolve with 2 holds, the queue empty after, nobody else inside meanwhile', async () => {
+    expect.assertions(9);
+    const name = uniqueName();
+    const client = redis.client();
+    const other = redis.client().getFairLock(name);
+    let third: Promise<boolean> | undefined;
+    await client.getFairLock(name).withLock(async () => {
+      await client.getFairLock(name).unlock(); // the scope's owner holds nothing now
+      await other.lock();
+      const both = Promise.all([client.getFairLock(name).lock(), client.getFairLock(name).lock()]);
+      await until('the scope is queued', async () => (await queueLength(name)) === 1);
+      // Queued after the scope's owner: served after it, not between its two acquires.
+      third = redis.client().getFairLock(name).tryLock({ waitTime: 10_000 });
+      await until('a third owner is queued', async () => (await queueLength(name)) === 2);
+      expect((await other.inspect()).queue!.map((waiter) => waiter.clientId)[0]).toBe(client.id);
+      await other.unlock();
+      await both;
+      const info = await other.inspect();
+      expect(info.holders).toEqual([expect.objectContaining({ clientId: client.id, holdCount: 2 })]);
+      // The scope's one entry went with the grant; the third owner's waits on.
+      expect(info.queue!.map((waiter) => waiter.clientId)).not.toContain(client.id);
+      expect(info.queue).toHaveLength(1);
+      await client.getFairLock(name).unlock();
+      expect(await client.getFairLock(name).getHoldCount()).toBe(1);
+      expect(await other.isLocked()).toBe(true);
+    });
+    expect(await third).toBe(true);
+    expect((await other.inspect()).queue).toEqual([]);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test.each([
+    ['aborted', (stop: AbortSignal) => ({ signal: stop })],
+    ['timed out', () => ({ waitTime: 300 })],
+    ['a single attempt', () => ({ waitTime: 0 })],
+  ] as const)('the second %s while the first waits behind another owner: nothing sent for it, the first still gets the lock, the queue empty after', async (how, optionsOf) => {
+    const name = uniqueName();
+    const client = redis.client();
+    const other = redis.client().getFairLock(name);
+    await client.getFairLock(name).withLock(async () => {
+      await client.getFairLock(name).unlock();
+      await other.lock();
+      const first = client.getFairLock(name).lock();
+      await until('the first is queued', async () => (await queueLength(name)) === 1);
+      const stop = new AbortController();
+      const options = optionsOf(stop.signal);
+      const before = await scriptCalls();
+      const second = 'signal' in options ? client.getFairLock(name).lock(options) : client.getFairLock(name).tryLock(options);
+      if (how === 'aborted') {
+        await sleep(100);
+        stop.abort(new Error('stopped'));
+        await expect(second).rejects.toThrow('stopped');
+      } else {
+        expect(await second).toBe(false);
+      }
+      expect((await scriptCalls()) - before).toBe(0);
+      expect(await queueLength(name)).toBe(1);
+      expect(await other.isHeldByCurrentOwner()).toBe(true);
+      await other.unlock();
+      await first;
+      expect(await client.getFairLock(name).getHoldCount()).toBe(1);
+      expect(await queueLength(name)).toBe(0);
+    });
+    expect(await other.isLocked()).toBe(false);
+    expect((await other.inspect()).queue).toEqual([]);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test("mutual exclusion holds: 3 clients' scopes, each entering 3 times at once (every other one after giving its own hold back), never 2 owners inside", async () => {
+    const name = uniqueName();
+    // Holds each scope's code believes it has, by scope: counted up once a lock() resolved, down before its unlock() is sent.
+    const holding = new Map<number, number>();
+    let overlaps = 0;
+    let entries = 0;
+    const hold = (scope: number, by: number): void => {
+      holding.set(scope, (holding.get(scope) ?? 0) + by);
+      if ([...holding.values()].filter((holds) => holds > 0).length > 1) overlaps++;
+    };
+    const clients = [redis.client(), redis.client(), redis.client()];
+    await Promise.all(
+      clients.map(async (client, c) => {
+        for (let round = 0; round < 4; round++) {
+          const scope = c * 10 + round;
+          const givesBack = round % 2 === 1;
+          await client.getFairLock(name).withLock(async () => {
+            hold(scope, 1);
+            if (givesBack) {
+              hold(scope, -1);
+              await client.getFairLock(name).unlock(); // its entries are first acquires now
+            }
+            await Promise.all(
+              [0, 1, 2].map(async () => {
+                const handle = client.getFairLock(name);
+                await handle.lock();
+                hold(scope, 1);
+                entries++;
+                await sleep(5);
+                hold(scope, -1);
+                await handle.unlock();
+              }),
+            );
+            if (!givesBack) hold(scope, -1);
+          }).catch((error: unknown) => {
+            // A scope that gave its own hold back and whose entries gave theirs finds none at its end.
+            if (!givesBack) throw error;
+          });
+        }
+      }),
+    );
+    expect(entries).toBe(3 * 4 * 3);
+    expect(overlaps).toBe(0);
+    const info = await redis.client().getFairLock(name).inspect();
+    expect(info.locked).toBe(false);
+    expect(info.queue).toEqual([]);
+  }, 30_000);
+});
+
 describe('Redis restarted empty', () => {
   test('queued waiters queue again after the restart and are all served; the holder is told it lost the lock', async () => {
     const name = uniqueName();

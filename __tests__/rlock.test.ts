@@ -1148,6 +1148,70 @@ describe('code a withLock started that runs on after it ended', () => {
   });
 });
 
+describe('re-entries of one scope started together', () => {
+  // `await Promise.all([lock.lock(), lock.lock()])` inside a withLock, or two nested withLock not
+  // awaited one after the other: one owner entering twice at once, as two calls on one thread
+  // would in turn. Before, the fair lock refused the second with LockUsageError ("already
+  // acquiring it"), where the other kinds counted both up.
+  type Reentrant = {
+    withLock<T>(fn: () => Promise<T>): Promise<T>;
+    lock(): Promise<unknown>;
+    tryLock(): Promise<unknown>;
+    unlock(): Promise<void>;
+    getHoldCount(): Promise<number>;
+  };
+  const kinds: [string, (client: LockClient, name: string) => Reentrant][] = [
+    ['lock', (client, name) => client.getLock(name)],
+    ['fair', (client, name) => client.getFairLock(name)],
+    ['fenced', (client, name) => client.getFencedLock(name)],
+    ['write', (client, name) => client.getReadWriteLock(name).writeLock()],
+  ];
+
+  test.each(kinds)('%s: both lock() resolve, the hold count is 3 (outer + 2), and the unlocks and the scope end give the lock back', async (_kind, handle) => {
+    expect.assertions(5);
+    const client = newClient();
+    const name = uniqueName();
+    await handle(client, name).withLock(async () => {
+      const inner = handle(client, name);
+      await Promise.all([inner.lock(), handle(client, name).lock()]);
+      expect(await inner.getHoldCount()).toBe(3);
+      const taken = await handle(newClient(), name).tryLock();
+      expect(taken === false || taken === null).toBe(true);
+      await inner.unlock();
+      await inner.unlock();
+      expect(await inner.getHoldCount()).toBe(1);
+    });
+    expect(await redis.exists(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test.each(kinds)('%s: two nested withLock started together are inside at once, as the one owner', async (_kind, handle) => {
+    const client = newClient();
+    const name = uniqueName();
+    let inside = 0;
+    let most = 0;
+    let open!: () => void;
+    const bothInside = new Promise<void>((resolve) => (open = resolve));
+    const counts = await handle(client, name).withLock(() =>
+      Promise.all(
+        [0, 1].map(() =>
+          handle(client, name).withLock(async () => {
+            most = Math.max(most, ++inside);
+            if (inside === 2) open();
+            await bothInside;
+            const count = await handle(client, name).getHoldCount();
+            inside--;
+            return count;
+          }),
+        ),
+      ),
+    );
+    expect(most).toBe(2);
+    expect(counts).toEqual([3, 3]);
+    expect(await redis.exists(name)).toBe(0);
+  });
+});
+
 describe('AbortSignal', () => {
   test('aborting a waiter rejects with the reason and leaves nothing behind', async () => {
     const client = newClient();

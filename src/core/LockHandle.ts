@@ -7,6 +7,7 @@ import { IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
 import { readOne } from '../services/database';
 import { heldByCompositeScope, LockOwner, scopedOwner } from '../services/LockOwner';
+import { endTurn, takeTurn } from '../services/ownerTurns';
 import type { ScriptedRedis } from '../services/scripts';
 import type { HeldLock } from './HeldLock';
 import { LockRelease } from './LockRelease';
@@ -351,6 +352,15 @@ export abstract class LockHandle {
     return { name: this.name, key: this.key, field: this.field(owner), owner };
   }
 
+  /**
+   * Whether one owner's acquires of this lock are made one at a time (`takeTurn`), each after the
+   * hold of the one before is booked, instead of side by side: a primitive whose acquires of one
+   * owner would otherwise share what Redis gives once (the fair lock's queue entry and grant).
+   */
+  protected get acquiresInTurn(): boolean {
+    return false;
+  }
+
   /** Ends an outermost `withLock` scope whose holds this handle booked on `owner`. */
   protected async endScope(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
     await this.releases.releaseAll(owner);
@@ -411,7 +421,18 @@ export abstract class LockHandle {
     // A fenced acquire marks the owner fenced as it takes the hold (`held`): a hold given back
     // unbooked (the caller stopped meanwhile) leaves the mark as it was.
     const fenced = owner.fenced;
+    let inTurn = false;
     try {
+      if (this.acquiresInTurn) {
+        // After the owner's acquires under way, their holds booked (see ownerTurns): a waitTime
+        // counts from the call.
+        const from = performance.now();
+        const deadline = waitTime > 0 ? from + waitTime : (attemptDeadline ?? Infinity);
+        const taking = takeTurn(owner, deadline, waitTime <= 0, stopsOf(this.context, signal));
+        inTurn = taking instanceof Promise ? await taking : taking;
+        if (!inTurn) return undefined;
+        if (waitTime > 0) waitTime = Math.max(0, waitTime - (performance.now() - from));
+      }
       const hold = await this.acquireFor(owner, leaseTime, waitTime, signal, attemptDeadline);
       if (hold === undefined) return undefined;
       return await this.acquired(owner, leaseTime, hold, signal);
@@ -419,6 +440,7 @@ export abstract class LockHandle {
       owner.fenced = fenced;
       throw error;
     } finally {
+      if (inTurn) endTurn(owner);
       owner.pending--;
     }
   }

@@ -1,13 +1,13 @@
 import { OUTCOME_UNKNOWN } from '../services/bounds';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
 import { waitFor, type Hold } from '../core/waitLoop';
-import { LockUsageError } from '../errors';
 import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
 import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
 import { type LockContext, queuePublishing } from '../services/LockContext';
 import type { ChannelEntry, EntryKeeper } from '../services/ChannelEntry';
 import { readValues } from '../services/database';
 import type { LockOwner } from '../services/LockOwner';
+import { turnBlocked } from '../services/ownerTurns';
 import type { Link } from '../services/LinkedList';
 import type { QueuedEntry } from '../services/QueueHeartbeat';
 import type { ScriptedRedis } from '../services/scripts';
@@ -86,9 +86,16 @@ export class FairLock extends ExclusiveLock {
     });
   }
 
+  /**
+   * Two acquires of one owner at once (re-entries started together inside a scope) would share
+   * one queue entry and one grant, and both book its one hold: they go one after the other, the
+   * second counting up the hold the first took (see ownerTurns).
+   */
+  protected override get acquiresInTurn(): boolean {
+    return true;
+  }
+
   protected async acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
-    // Two acquires of one owner at once would share one queue entry and one grant.
-    if (owner.pending > 1) throw new LockUsageError(`an owner of fair lock "${this.name}" is already acquiring it; acquire it once per owner at a time`);
     const { key, context } = this;
     const { queueTimeout } = context;
     const lease = leaseTime ?? context.watchdogTimeout;
@@ -147,7 +154,8 @@ export class FairLock extends ExclusiveLock {
                 // reached it is passed on), instead of keeping the lock or the queue's head. But
                 // an acquire that took the owner's field as is (not counted up) leaves it to a
                 // newer acquire of the same owner, sent after this one on the same connection:
-                // that one found the field and took it as its own hold (or queued under it).
+                // that one found the field and took it as its own hold (or queued under it). One
+                // still waiting its turn (ownerTurns) counts: it is sent after this one too.
                 lateReply: (late) => {
                   const newer = owner.pending > 0 || owner.holds > 0;
                   const giveBack = countsUp || !newer ? () => this.releases.giveBackUnbooked(owner) : undefined;
@@ -228,7 +236,11 @@ export class FairLock extends ExclusiveLock {
             if (!queued) return;
             await this.leaveQueue(member).catch(() => undefined); // the entry then runs out after queueTimeout
           },
-          waitStarted: events.waitStarted,
+          waitStarted: () => {
+            // The owner's single attempts in line behind this wait would find the lock taken too.
+            turnBlocked(owner);
+            events.waitStarted?.();
+          },
           waitEnded: events.waitEnded,
         },
         waitTime,
