@@ -12,7 +12,8 @@ import type { ScriptedRedis } from '../services/scripts';
 import type { HeldLock } from './HeldLock';
 import { LockRelease } from './LockRelease';
 import { LockScopes } from './LockScopes';
-import { endsAsTimedOut, stopsOf, type Hold, type WaitProtocol } from './waitLoop';
+import type { Hold } from '../services/Hold';
+import { endsAsTimedOut, stopsOf, type WaitProtocol } from './waitLoop';
 
 /**
  * The life cycle every exclusive lock shares (RLock, FairLock): owners and `withLock` scopes,

@@ -1,6 +1,7 @@
 import { RedisCommandError } from '../errors';
 import { boundedWait, CallCutShort, settledWithinGrace, TRANSIENT_RETRY_MS } from '../services/bounds';
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
+import type { Hold } from '../services/Hold';
 import type { CommandBound, LockContext } from '../services/LockContext';
 
 /**
@@ -9,16 +10,6 @@ import type { CommandBound, LockContext } from '../services/LockContext';
  * queue whose heartbeat would wake it.
  */
 const SUBSCRIBE_WAIT_MS = 1000;
-
-/**
- * A hold just taken: `sentAt` (performance.now()) is no later than when Redis granted it, and
- * `expiresAt`, when set, is when Redis may expire it at the earliest if that is sooner than
- * `sentAt` plus the lease asked for (a fair lock's handed-over grant).
- */
-export interface Hold {
-  sentAt: number;
-  expiresAt?: number;
-}
 
 /** What one attempt found: the primitive is held now, or not (sleep at most `ttl`; negative: no bound). */
 export type AttemptResult = ({ held: true } & Hold) | { held: false; ttl: number };

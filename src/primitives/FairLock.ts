@@ -1,6 +1,7 @@
 import { OUTCOME_UNKNOWN } from '../services/bounds';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
-import { waitFor, type Hold } from '../core/waitLoop';
+import { waitFor } from '../core/waitLoop';
+import type { Hold } from '../services/Hold';
 import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
 import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
 import { type LockContext, queuePublishing } from '../services/LockContext';

@@ -1,5 +1,6 @@
 import { outcomeOf, watchHold } from '../core/holdScope';
-import { whileRefused, type Hold } from '../core/waitLoop';
+import { whileRefused } from '../core/waitLoop';
+import type { Hold } from '../services/Hold';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';

@@ -1,5 +1,6 @@
 import { nanoid } from 'nanoid';
-import type { Hold, WaitProtocol } from '../core/waitLoop';
+import type { WaitProtocol } from '../core/waitLoop';
+import type { Hold } from '../services/Hold';
 import { waitFor, whileRefused } from '../core/waitLoop';
 import { type LockEvent, waitReports } from '../diagnostics';
 import { RedisCommandError } from '../errors';

@@ -1,6 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
-import { stopsOf, waitFor, type Hold, type WaitProtocol } from '../core/waitLoop';
+import { stopsOf, waitFor, type WaitProtocol } from '../core/waitLoop';
+import type { Hold } from '../services/Hold';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf, RELEASE_LATCH_TTL_MS, wakeChannelPrefixOf } from '../names';
 import { OUTCOME_UNKNOWN, PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';

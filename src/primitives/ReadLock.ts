@@ -1,4 +1,4 @@
-import type { Hold } from '../core/waitLoop';
+import type { Hold } from '../services/Hold';
 import { rwLeasesKeyOf, rwReadChannelOf, rwWritersKeyOf } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';

@@ -1,7 +1,8 @@
 import { OUTCOME_UNKNOWN } from '../services/bounds';
 import { LockHandle } from '../core/LockHandle';
 import { LockUsageError } from '../errors';
-import { waitFor, type Hold } from '../core/waitLoop';
+import { waitFor } from '../core/waitLoop';
+import type { Hold } from '../services/Hold';
 import type { LockInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS, rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
 import type { RenewalTarget } from '../services/ExpirationRenewal';

@@ -1,5 +1,6 @@
 import type { ChainableCommander } from 'ioredis';
-import { refusedUntilFailover, type Hold } from '../core/waitLoop';
+import { refusedUntilFailover } from '../core/waitLoop';
+import type { Hold } from '../services/Hold';
 import { watchHold } from '../core/holdScope';
 import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../errors';

@@ -1,4 +1,4 @@
-import type { Hold } from '../core/waitLoop';
+import type { Hold } from '../services/Hold';
 import { LockUsageError } from '../errors';
 import { rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE } from '../names';
 import type { CommandBound, LockContext } from '../services/LockContext';

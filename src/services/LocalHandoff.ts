@@ -1,4 +1,4 @@
-import type { Hold } from '../core/waitLoop';
+import type { Hold } from './Hold';
 import { CallCutShort, IN_FLIGHT_GRACE_MS, OUTCOME_UNKNOWN, settledWithin } from './bounds';
 import type { ChannelEntry, WakeDebt } from './ChannelEntry';
 
