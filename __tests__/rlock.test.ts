@@ -12,6 +12,7 @@ import {
 } from '../src';
 import { runFixture, startFixture } from './helpers/child';
 import { until } from './helpers/time';
+import { outerEndsFirst, type Scoped } from './helpers/scopes';
 import { parkedWaiters, subscribers, wakeQueueLength } from './helpers/privateRedis';
 import { commandCounts, RedisServer, scriptCallCount } from './helpers/testRedis';
 import { defineScripts, type ScriptedRedis } from '../src/services/scripts';
@@ -1017,34 +1018,42 @@ describe('a withLock inside another that is not awaited and outlives it', () => 
   // `items.forEach(async (item) => lock.withLock(...))` inside a withLock: the outer scope ends
   // while the inner ones still run. Before, its end gave back every hold of the owner, theirs
   // too: the lock was free under them and another owner took it while they ran, untold.
-  type Scoped = { withLock<T>(fn: () => Promise<T>): Promise<T> };
-  /** An outer withLock whose `fn` (after `first`) starts `inner`'s, unawaited; resolves once the outer ended with the inner inside. */
-  async function outerEndsFirst(outer: Scoped, inner: Scoped, first?: () => Promise<unknown>): Promise<{ open: () => void; innerEnded: Promise<void> }> {
-    let open!: () => void;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    let innerEnded: Promise<void> | undefined;
-    let innerInside = false;
-    await outer.withLock(async () => {
-      await first?.();
-      innerEnded = inner.withLock(async () => {
-        innerInside = true;
-        await gate;
-      });
-      await until('the inner scope is inside', () => innerInside);
-    });
-    return { open, innerEnded: innerEnded! };
-  }
+  /** `inner`'s hold() as a scope: taken, `fn` run, given back (what `await using held = await inner.hold()` compiles to). */
+  const holdScope = (inner: { hold(): Promise<{ release(): Promise<void> }> }): Scoped => ({
+    withLock: async <T>(fn: () => Promise<T>): Promise<T> => {
+      const held = await inner.hold();
+      try {
+        return await fn();
+      } finally {
+        await held.release();
+      }
+    },
+  });
+  /**
+   * Each kind's withLock inside its own, and a hold() (`await using`) inside it: before, the outer
+   * end gave back the hold()'s hold too, and another owner took the lock while the task that took
+   * it still ran (its release then found it gone). The fenced lock has no hold(): a plain
+   * handle's re-enters a fenced scope of its name.
+   */
+  const insideKinds: [string, (client: LockClient, name: string) => Scoped, (client: LockClient, name: string) => Scoped][] = [
+    ...scopedKinds.map(([kind, handle]): [string, typeof handle, typeof handle] => [kind, handle, handle]),
+    ['lock, a hold()', (client, name) => client.getLock(name), (client, name) => holdScope(client.getLock(name))],
+    ['fair, a hold()', (client, name) => client.getFairLock(name), (client, name) => holdScope(client.getFairLock(name))],
+    ['fenced, a plain hold()', (client, name) => client.getFencedLock(name), (client, name) => holdScope(client.getLock(name))],
+    ['write, a hold()', (client, name) => client.getReadWriteLock(name).writeLock(), (client, name) => holdScope(client.getReadWriteLock(name).writeLock())],
+  ];
 
-  test.each(scopedKinds)('%s: keeps the lock until it ends; then nothing is left', async (_kind, handle) => {
+  test.each(insideKinds)('%s: keeps the lock until it ends; then nothing is left', async (_kind, outer, inner) => {
     const client = newClient();
     const name = uniqueName();
-    const { open, innerEnded } = await outerEndsFirst(handle(client, name), handle(client, name));
+    const { open, innerEnded } = await outerEndsFirst(outer(client, name), inner(client, name));
     // The outer scope has ended; the inner one still runs and holds the lock.
     expect(await newClient().getLock(name).tryLock()).toBe(false);
     expect(await redis.exists(name)).toBe(1);
     open();
-    await innerEnded;
+    await innerEnded; // its release found its hold: no LockLostError
     expect(await redis.exists(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
   });
 
   test('a lock() left behind inside it goes when the last scope ends', async () => {
@@ -1059,16 +1068,16 @@ describe('a withLock inside another that is not awaited and outlives it', () => 
     expect(client.stats.renewals).toBe(0);
   });
 
-  test.each(scopedKinds)('%s: one called as the outer fn returns, its re-entry still on its way to Redis, keeps the lock too (before: the outer end gave back every hold, the re-entry’s with them)', async (_kind, handle) => {
+  test.each(insideKinds)('%s: one called as the outer fn returns, its re-entry still on its way to Redis, keeps the lock too (before: the outer end gave back every hold, the re-entry’s with them)', async (_kind, outer, inner) => {
     const client = newClient();
     const name = uniqueName();
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
     let inside = false;
-    let inner: Promise<void> | undefined;
+    let running: Promise<void> | undefined;
     // `items.forEach(async (item) => lock.withLock(...))` with one item: the outer fn waits for nothing.
-    await handle(client, name).withLock(async () => {
-      inner = handle(client, name).withLock(async () => {
+    await outer(client, name).withLock(async () => {
+      running = inner(client, name).withLock(async () => {
         inside = true;
         await gate;
       });
@@ -1076,7 +1085,7 @@ describe('a withLock inside another that is not awaited and outlives it', () => 
     await until('the inner scope is inside', () => inside);
     expect(await newClient().getLock(name).tryLock()).toBe(false);
     open();
-    await inner;
+    await running;
     expect(await redis.exists(name)).toBe(0);
     expect(client.stats.renewals).toBe(0);
   });

@@ -42,7 +42,7 @@ export class LockScopes {
 
   /** `LockHandle.withLock`: `fn` runs as the scope's owner; its end gives back the scope's hold. */
   async withLock<T>(fn: (signal: AbortSignal) => T | Promise<T>, options?: WithLockOptions): Promise<T> {
-    const { outer, scopeOwner, owner, scope, stopWatching } = await this.enterScope(options, true);
+    const { outer, scopeOwner, owner, scope, stopWatching } = await this.enterScope(options);
     // Code `fn` runs acts as the owner while this call (or one it is nested in) runs, also after
     // the outermost call ended (see ScopeCall).
     const call = newScopeCall(this.lock.identity, scopeOwner);
@@ -56,13 +56,7 @@ export class LockScopes {
     let releaseError: unknown;
     try {
       if (outer) {
-        try {
-          await this.lock.release(owner);
-        } finally {
-          // The last scope inside one that has ended (see below) ends it: what is left goes, also
-          // when its own release failed (or the watchdog would keep the rest for good).
-          await this.leaveScope(scopeOwner, owner);
-        }
+        await this.leaveNested(scopeOwner, owner);
       } else if (scopeOwner.scopesInside > 0) {
         // A withLock `fn` started and did not await (a forEach with an async callback) is still
         // inside: it keeps the lock, only this scope's own hold goes now. Before, every hold went
@@ -86,13 +80,15 @@ export class LockScopes {
 
   /** `LockHandle.hold`: the scope ends when the returned hold is released. */
   async hold(options?: WithLockOptions): Promise<HeldLock> {
-    const { outer, owner, scope, stopWatching } = await this.enterScope(options);
+    const { outer, scopeOwner, owner, scope, stopWatching } = await this.enterScope(options);
     return new HeldLock(this.lock.name, scope.signal, async () => {
       stopWatching();
       const lost = scope.signal.reason instanceof LockLostError ? scope.signal.reason : undefined;
       const heldAtEnd = owner.holds > 0;
       try {
-        await (outer ? this.lock.release(owner) : this.lock.releaseAll(owner));
+        // Inside a scope, it is inside until given back, as a nested withLock is: a hold() in a task
+        // the scope's callback did not await keeps the lock past the scope's end.
+        await (outer ? this.leaveNested(scopeOwner, owner) : this.lock.releaseAll(owner));
       } catch (error) {
         // After a loss, "not the owner" is the expected answer, not news.
         if (!(lost && error instanceof NotLockOwnerError)) throw this.lostAtRelease(error, heldAtEnd);
@@ -102,11 +98,25 @@ export class LockScopes {
   }
 
   /**
-   * A `withLock` nested in `scopeOwner`'s scope is no longer inside (it ended, or its re-entry
-   * failed): the last one out of a scope whose outermost call has ended gives back what is left
-   * (the outermost call's hold, a `lock()` left behind). Nothing left ("not the owner") is no news.
+   * A scope nested in `scopeOwner`'s (a `withLock`, a `hold()`) ends: gives back its hold, then
+   * leaves. The last scope inside one that has ended ends it: what is left goes, also when its
+   * own release failed (or the watchdog would keep the rest for good).
    */
-  private async leaveScope(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
+  async leaveNested(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
+    try {
+      await this.lock.release(owner);
+    } finally {
+      await this.leaveScope(scopeOwner, owner);
+    }
+  }
+
+  /**
+   * A `withLock` (or `hold()`) nested in `scopeOwner`'s scope is no longer inside (it ended, or
+   * its re-entry failed): the last one out of a scope whose outermost call has ended gives back
+   * what is left (the outermost call's hold, a `lock()` left behind). Nothing left ("not the
+   * owner") is no news.
+   */
+  async leaveScope(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
     if (--scopeOwner.scopesInside === 0 && scopeOwner.scopeOver) {
       await this.lock.endScope(scopeOwner, owner).catch((error: unknown) => {
         if (!(error instanceof NotLockOwnerError)) throw error;
@@ -131,7 +141,7 @@ export class LockScopes {
    * owner's facet for this handle's kind, see `holder`). `scope` aborts when the hold is lost or
    * the caller's signal aborts. Throws `LockTimeoutError` when `waitTime` runs out.
    */
-  private async enterScope(options: WithLockOptions | undefined, counted = false): Promise<{ outer: LockOwner | undefined; scopeOwner: LockOwner; owner: LockOwner; scope: AbortController; stopWatching: () => void }> {
+  private async enterScope(options: WithLockOptions | undefined): Promise<{ outer: LockOwner | undefined; scopeOwner: LockOwner; owner: LockOwner; scope: AbortController; stopWatching: () => void }> {
     const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
     this.lock.context.assertOpen();
     const outer = scopedOwner(this.lock.identity);
@@ -142,17 +152,17 @@ export class LockScopes {
     // watchdog of the scope's own hold.
     const owner = this.lock.holder(scopeOwner);
     const maxWait = waitTime ?? Infinity;
-    // A nested withLock counts as inside from its call on, not once its re-entry is booked: the
-    // outermost scope may end while that re-entry is on its way (a forEach with an async
-    // callback), and its end must not give back every hold under it.
-    if (outer && counted) outer.scopesInside++;
+    // A nested withLock (or hold()) counts as inside from its call on, not once its re-entry is
+    // booked: the outermost scope may end while that re-entry is on its way (a forEach with an
+    // async callback), and its end must not give back every hold under it.
+    if (outer) outer.scopesInside++;
     let sentAt: number | undefined;
     try {
       sentAt = await this.lock.acquire(owner, leaseTime, maxWait, signal);
       if (sentAt === undefined) throw new LockTimeoutError(this.lock.name, maxWait);
     } catch (error) {
       // Not inside after all: the last one out of an ended scope still ends it.
-      if (outer && counted) await this.leaveScope(outer, owner).catch(() => undefined);
+      if (outer) await this.leaveScope(outer, owner).catch(() => undefined);
       throw error;
     }
     const scope = new AbortController();
