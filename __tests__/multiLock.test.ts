@@ -4,8 +4,9 @@
 // names: read-write members, one lock listed twice, nesting.
 import { multiLockSuite } from './helpers/multiLockSuite';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
-import { ClientClosedError, LockUsageError, MultiLock } from '../src';
+import { ClientClosedError, type LockClient, type LockHandle, LockUsageError, MultiLock } from '../src';
 import { TcpProxy } from './helpers/tcpProxy';
+import { outerEndsFirst } from './helpers/scopes';
 import { commandCounts, withReplica } from './helpers/testRedis';
 import { sleep, until } from './helpers/time';
 
@@ -68,6 +69,29 @@ test('a composite inside a withLock of one of its members (same client) enters t
     expect(await serversHolding(name)).toBe(1);
   });
   expect(await serversHolding(name)).toBe(0);
+});
+
+// A MultiLock's withLock started and not awaited inside a withLock of one of its members: the
+// member's re-entry is inside that scope until the MultiLock gives it back. Before, the plain
+// scope's end gave back every hold of its owner, the member's re-entry too: another owner took the
+// member while the MultiLock's callback ran (which then rejected with LockLostError).
+const memberKinds: [string, (client: LockClient, name: string) => LockHandle][] = [
+  ['lock', (client, name) => client.getLock(name)],
+  ['fair', (client, name) => client.getFairLock(name)],
+  ['write', (client, name) => client.getReadWriteLock(name).writeLock()],
+];
+
+test.each(memberKinds)('%s: a MultiLock withLock not awaited inside a withLock of one of its members keeps that member after the plain scope ended; another owner is refused; then nothing is left', async (_kind, member) => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const { open, innerEnded } = await outerEndsFirst(member(clients[0]!, name), new MultiLock(clients.map((client) => member(client, name))));
+  // The plain scope has ended; the MultiLock's callback still runs and holds every member.
+  expect(await member(servers[0]!.client(), name).tryLock()).toBe(false);
+  expect(await serversHolding(name)).toBe(servers.length);
+  open();
+  await innerEnded; // its members were all still held: no LockLostError
+  expect(await serversHolding(name)).toBe(0);
+  expect(clients[0]!.stats.renewals).toBe(0);
 });
 
 test('a member lock taken by itself (withLock, lock, tryLock) inside the withLock of a composite that holds it: LockUsageError at once (it waited for itself, for good without a waitTime); another lock is fine', async () => {

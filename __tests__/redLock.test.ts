@@ -6,6 +6,7 @@ import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
 import { scriptCallCount } from './helpers/testRedis';
 import { aborted, orAfter, sleep, until } from './helpers/time';
 import { TcpProxy } from './helpers/tcpProxy';
+import { outerEndsFirst } from './helpers/scopes';
 import { ClientClosedError, CompositeUnlockError, type LockClient, LockLostError, LockTimeoutError, LockUsageError, QuorumUnavailableError, RedisCommandError, RedLock } from '../src';
 
 const servers: PrivateRedis[] = Array.from({ length: 5 }, () => usePrivateRedis());
@@ -600,6 +601,19 @@ test('a RedLock inside a withLock of one of its own members, whose acquire of th
     await proxy.close();
   }
 }, 30_000);
+
+test('a RedLock withLock not awaited inside a withLock of one of its own members keeps that member after the plain scope ended; another owner is refused; then nothing is left (before: the plain end gave the member back under it)', async () => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  const { open, innerEnded } = await outerEndsFirst(clients[0]!.getLock(name), redLock(name, clients));
+  // The plain scope has ended; the RedLock's callback still runs and holds server 0's member.
+  expect(await servers[0]!.client().getLock(name).tryLock()).toBe(false);
+  expect(await serversHolding(name)).toBe(servers.length);
+  open();
+  await innerEnded; // its members were all still held: no LockLostError
+  expect(await serversHolding(name)).toBe(0);
+  expect(clients[0]!.stats.renewals).toBe(0);
+});
 
 test('a member kept by its watchdog and lost while a slower member answers does not count toward the quorum: not returned as held (before: held with 2 of the 3 needed)', async () => {
   const name = uniqueName();

@@ -29,6 +29,12 @@ export abstract class LockHandle {
   /** The Redis key of the lock hash: `<keyPrefix><name>`. */
   readonly key: string;
   private ownOwner: LockOwner | undefined;
+  /**
+   * A composite's member (a fork) whose acquire re-entered an enclosing `withLock`'s hold: that
+   * scope's owner. The hold is inside the scope (`scopesInside`) until the fork's `unlock()` gives
+   * it back, and the fork acts as that owner meanwhile, also once the scope's call has ended.
+   */
+  private enteredScope: LockOwner | undefined;
 
   protected constructor(
     protected readonly context: LockContext,
@@ -75,6 +81,11 @@ export abstract class LockHandle {
   /** Gives back one hold; throws `NotLockOwnerError` when the current owner holds none. */
   async unlock(): Promise<void> {
     this.context.assertOpen();
+    const entered = this.enteredScope;
+    if (entered) {
+      this.enteredScope = undefined;
+      return this.scopes.leaveNested(entered, this.holder(entered));
+    }
     const owner = this.currentOwner();
     if (owner !== this.handleOwner) return void (await this.releases.release(owner));
     // Another task sharing the handle is still acquiring: a release sent beside that acquire
@@ -166,7 +177,21 @@ export abstract class LockHandle {
    */
   async acquireHold(leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<number | undefined> {
     this.context.assertOpen();
-    return this.acquire(this.ownerToAcquire(), leaseTime, waitTime, signal, attemptDeadline);
+    const owner = this.ownerToAcquire();
+    const scope = scopedOwner(this.identity);
+    if (!scope) return this.acquire(owner, leaseTime, waitTime, signal, attemptDeadline);
+    // Re-entering an enclosing withLock's hold: inside that scope from the call on, as a nested
+    // withLock is (see LockScopes.enterScope). A composite withLock its callback did not await
+    // keeps the member past the scope's end; before, that end gave it back under the composite.
+    scope.scopesInside++;
+    try {
+      const sentAt = await this.acquire(owner, leaseTime, waitTime, signal, attemptDeadline);
+      if (sentAt !== undefined) this.enteredScope = scope;
+      return sentAt;
+    } finally {
+      // Not inside after all: the last one out of an ended scope still ends it.
+      if (this.enteredScope !== scope) await this.scopes.leaveScope(scope, owner).catch(() => undefined);
+    }
   }
 
   /**
@@ -372,7 +397,7 @@ export abstract class LockHandle {
   }
 
   protected currentOwner(): LockOwner {
-    const scoped = scopedOwner(this.identity);
+    const scoped = this.enteredScope ?? scopedOwner(this.identity);
     return scoped ? this.holder(scoped) : this.handleOwner;
   }
 
