@@ -49,8 +49,9 @@ export class LockOwner {
    */
   scopeOver = false;
   /**
-   * `withLock` calls entered as this scope owner (nested) that still run, counted from the call
-   * on (their re-entry may still be on its way to Redis). One `fn` started without awaiting it
+   * Scopes nested in this owner's that still run (`withLock` calls, `hold()`s not yet given back,
+   * a composite's member that re-entered: `LockHandle.enteredScope`), counted from the call on
+   * (their re-entry may still be on its way to Redis). One `fn` started without awaiting it
    * can outlive the outermost scope: the lock stays theirs until the last of them ends (see
    * `LockScopes.withLock`).
    */
