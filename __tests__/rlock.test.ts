@@ -531,7 +531,8 @@ describe('waking waiters', () => {
   test('a waiter is woken by the release message, not by polling: at most 3 attempts in 2 s', async () => {
     const client = newClient({ queueTimeout: 60_000 }); // no heartbeat within the test
     const name = uniqueName();
-    const holder = client.getLock(name);
+    // Another client's: a release of the waiter's own client would hand over in-process, no message.
+    const holder = newClient().getLock(name);
     await holder.lock({ leaseTime: 30_000 });
     const before = await scriptCalls();
     const waiter = client.getLock(name).lock();
