@@ -440,6 +440,24 @@ describe('reentrancy', () => {
     await shared.unlock();
   });
 
+  test('a handle shared by two concurrent tasks refuses a second lock() while the first is still acquiring', async () => {
+    const client = newClient();
+    const name = uniqueName();
+    const holder = client.getLock(name);
+    await holder.lock();
+    const shared = client.getLock(name);
+    // The first lock() waits behind another owner: the handle holds nothing yet.
+    const taking = shared.lock();
+    await until('the first lock() parked', () => parkedWaiters(client, name) > 0);
+    await expect(shared.lock()).rejects.toThrow(/already is acquiring it/);
+    await expect(shared.tryLock({ waitTime: 1000 })).rejects.toBeInstanceOf(LockUsageError);
+    await holder.unlock();
+    await taking;
+    expect(await shared.getHoldCount()).toBe(1);
+    await shared.unlock();
+    expect(await holder.isLocked()).toBe(false);
+  });
+
   test('a handle shared by two concurrent tasks refuses an unlock() while its lock() is still under way', async () => {
     // Before (a helper audit): the release went out beside the acquire. Run after it, it freed
     // the lock the acquire had just taken, and the acquire's hold was then booked and kept by the
