@@ -11,6 +11,7 @@ import {
   type WriteLock,
 } from '../src';
 import { runFixture, startFixture } from './helpers/child';
+import { TcpProxy } from './helpers/tcpProxy';
 import { until } from './helpers/time';
 import { outerEndsFirst, type Scoped } from './helpers/scopes';
 import { parkedWaiters, subscribers, wakeQueueLength } from './helpers/privateRedis';
@@ -1279,6 +1280,77 @@ describe('AbortSignal', () => {
     const after = await commandCounts(redis);
     expect({ ...after, info: 0 }).toEqual({ ...before, info: 0 });
   });
+});
+
+describe('an acquire that ioredis resent after a reconnect ran twice, for a handle whose call had ended (its waitTime, its signal)', () => {
+  /**
+   * Cuts the connection of `client` (through `proxy`) right after Redis ran its next command, keeps
+   * it down for `downMs` (ioredis resends the command once it is back, and Redis runs it again),
+   * while `call` runs; settles as `call` did.
+   */
+  async function resentAfter<T>(proxy: TcpProxy, downMs: number, call: () => Promise<T>): Promise<PromiseSettledResult<T>> {
+    const cuts = proxy.cuts;
+    proxy.cutOnNextReply();
+    const settled = Promise.allSettled([call()]);
+    await until('the reply was cut', () => proxy.cuts > cuts);
+    proxy.stopAccepting();
+    await sleep(downMs);
+    await proxy.resumeAccepting();
+    return (await settled)[0]!;
+  }
+
+  async function throughProxy(fn: (proxy: TcpProxy, client: LockClient) => Promise<void>): Promise<void> {
+    const proxy = await TcpProxy.start(server.port);
+    const client = new LockClient({ redis: `redis://127.0.0.1:${proxy.port}` });
+    try {
+      await client.getLock(uniqueName()).isLocked(); // connected, the publish command known
+      await fn(proxy, client);
+    } finally {
+      await client.close();
+      await proxy.close();
+    }
+  }
+
+  // Redis counted two holds for the handle's field (the first run, then the resend); one was given
+  // back and the other stayed, held by nobody, for the lease (30 s under the watchdog).
+  test('a tryLock whose waitTime ran out before the reply: both holds are given back when the resend is answered (before: one stayed for its lease)', () =>
+    throughProxy(async (proxy, client) => {
+      const name = uniqueName();
+      const taking = await resentAfter(proxy, 1300, () => client.getLock(name).tryLock({ waitTime: 20 }));
+      expect(taking).toEqual({ status: 'fulfilled', value: false });
+      await until('the lock is free', async () => (await redis.exists(name)) === 0, 5000);
+    }));
+
+  test('a tryLock whose signal aborted while the resend was on its way: both holds are given back (before: one stayed for its lease)', () =>
+    throughProxy(async (proxy, client) => {
+      const name = uniqueName();
+      const controller = new AbortController();
+      const taking = resentAfter(proxy, 200, () => client.getLock(name).tryLock({ waitTime: 10_000, signal: controller.signal }));
+      await sleep(50);
+      controller.abort(new Error('gave up'));
+      expect(await taking).toMatchObject({ status: 'rejected', reason: new Error('gave up') });
+      await until('the lock is free', async () => (await redis.exists(name)) === 0, 5000);
+    }));
+
+  test('a read lock’s tryLock likewise (before: one read hold stayed for its lease, writers shut out)', () =>
+    throughProxy(async (proxy, client) => {
+      const name = uniqueName();
+      const taking = await resentAfter(proxy, 1300, () => client.getReadWriteLock(name).readLock().tryLock({ waitTime: 20 }));
+      expect(taking).toEqual({ status: 'fulfilled', value: false });
+      await until('the lock is free', async () => (await redis.exists(name)) === 0, 5000);
+    }));
+
+  test('a handle that asks again meanwhile keeps its new hold: only the abandoned holds go', () =>
+    throughProxy(async (proxy, client) => {
+      const name = uniqueName();
+      const lock = client.getLock(name);
+      const again = resentAfter(proxy, 1300, () => lock.tryLock({ waitTime: 20 })).then(() => lock.tryLock({ waitTime: 5000 }));
+      expect(await again).toBe(true);
+      await sleep(300); // the give-backs of the abandoned holds are answered
+      expect(await lock.isHeldByCurrentOwner()).toBe(true);
+      await lock.unlock();
+      expect(await redis.exists(name)).toBe(0);
+    }));
 });
 
 describe('connections ioredis ended for good', () => {

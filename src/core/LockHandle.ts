@@ -481,7 +481,7 @@ export abstract class LockHandle {
       // is not booked (a retry of the same owner must not find a hold that is on its way back),
       // and it is given back unbooked, waited for at most as long as an attempt would be (Redis
       // frozen: it is given back when Redis answers).
-      await settledWithinGrace(this.releases.giveBackUnbooked(owner));
+      await settledWithinGrace(this.releases.giveBackUnbooked(owner, 1));
       throw stopped.reason;
     }
     owner.holds++;

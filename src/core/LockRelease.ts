@@ -46,21 +46,23 @@ export class LockRelease {
    * Gives back a hold Redis gave `owner` that the owner never booked (a release handed it over
    * to a waiter that had stopped waiting): one release of its field, leaving the owner's count
    * and its watchdog entry alone, as the owner may hold the lock again by now under its own
-   * booking (Redis then counts that hold and this one: this release takes one away). A
-   * single-use owner (a composite's member) that books nothing gives back every hold Redis still
-   * counts under its field: an acquire that ioredis resent after a reconnect ran twice and
-   * counted two (one given back left the member held for its lease by nobody; a helper audit).
-   * Not a handle's own owner: it may ask again between two of these releases, and the next one
-   * would take that new hold.
+   * booking (Redis then counts that hold and this one: this release takes one away). An
+   * owner that books none and asks for none meanwhile gives back every hold Redis still counts
+   * under its field: an acquire that ioredis resent after a reconnect ran twice and counted two
+   * (one given back left the lock held for its lease by nobody: a composite's member, and a
+   * handle's own `tryLock` whose waitTime ran out or whose signal aborted first; helper audits).
+   * Each further release is written only while the owner books no hold and asks for none but
+   * `acquiring` (the acquire this give-back ends, if any): one it asks for from then on is
+   * written after that release on the same connection, so no release takes its new hold.
    */
-  async giveBackUnbooked(owner: LockOwner): Promise<void> {
+  async giveBackUnbooked(owner: LockOwner, acquiring = 0): Promise<void> {
     const field = this.lock.field(owner);
-    for (let round = 0; round < (owner.singleUse ? MAX_UNBOOKED_GIVE_BACKS : 1); round++) {
+    for (let round = 0; round < MAX_UNBOOKED_GIVE_BACKS; round++) {
       const latch = this.latchFor(owner, field);
       const result = await whileRefused(this.lock.context, (again) => this.lock.context.command('release', (redis) => this.lock.releaseCall(redis, field, latch, owner.holds === 0, again), IDEMPOTENT));
       if (result !== 0) return;
       inDatabase(this.lock.context.redis, (commands) => commands.del(latch)).catch(() => undefined);
-      if (owner.holds > 0 || owner.pending > 0) return;
+      if (owner.holds > 0 || owner.pending > acquiring) return;
     }
   }
 
