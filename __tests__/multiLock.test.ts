@@ -4,7 +4,7 @@
 // names: read-write members, one lock listed twice, nesting.
 import { multiLockSuite } from './helpers/multiLockSuite';
 import { type PrivateRedis, usePrivateRedis } from './helpers/privateRedis';
-import { ClientClosedError, type LockClient, type LockHandle, LockUsageError, MultiLock } from '../src';
+import { ClientClosedError, diagnostics, type LockClient, type LockHandle, LockUsageError, MultiLock } from '../src';
 import { TcpProxy } from './helpers/tcpProxy';
 import { outerEndsFirst } from './helpers/scopes';
 import { commandCounts, withReplica } from './helpers/testRedis';
@@ -274,6 +274,45 @@ test('close() of a member’s client while the MultiLock waits for another membe
   expect(performance.now() - closedAt).toBeLessThan(1_000);
   expect(clients[1]!.stats).toEqual({ renewals: 0, waitingChannels: 0, waiters: 0 });
   expect(await servers[0]!.admin.exists(name)).toBe(0);
+});
+
+test('close() while a round has taken one member and another’s acquire is still out: the member taken is given back at once, not held for its lease', async () => {
+  const name = uniqueName();
+  const client = servers[0]!.client();
+  // A plain and a fair member of one client: tried side by side, each a call of its own.
+  const multi = new MultiLock([client.getLock(`${name}:a`), client.getFairLock(`${name}:b`)]);
+  const acquired = new Set<string>();
+  const onAcquired = (message: unknown): void => void acquired.add((message as { name: string }).name);
+  diagnostics.acquired.subscribe(onAcquired);
+  // The second script call (the fair member's acquire) is held back until the plain member's
+  // hold is booked; close() comes then, with that acquire still out.
+  type Send = (command: { name: string; promise?: unknown }, ...rest: unknown[]) => unknown;
+  const connection = (client as unknown as { context: { redis: { sendCommand: Send } } }).context.redis;
+  const send = connection.sendCommand;
+  let scripts = 0;
+  let closing: Promise<void> | undefined;
+  connection.sendCommand = function (this: unknown, command, ...rest) {
+    if ((command.name === 'evalsha' || command.name === 'eval') && ++scripts === 2) {
+      connection.sendCommand = send;
+      void until('the plain member booked', () => acquired.has(`${name}:a`)).then(() => {
+        closing = client.close();
+        send.call(this, command, ...rest);
+      });
+      // What ioredis's sendCommand answers: the command's own promise, settled by its reply.
+      return command.promise;
+    }
+    return send.call(this, command, ...rest);
+  };
+  try {
+    await expect(multi.tryLock({ waitTime: 5_000 })).rejects.toThrow(ClientClosedError);
+    await closing;
+  } finally {
+    diagnostics.acquired.unsubscribe(onAcquired);
+  }
+  // Before, the round's give-back went through the member's unlock(), which the closing client
+  // refused: the plain member stayed taken by nobody for its lease (30 s).
+  expect(await servers[0]!.admin.exists(`${name}:a`)).toBe(0);
+  await until('the fair member given back', async () => (await servers[0]!.admin.exists(`${name}:b`)) === 0);
 });
 
 test('a task a MultiLock’s withLock started that runs on after it ended may take a member (before: refused with LockUsageError, as if still inside)', async () => {

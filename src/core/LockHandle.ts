@@ -81,6 +81,16 @@ export abstract class LockHandle {
   /** Gives back one hold; throws `NotLockOwnerError` when the current owner holds none. */
   async unlock(): Promise<void> {
     this.context.assertOpen();
+    return this.giveBack();
+  }
+
+  /**
+   * @internal `unlock()` for a composite giving back a member it took (a round that failed, an
+   * attempt abandoned, the composite's own release), also once the member's client is closing:
+   * that release goes out as a lone lock's give-back of a hold taken as `close()` came does.
+   * Refused by the closing client, the member stayed taken by nobody for its lease (a helper audit).
+   */
+  async giveBack(): Promise<void> {
     const entered = this.enteredScope;
     if (entered) {
       this.enteredScope = undefined;

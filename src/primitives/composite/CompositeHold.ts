@@ -187,7 +187,7 @@ export class CompositeHold {
       new RedisCommandError('unlock', new Error(`no answer within ${timeout} ms`), `unlock of "${handle.name}" got no answer within ${timeout} ms; the hold expires with its lease`, 'ETIMEDOUT');
     const results = await Promise.allSettled(
       this.members.map(async ({ handle }) => {
-        if ((await within(handle.unlock().then(() => true), timeout)) === undefined) throw unanswered(handle);
+        if ((await within(handle.giveBack().then(() => true), timeout)) === undefined) throw unanswered(handle);
       }),
     );
     // Each member's own index in the composite's list (a member not taken, in a RedLock with a

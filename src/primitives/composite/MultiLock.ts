@@ -61,7 +61,7 @@ export class MultiLock extends CompositeLock {
         const stops = stopsOfMembers(signal, this.members, waited);
         try {
           sentAt[blocker] = await waited.acquireHold(leaseTime, Math.max(0, deadline - performance.now()), stops.signal).catch((error: unknown) => {
-            if (mayHaveRun(waited, error, stops.signal)) waited.unlock().catch(() => undefined);
+            if (mayHaveRun(waited, error, stops.signal)) waited.giveBack().catch(() => undefined);
             throw error;
           });
         } finally {
@@ -152,10 +152,10 @@ export class MultiLock extends CompositeLock {
    * holding up the caller (its connection may be down for offlineTimeout).
    */
   private async giveBack(handles: LockHandle[], sentAt: (number | undefined)[], undo: boolean[], bounded: boolean, deadline: number): Promise<void> {
-    const givingBack = Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.unlock().catch(() => undefined))));
+    const givingBack = Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.giveBack().catch(() => undefined))));
     await (bounded ? within(givingBack, Math.max(deadline - performance.now(), IN_FLIGHT_GRACE_MS)) : givingBack);
     handles.forEach((handle, i) => {
-      if (undo[i]) handle.unlock().catch(() => undefined);
+      if (undo[i]) handle.giveBack().catch(() => undefined);
     });
   }
 

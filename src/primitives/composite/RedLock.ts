@@ -164,7 +164,7 @@ export class RedLock extends CompositeLock {
     const acquiring = handle.acquireHold(leaseTime, 0, signal);
     acquiring.then(
       (sentAt) => {
-        if (abandoned && sentAt !== undefined) handle.unlock().catch(() => undefined);
+        if (abandoned && sentAt !== undefined) handle.giveBack().catch(() => undefined);
       },
       (error: unknown) => {
         // Failed (connection lost mid-call, client closed): it may have run; make sure it is
@@ -173,7 +173,7 @@ export class RedLock extends CompositeLock {
         // scope runs); a hold it may have added goes back when that scope ends.
         // Whether the failure is the abort, not whether the signal is aborted by now: a failure
         // before a later abort still leaves the member taken for its lease (a helper audit).
-        if (mayHaveRun(handle, error, signal, reenters)) handle.unlock().catch(() => undefined);
+        if (mayHaveRun(handle, error, signal, reenters)) handle.giveBack().catch(() => undefined);
       },
     );
     try {
@@ -188,7 +188,7 @@ export class RedLock extends CompositeLock {
   }
 
   private async giveBack(handles: LockHandle[]): Promise<void> {
-    await Promise.all(handles.map((handle) => within(handle.unlock(), this.attemptTimeout).catch(() => undefined)));
+    await Promise.all(handles.map((handle) => within(handle.giveBack(), this.attemptTimeout).catch(() => undefined)));
   }
 }
 
