@@ -5,7 +5,7 @@
 import { subscribe } from 'node:diagnostics_channel';
 import { metrics } from '@opentelemetry/api';
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
-import { LockClient } from '../src';
+import { LockClient } from '../src'; // in your app: from 'rlock'
 import { redisFromEnv } from '../scripts/redisServer';
 
 async function main(): Promise<void> {
