@@ -274,6 +274,21 @@ test.each(cases)('%s with %s: InvalidArgumentError naming %s, nothing sent', asy
   expect(commands).toEqual({});
 });
 
+test('habits from Redisson, redlock and redis-semaphore get an error that says what to write instead, nothing sent', async () => {
+  // Redisson's tryLock(waitTime, leaseTime, unit): times as arguments.
+  const positional = await attempt(() => client.getLock('habits').tryLock(100 as never));
+  expect((positional.error as Error).message).toBe('options: must be an object, got 100 (times go in the options object, in ms: { waitTime: ..., leaseTime: ... })');
+  // A waitTime given to a call that waits as long as it takes.
+  const waitingForever = await attempt(() => client.getLock('habits').lock({ waitTime: 100 } as never));
+  expect((waitingForever.error as Error).message).toMatch(/^options\.waitTime: is not an option; expected one of leaseTime, signal \(this call waits as long as it takes, until its signal aborts: a waitTime goes to tryLock\(\)/);
+  const permits = await attempt(() => client.getPermitExpirableSemaphore('habits').acquire({ waitTime: 100 } as never));
+  expect((permits.error as Error).message).toContain('a waitTime goes to tryLock(), tryAcquire(), or the with… scope');
+  for (const { error, commands } of [positional, waitingForever, permits]) {
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(commands).toEqual({});
+  }
+});
+
 test('client.inspect() rejects with a bad name or after close(), as every call does, rather than throwing', async () => {
   const inspected = client.inspect(42 as never);
   expect(inspected).toBeInstanceOf(Promise);

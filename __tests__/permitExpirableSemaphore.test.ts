@@ -370,6 +370,8 @@ test('withPermit: a permit lost under the watchdog aborts the signal, emits lock
     return aborted(signal);
   });
   await expect(run).rejects.toBeInstanceOf(LockLostError);
+  // Named as a permit of its semaphore, not as a lock (a newcomer's audit).
+  await expect(run).rejects.toThrow(`permit ${permitId} of semaphore "${sem.name}" was lost: `);
   expect(lostEvents).toEqual([permitId]);
   expect(client.stats.renewals).toBe(0);
   expect(await sem.availablePermits()).toBe(1);
@@ -392,7 +394,7 @@ describe('updateLeaseTime inside withPermit: the scope follows what becomes of t
       expect(signal.reason).toBeInstanceOf(LockLostError);
       signal.throwIfAborted();
     });
-    await expect(run).rejects.toThrow(/lease of 300 ms ran out/);
+    await expect(run).rejects.toThrow(/^permit \S+ of semaphore "[^"]+" was lost: its lease of 300 ms ran out$/);
   });
 
   test('a leaseTime permit given a longer lease: the signal does not abort at the first one', async () => {
@@ -535,6 +537,7 @@ test('withPermit: a permit taken away that no renewal noticed before the release
     await redis.admin.zrem(`rlock__permits:{${sem.key}}`, id!); // the next renewal is a while off
   });
   await expect(run).rejects.toBeInstanceOf(LockLostError);
+  await expect(run).rejects.toThrow(/^permit \S+ of semaphore "[^"]+" was lost: its release found it no longer held$/);
 });
 
 test('the handoff script after a cut below the permits held: the permit is released, not handed over (2), and a resend answers the same', async () => {

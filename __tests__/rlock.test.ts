@@ -1177,6 +1177,36 @@ describe('code a withLock started that runs on after it ended', () => {
   });
 });
 
+describe('a handle whose hold’s own leaseTime ran out and was not unlocked', () => {
+  // Its next lock() is refused (another task sharing the handle may still be inside, and its
+  // unlock() would give back a new hold), with a message that says what to do; its unlock()
+  // rejects, the hold being gone, and clears it. Before (a newcomer's audit) the message said
+  // "already holds it" while getHoldCount() answered 0.
+  type Leased = { lock(options?: { leaseTime?: number }): Promise<unknown>; tryLock(options?: { leaseTime?: number }): Promise<unknown>; unlock(): Promise<void>; getHoldCount(): Promise<number> };
+  const kinds: [string, (client: LockClient, name: string) => Leased][] = [
+    ['lock', (client, name) => client.getLock(name)],
+    ['fair', (client, name) => client.getFairLock(name)],
+    ['fenced', (client, name) => client.getFencedLock(name)],
+    ['write', (client, name) => client.getReadWriteLock(name).writeLock()],
+    ['read', (client, name) => client.getReadWriteLock(name).readLock()],
+  ];
+
+  test.each(kinds)('%s: lock() says the lease ran out and to unlock() first; unlock() rejects NotLockOwnerError and the handle takes it again', async (_kind, handle) => {
+    const client = newClient();
+    const name = uniqueName();
+    const lock = handle(client, name);
+    // (A fenced lock's tryLock answers its token.)
+    expect(await lock.tryLock({ leaseTime: 100 })).toBeTruthy();
+    await expect(lock.tryLock()).rejects.toThrow(/already holds it;/);
+    await until('the lease ran out in Redis', async () => (await lock.getHoldCount()) === 0);
+    await expect(lock.tryLock()).rejects.toThrow(/held it with a leaseTime that ran out \d+ ms ago and was not unlocked: call unlock\(\) first/);
+    await expect(lock.unlock()).rejects.toBeInstanceOf(NotLockOwnerError);
+    expect(await lock.tryLock({ leaseTime: 10_000 })).toBeTruthy();
+    expect(await lock.getHoldCount()).toBe(1);
+    await lock.unlock();
+  });
+});
+
 describe('re-entries of one scope started together', () => {
   // `await Promise.all([lock.lock(), lock.lock()])` inside a withLock, or two nested withLock not
   // awaited one after the other: one owner entering twice at once, as two calls on one thread

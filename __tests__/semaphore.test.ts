@@ -179,6 +179,9 @@ describe('permits', () => {
     expect(await sem.availablePermits()).toBe(3);
     await sem.acquire({ permits: 3 });
     await expect(sem.withPermits(() => 1, { waitTime: 50 })).rejects.toBeInstanceOf(LockTimeoutError);
+    // The message names the semaphore and the permits asked for (it said "lock", a newcomer's audit).
+    await expect(sem.withPermits(() => 1, { waitTime: 20 })).rejects.toThrow(`a permit of semaphore "${sem.name}" was not acquired within 20 ms`);
+    await expect(sem.withPermits(() => 1, { permits: 2, waitTime: 20 })).rejects.toThrow(`semaphore "${sem.name}" (2 permits at once) was not acquired within 20 ms`);
   });
 });
 

@@ -34,7 +34,7 @@ export class ClientClosedError extends LockError {
 /** `unlock()` was called by an owner that holds no hold on the lock (never had one, or lost it). */
 export class NotLockOwnerError extends LockError {
   constructor(readonly lockName: string, readonly ownerId: string) {
-    super(`lock "${lockName}" is not held by owner ${ownerId}`);
+    super(`lock "${lockName}" is not held by owner ${ownerId} (never taken by it, given back already, or gone: its lease ran out, or it was force-unlocked)`);
   }
 }
 
@@ -63,10 +63,17 @@ export class LatchDeletedError extends LockError {
   }
 }
 
-/** `withLock` could not take the lock within its `waitTime`. */
+/**
+ * `withLock` could not take the lock within its `waitTime` (a semaphore's `withPermits` /
+ * `withPermit` its permits). `what` is how the message names it: `lock "<name>"` unless said.
+ */
 export class LockTimeoutError extends LockError {
-  constructor(readonly lockName: string, readonly waitTime: number) {
-    super(`lock "${lockName}" was not acquired within ${waitTime} ms`);
+  constructor(
+    readonly lockName: string,
+    readonly waitTime: number,
+    what = `lock "${lockName}"`,
+  ) {
+    super(`${what} was not acquired within ${waitTime} ms`);
   }
 }
 
@@ -118,12 +125,17 @@ export class CompositeUnlockError extends LockError {
 }
 
 /**
- * The owner no longer holds a lock it believed it held: the watchdog found it gone (expired,
- * force-unlocked, Redis lost its data) or its lease ran out inside `withLock`.
+ * The owner no longer holds a lock (or a permit) it believed it held: the watchdog found it gone
+ * (expired, force-unlocked, Redis lost its data) or its lease ran out inside `withLock`. `what`
+ * is how the message names it: `lock "<name>"` unless said (a permit names its semaphore).
  */
 export class LockLostError extends LockError {
-  constructor(readonly lockName: string, reason: string) {
-    super(`lock "${lockName}" was lost: ${reason}`);
+  constructor(
+    readonly lockName: string,
+    reason: string,
+    what = `lock "${lockName}"`,
+  ) {
+    super(`${what} was lost: ${reason}`);
   }
 }
 

@@ -117,7 +117,10 @@ export function describe(value: unknown): string {
 
 export function checkPlainObject(argument: string, value: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InvalidArgumentError(argument, `must be an object, got ${describe(value)}`);
+    // Redisson's tryLock(waitTime, leaseTime, unit) and redlock's acquire(resources, ttl) take times as arguments.
+    const times = allowed.filter((key) => key.endsWith('Time'));
+    const hint = typeof value === 'number' && times.length > 0 ? ` (times go in the options object, in ms: { ${times.map((key) => `${key}: ...`).join(', ')} })` : '';
+    throw new InvalidArgumentError(argument, `must be an object, got ${describe(value)}${hint}`);
   }
   // An AbortSignal, a Date or a Map has no keys of its own, so it passed as "no options": a
   // `lock(signal)` written for `lock({ signal })` took the lock and never heard the signal.
@@ -126,7 +129,9 @@ export function checkPlainObject(argument: string, value: unknown, allowed: read
   }
   for (const key of Object.keys(value)) {
     if (!allowed.includes(key)) {
-      throw new InvalidArgumentError(`${argument}.${key}`, `is not an option; expected one of ${allowed.join(', ')}`);
+      // lock()/acquire() wait as long as it takes: a waitTime belongs to the try… calls and the scopes.
+      const hint = key === 'waitTime' ? ' (this call waits as long as it takes, until its signal aborts: a waitTime goes to tryLock(), tryAcquire(), or the with… scope)' : '';
+      throw new InvalidArgumentError(`${argument}.${key}`, `is not an option; expected one of ${allowed.join(', ')}${hint}`);
     }
   }
   return value as Record<string, unknown>;

@@ -423,12 +423,24 @@ export abstract class LockHandle {
     const beside = this.acquiringBeside(owner);
     if (owner.holds > 0 || owner.pending > 0 || beside !== undefined) {
       throw new LockUsageError(
-        `this handle of lock "${this.name}" ${owner.holds > 0 ? 'already holds it' : owner.pending > 0 ? 'already is acquiring it' : `shares its owner with ${beside}, which is still acquiring it`}; ` +
+        `this handle of lock "${this.name}" ${owner.holds > 0 ? this.stillBooked(owner) : owner.pending > 0 ? 'already is acquiring it' : `shares its owner with ${beside}, which is still acquiring it`}; ` +
           'a handle is not reentrant outside withLock, so two tasks sharing one cannot both enter. ' +
           'Use a handle per task, or withLock() for reentrant sections.',
       );
     }
     return owner;
+  }
+
+  /**
+   * Why a handle's own owner that counts a hold refuses to take the lock again. A hold whose
+   * `leaseTime` has run out is gone, yet not taken again by itself: the call may come from
+   * another task sharing the handle while the first still runs, whose `unlock()` would then give
+   * back the new hold (two owners inside). Its `unlock()`, which rejects, clears it.
+   */
+  private stillBooked(owner: LockOwner): string {
+    const ranOut = owner.leasedUntil !== undefined ? performance.now() - owner.leasedUntil : -1;
+    if (ranOut < 0) return 'already holds it';
+    return `held it with a leaseTime that ran out ${Math.round(ranOut)} ms ago and was not unlocked: call unlock() first (it rejects with NotLockOwnerError, the hold being gone, and clears it), or take a handle per acquisition`;
   }
 
   /**
@@ -498,6 +510,8 @@ export abstract class LockHandle {
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(owner), holds: owner.holds, leaseTime });
     if (leaseTime === undefined) {
       this.context.renewal.add(this.renewalTarget(owner), sentAt, expiresAt);
+    } else if (owner === this.handleOwner) {
+      owner.leasedUntil = Math.min(sentAt + leaseTime, expiresAt ?? Infinity);
     }
     return sentAt;
   }

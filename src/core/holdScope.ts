@@ -52,9 +52,9 @@ export function atLeaseEnd(sentAt: number, leaseTime: number, ranOut: () => void
   return setTimeout(ranOut, Math.max(0, sentAt + leaseTime - performance.now())).unref();
 }
 
-/** What a scope's signal aborts with when its hold's own lease ran out. */
-export function leaseRanOut(name: string, leaseTime: number): LockLostError {
-  return new LockLostError(name, `its lease of ${leaseTime} ms ran out`);
+/** What a scope's signal aborts with when its hold's own lease ran out (`what`: see `LockLostError`). */
+export function leaseRanOut(name: string, leaseTime: number, what?: string): LockLostError {
+  return new LockLostError(name, `its lease of ${leaseTime} ms ran out`, what);
 }
 
 /** How a scope's callback ended: its value, or what it threw. */

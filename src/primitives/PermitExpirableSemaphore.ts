@@ -5,6 +5,7 @@ import { diagnostics } from '../diagnostics';
 import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
+import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import { type Parking, sleepAsCandidate } from '../services/LocalHandoff';
 import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
@@ -56,6 +57,14 @@ const keptByWatchdog = new Set<string>();
 
 /** The watchdog's renew script for permits (lua/permitSemaphore/renew.lua). */
 const RENEW_COMMAND = 'rlock_permitSemaphore_renew';
+
+/** How errors name permit `id` of semaphore `name` (see `LockLostError`). */
+function permitNamed(id: string, name: string): string {
+  return `permit ${id} of semaphore "${name}"`;
+}
+
+/** The watchdog's name for a permit it keeps (one function for every permit: nothing made per acquire). */
+const describePermit = (target: RenewalTarget): string => permitNamed(target.field, target.name);
 
 /**
  * Redisson's RPermitExpirableSemaphore: every permit has an id and a lease, kept in a zset
@@ -351,10 +360,11 @@ export class PermitExpirableSemaphore extends Primitive {
     this.context.assertOpen();
     const maxWait = waitTime ?? Infinity;
     const taken = await this.take(leaseTime, maxWait, signal);
-    if (!taken) throw new LockTimeoutError(this.name, maxWait);
+    if (!taken) throw new LockTimeoutError(this.name, maxWait, `a permit of semaphore "${this.name}"`);
     const scope = new AbortController();
     // Its lease, if it has one (now or after an updateLeaseTime), ends the scope; the watchdog's loss signal otherwise.
-    const permit = new PermitScope(this.key, taken.id, this.name, scope);
+    const what = permitNamed(taken.id, this.name);
+    const permit = new PermitScope(this.key, taken.id, this.name, scope, what);
     if (leaseTime !== undefined) permit.lease(taken.sentAt, leaseTime);
     const stopWatching = watchHold(scope, [signal, this.context.renewal.lostSignal(this.key, taken.id)]);
     const outcome = await outcomeOf(
@@ -371,7 +381,7 @@ export class PermitExpirableSemaphore extends Primitive {
     // here (one `acquired`, then one `released` or one `lost`).
     const toldIfLost = (gaveBack: boolean | undefined): void => {
       if (gaveBack === false && permit.leased && !permit.told && diagnostics.lost.hasSubscribers) {
-        diagnostics.lost.publish({ ...this.event(taken.id), holds: 1, error: lost ?? new LockLostError(this.name, 'its release found the permit no longer held') });
+        diagnostics.lost.publish({ ...this.event(taken.id), holds: 1, error: lost ?? new LockLostError(this.name, 'its release found it no longer held', what) });
       }
     };
     if ('error' in outcome) {
@@ -382,7 +392,7 @@ export class PermitExpirableSemaphore extends Primitive {
     toldIfLost(gaveBack);
     if (lost) throw lost;
     // Taken away without a renewal noticing (Redis lost it, its lease ran out): a loss all the same.
-    if (!gaveBack) throw new LockLostError(this.name, 'its release found the permit no longer held');
+    if (!gaveBack) throw new LockLostError(this.name, 'its release found it no longer held', what);
     return outcome.value;
   }
 
@@ -460,7 +470,7 @@ export class PermitExpirableSemaphore extends Primitive {
     owner.holds = 1;
     if (leaseTime === undefined) {
       // Keyed by the semaphore's name (what `lost` reports), renewed in its permits zset.
-      context.renewal.add({ name: this.name, key: this.key, field: id, owner, renewCommand: RENEW_COMMAND, renewKeys: [this.permitsKey] }, sentAt, expiresAt);
+      context.renewal.add({ name: this.name, key: this.key, field: id, owner, renewCommand: RENEW_COMMAND, renewKeys: [this.permitsKey], describe: describePermit }, sentAt, expiresAt);
     }
     const stopped = this.stoppedReason(signal);
     if (stopped !== undefined) {

@@ -279,7 +279,7 @@ export class Semaphore extends Primitive {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
     this.context.assertOpen();
     const maxWait = waitTime ?? Infinity;
-    if ((await this.take(permits, maxWait, signal)) === undefined) throw new LockTimeoutError(this.name, maxWait);
+    if ((await this.take(permits, maxWait, signal)) === undefined) throw new LockTimeoutError(this.name, maxWait, permits === 1 ? `a permit of semaphore "${this.name}"` : `semaphore "${this.name}" (${permits} permits at once)`);
     // The callback is told when its client closes, as every scope is: its permits (no lease) go
     // back only if its give-back goes out before the connection does, so it had best stop now.
     const scope = new AbortController();

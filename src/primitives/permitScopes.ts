@@ -22,6 +22,8 @@ export class PermitScope {
     permitId: string,
     private readonly name: string,
     private readonly scope: AbortController,
+    /** How its errors name the permit (see `LockLostError`). */
+    private readonly what: string,
   ) {
     this.id = `${key}\n${permitId}`;
     running.set(this.id, this);
@@ -31,11 +33,11 @@ export class PermitScope {
   lease(sentAt: number, leaseTime: number): void {
     this.leased = true;
     clearTimeout(this.timer);
-    this.timer = atLeaseEnd(sentAt, leaseTime, () => this.scope.abort(leaseRanOut(this.name, leaseTime)));
+    this.timer = atLeaseEnd(sentAt, leaseTime, () => this.scope.abort(leaseRanOut(this.name, leaseTime, this.what)));
   }
 
   lose(reason: string): void {
-    this.scope.abort(new LockLostError(this.name, reason));
+    this.scope.abort(new LockLostError(this.name, reason, this.what));
   }
 
   stop(): void {

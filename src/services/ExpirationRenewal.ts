@@ -21,6 +21,8 @@ export interface RenewalTarget {
    * spans keys of one slot names them all); holds of one kind name as many keys each.
    */
   renewKeys?: readonly string[];
+  /** How a loss's `LockLostError` names the hold, default `lock "<name>"` (a permit names its semaphore). */
+  describe?: (target: RenewalTarget) => string;
 }
 
 /** One hold the watchdog keeps: a copy of its target with a fixed shape (a spread cost more CPU, adding fields to the caller's object more heap). */
@@ -31,6 +33,7 @@ class RenewalEntry implements RenewalTarget {
   readonly owner: LockOwner;
   renewCommand: string | undefined;
   renewKeys: readonly string[] | undefined;
+  describe: ((target: RenewalTarget) => string) | undefined;
   /** Aborted with a `LockLostError` on loss; made only when someone asks (withLock does). */
   lost: AbortController | undefined = undefined;
 
@@ -49,6 +52,7 @@ class RenewalEntry implements RenewalTarget {
     this.owner = target.owner;
     this.renewCommand = target.renewCommand;
     this.renewKeys = target.renewKeys;
+    this.describe = target.describe;
   }
 }
 
@@ -276,7 +280,7 @@ export class ExpirationRenewal {
     this.remove(entry.key, entry.field);
     const holds = Math.max(1, entry.owner.holds);
     entry.owner.dropHolds();
-    const error = new LockLostError(entry.name, reason);
+    const error = new LockLostError(entry.name, reason, entry.describe?.(entry));
     entry.lost?.abort(error);
     this.onLost(entry, error, holds);
   }

@@ -49,6 +49,13 @@ export class LockOwner {
    */
   scopeOver = false;
   /**
+   * A handle's own owner whose hold was taken with a `leaseTime`: when that lease ends at the
+   * latest, performance.now() ms (Redis's TTL counted from the send of the call that set it, so
+   * it ends here first). Once it has passed, the hold is gone whatever is booked; a second
+   * `lock()` says so (see `LockHandle.stillBooked`).
+   */
+  leasedUntil: number | undefined = undefined;
+  /**
    * Scopes nested in this owner's that still run (`withLock` calls, `hold()`s not yet given back,
    * a composite's member that re-entered: `LockHandle.enteredScope`), counted from the call on
    * (their re-entry may still be on its way to Redis). One `fn` started without awaiting it
@@ -78,6 +85,7 @@ export class LockOwner {
    */
   dropHolds(): void {
     this.holds = 0;
+    this.leasedUntil = undefined;
     this.unbookedHolds = false;
     this.fenced = false;
     this.unansweredRelease = undefined;
