@@ -5,6 +5,7 @@ import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { RedisServer } from '../helpers/testRedis';
 import { usePrivateRedis } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
+import { clientQueueKeyOf, permitsKeyOf, queueKeyOf, rwWritersKeyOf } from '../../src/names';
 
 const redis = usePrivateRedis();
 
@@ -32,7 +33,8 @@ test('READONLY: a client pointed at a replica gets code READONLY for writes; rea
     const probe = replica.connect();
     await until('the replica synced', async () => /master_link_status:up/.test(await probe.info('replication')));
     probe.disconnect();
-    const client = redis.client({ redis: replica.url });
+    // A force-unlock rides READONLY out for offlineTimeout (a demoted master's), then fails.
+    const client = redis.client({ redis: replica.url, offlineTimeout: 1000 });
     const lock = client.getLock('errors:readonly');
     await expect(lock.tryLock()).rejects.toMatchObject({ name: 'RedisCommandError', code: 'READONLY' });
     // A call that would wait forever rejects too, instead of retrying (READONLY is not transient).
@@ -181,4 +183,51 @@ test('WRONGTYPE in a watchdog batch: a hold whose name now holds another type is
   });
   expect(lost).toEqual(['batch:reused: lock "batch:reused" was lost: the watchdog found it no longer held by its owner']);
   for (const name of names.slice(0, 3)) expect(await client.getLock(name).isLocked()).toBe(true);
+});
+
+test('READONLY while a failover demotes the master: a fair waiter’s, a waiting writer’s and a waiting client’s leave, a local permit handover and a force-unlock are sent again until the server takes writes', async () => {
+  const holder = redis.client();
+  const waiting = redis.client();
+  const name = `errors:demoted:leave:${process.pid}`;
+  const fair = `${name}:fair`;
+  const rw = `${name}:rw`;
+  const plain = `${name}:plain`;
+  const forced = `${name}:forced`;
+  await holder.getFairLock(fair).lock();
+  await holder.getReadWriteLock(rw).readLock().lock();
+  await holder.getLock(plain).lock();
+  await holder.getLock(forced).lock();
+  const pes = holder.getPermitExpirableSemaphore(`${name}:pes`);
+  await pes.trySetPermits(1);
+  const id = await pes.acquire();
+  const stop = new AbortController();
+  const waits = [waiting.getFairLock(fair), waiting.getReadWriteLock(rw).writeLock(), waiting.getLock(plain)].map((lock) => lock.tryLock({ waitTime: 60_000, signal: stop.signal }).catch(() => 'stopped'));
+  // A waiter of the releasing client: the release hands the permit over to it (handoff-3.lua).
+  const handedTo = pes.acquire();
+  await until('every waiter parked and in line', async () => waiting.stats.waiters === 3 && holder.stats.waiters === 1 && (await redis.admin.zcard(queueKeyOf('', fair))) === 1 && (await redis.admin.zcard(rwWritersKeyOf('', rw))) === 1 && (await redis.admin.zcard(clientQueueKeyOf('', plain))) === 1);
+  const refusals = async (): Promise<number> => Number(/errorstat_READONLY:count=(\d+)/.exec(await redis.admin.info('errorstats'))?.[1] ?? 0);
+  const before = await refusals();
+  await redis.admin.call('REPLICAOF', '127.0.0.1', '1');
+  let calls: Promise<PromiseSettledResult<unknown>[]>;
+  try {
+    stop.abort();
+    expect(await Promise.all(waits)).toEqual(['stopped', 'stopped', 'stopped']);
+    calls = Promise.allSettled([holder.getLock(forced).forceUnlock(), pes.release(id)]);
+    await until('each give-back was refused at least once', async () => (await refusals()) - before >= 5);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  } finally {
+    await redis.admin.call('REPLICAOF', 'NO', 'ONE');
+  }
+  // Before, each failed with READONLY: the force-unlock to the admin, the release to its caller,
+  // and the leaves
+  // silently: the queue entries stayed until queueTimeout, the next fair waiter's grant went to
+  // the departed one, the writer's entry kept new readers out.
+  expect((await calls).map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : (outcome.reason as Error).message))).toEqual([true, undefined]);
+  expect(await holder.getLock(forced).isLocked()).toBe(false);
+  // The waiter, pipelined, held the permit from the handoff's send: it is in Redis now (before:
+  // Redis never had it, and the released one stayed held until its lease ran out).
+  const handed = await handedTo;
+  expect(await redis.admin.zscore(permitsKeyOf('', `${name}:pes`), handed)).not.toBeNull();
+  expect(await redis.admin.zscore(permitsKeyOf('', `${name}:pes`), id)).toBeNull();
+  await until('the leaves ran', async () => (await redis.admin.zcard(queueKeyOf('', fair))) + (await redis.admin.zcard(rwWritersKeyOf('', rw))) + (await redis.admin.zcard(clientQueueKeyOf('', plain))) === 0, 3000);
 });

@@ -201,17 +201,23 @@ export function refusedUntilFailover(error: unknown): boolean {
  * switch: an `unlock()` then failed, and the lock stayed taken for its lease, a semaphore's permit
  * or a latch's count for good.
  */
-export function whileRefused<T>(context: Pick<LockContext, 'offlineTimeout' | 'closedSignal'>, send: (again: boolean) => Promise<T>, maxMs = Infinity): Promise<T> {
+export function whileRefused<T>(context: Pick<LockContext, 'offlineTimeout' | 'closedSignal'>, send: (again: boolean) => Promise<T>, maxMs = Infinity, resendable?: () => boolean): Promise<T> {
   const until = performance.now() + Math.min(context.offlineTimeout, maxMs);
   // The first send as it is (every release goes through here); the loop only after a refusal.
-  return send(false).catch((error: unknown) => sendAgainWhileRefused(context, send, error, until));
+  return send(false).catch((error: unknown) => sendAgainWhileRefused(context, send, error, until, resendable));
 }
 
-async function sendAgainWhileRefused<T>(context: Pick<LockContext, 'closedSignal'>, send: (again: boolean) => Promise<T>, refusal: unknown, until: number): Promise<T> {
+/**
+ * `resendable`, when given, is asked before each resend (after the pause): false ends the loop
+ * with the last refusal. A give-back that no latch guards is sent again only while a resend can
+ * do no more than its first send would have (see `forceCommand`, the queues' leaves).
+ */
+async function sendAgainWhileRefused<T>(context: Pick<LockContext, 'closedSignal'>, send: (again: boolean) => Promise<T>, refusal: unknown, until: number, resendable?: () => boolean): Promise<T> {
   for (let error = refusal; ; ) {
     if (!refusedUntilFailover(error) || context.closedSignal.aborted || performance.now() + TRANSIENT_RETRY_MS > until) throw error;
     // Ends at once with close()'s reason: no timer outlives the client.
     await boundedWait(TRANSIENT_RETRY_MS, [context.closedSignal], () => undefined);
+    if (resendable && !resendable()) throw error;
     try {
       return await send(true);
     } catch (next) {

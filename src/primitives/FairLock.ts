@@ -51,7 +51,7 @@ export class FairLock extends ExclusiveLock {
 
   protected async forceUnlockCall(holder: string): Promise<ForceUnlockResult> {
     const { publish, trust } = await queuePublishing(this.context);
-    const [removed, ...holders] = await this.context.command('forceUnlock', (redis) =>
+    const [removed, ...holders] = await this.forceCommand((redis) =>
       redis.rlock_fairLock_forceUnlock(this.key, this.names.queue, this.names.expiry, this.context.queueTimeout, this.names.grantPrefix, publish, trust, holder),
     );
     return this.forceUnlockAnswered(removed, holders);
@@ -160,7 +160,7 @@ export class FairLock extends ExclusiveLock {
                 lateReply: (late) => {
                   const newer = owner.pending > 0 || owner.holds > 0;
                   const giveBack = countsUp || !newer ? () => this.releases.giveBackUnbooked(owner) : undefined;
-                  const leave = listening && !newer ? () => this.leaveQueue(member) : undefined;
+                  const leave = listening && !newer ? () => this.leaveQueue(owner, member) : undefined;
                   // It may have taken the lock or queued (or neither): undone for a single-use owner
                   // that books nothing only (see RLock's attempt).
                   if (late === OUTCOME_UNKNOWN) return owner.undoesUnknown ? (giveBack?.() ?? Promise.resolve()).then(() => leave?.()) : undefined;
@@ -235,7 +235,7 @@ export class FairLock extends ExclusiveLock {
           },
           giveUp: async () => {
             if (!queued) return;
-            await this.leaveQueue(member).catch(() => undefined); // the entry then runs out after queueTimeout
+            await this.leaveQueue(owner, member).catch(() => undefined); // the entry then runs out after queueTimeout
           },
           waitStarted: () => {
             // The owner's single attempts in line behind this wait would find the lock taken too.
@@ -255,13 +255,13 @@ export class FairLock extends ExclusiveLock {
     }
   }
 
-  /** Takes `member` out of the queue; a grant that reached it meanwhile is passed on. */
-  private async leaveQueue(member: string): Promise<void> {
+  /** Takes `member` (of `owner`) out of the queue; a grant that reached it meanwhile is passed on. Rides out a refusal (see `queueLeave`). */
+  private async leaveQueue(owner: LockOwner, member: string): Promise<void> {
     const { key, context, names } = this;
     // No await when known: queued in the order asked (see RLock's releaseCall).
     const publishing = queuePublishing(context);
     const { publish, trust } = publishing instanceof Promise ? await publishing : publishing;
-    await context.command('leave', (redis) => redis.rlock_fairLock_leave(key, names.queue, names.expiry, member, context.queueTimeout, names.grantPrefix, publish, trust));
+    await this.queueLeave(owner, (redis) => redis.rlock_fairLock_leave(key, names.queue, names.expiry, member, context.queueTimeout, names.grantPrefix, publish, trust));
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {

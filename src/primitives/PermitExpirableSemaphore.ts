@@ -1,8 +1,8 @@
 import { outcomeOf, watchHold } from '../core/holdScope';
-import { whileRefused } from '../core/waitLoop';
+import { refusedUntilFailover, whileRefused } from '../core/waitLoop';
 import type { Hold } from '../services/Hold';
 import { diagnostics } from '../diagnostics';
-import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
+import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError, RedisCommandError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
@@ -250,17 +250,27 @@ export class PermitExpirableSemaphore extends Primitive {
     // Told from the script's own reply, not the call's: close() settles the call at once, and a
     // waiter that close() woke must still learn that the permit went to it, to give it back.
     let sent = false;
-    const call = this.context.command('release', async (redis) => {
-      sent = true;
-      let reply: 0 | 1 | 2 | 3 | undefined;
-      try {
-        reply = await scripts(redis).rlock_permitSemaphore_handoff(this.key, this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS, pipelined ? 1 : 0);
-      } finally {
-        // The waiter holds the permit from the send of this call on; otherwise it tries again.
-        if (!pipelined) next.deliver(reply === 1 ? { sentAt } : undefined);
-      }
-      return reply;
-    });
+    // Sent again under its latch while Redis refuses it as a release is (see whileRefused: before,
+    // the release failed, the permit stayed held until its lease ran out, and the claimed waiter
+    // tried again for nothing). A refusal is not an outcome: the waiter is told the last one.
+    let refused: unknown;
+    const call = whileRefused(this.context, () =>
+      this.context.command('release', async (redis) => {
+        sent = true;
+        refused = undefined;
+        let reply: 0 | 1 | 2 | 3 | undefined;
+        try {
+          reply = await scripts(redis).rlock_permitSemaphore_handoff(this.key, this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS, pipelined ? 1 : 0);
+        } catch (error) {
+          refused = error;
+          throw error;
+        } finally {
+          // The waiter holds the permit from the send of this call on; otherwise it tries again.
+          if (!pipelined && !(refusedAsRelease(refused))) next.deliver(reply === 1 ? { sentAt } : undefined);
+        }
+        return reply;
+      }),
+    );
     // Until the script runs, only the released permit fills the slot in Redis, and only until
     // `deadline` for certain (its last renewal's): should the script never run (the link went
     // silent), the waiter must stop by then, not a full lease after the handoff.
@@ -269,7 +279,8 @@ export class PermitExpirableSemaphore extends Primitive {
     try {
       result = await call;
     } catch (error) {
-      if (!pipelined && !sent) next.deliver(undefined); // never sent (no connection, closed): it tries again
+      // Never sent (no connection, closed), or refused to the end: it tries again.
+      if (!pipelined && (!sent || (refusedAsRelease(refused)))) next.deliver(undefined);
       throw error;
     }
     if (pipelined && result === 0) this.context.renewal.reportLost(this.key, waiter, 'the permit handed over to it was no longer in Redis');
@@ -481,4 +492,9 @@ export class PermitExpirableSemaphore extends Primitive {
     if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(id), holds: 1, leaseTime });
     return { id, sentAt };
   }
+}
+
+/** Whether ioredis's `error` for a handoff is a refusal that `whileRefused` sends it again after (what it says of the call's RedisCommandError). */
+function refusedAsRelease(error: unknown): boolean {
+  return error !== undefined && refusedUntilFailover(new RedisCommandError('release', error));
 }

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
-import { stopsOf, waitFor, type WaitProtocol } from '../core/waitLoop';
+import { stopsOf, waitFor, type WaitProtocol, whileRefused } from '../core/waitLoop';
 import type { Hold } from '../services/Hold';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf, RELEASE_LATCH_TTL_MS, wakeChannelPrefixOf } from '../names';
@@ -53,7 +53,7 @@ export class RLock extends ExclusiveLock {
 
   protected async forceUnlockCall(holder: string): Promise<ForceUnlockResult> {
     const { publish, trust } = await queuePublishing(this.context);
-    const [removed, ...holders] = await this.context.command('forceUnlock', (redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
+    const [removed, ...holders] = await this.forceCommand((redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
     const result = this.forceUnlockAnswered(removed, holders);
     // If the lock was with this client, it is not any more.
     const entry = this.context.pubsub.peek(this.channel);
@@ -254,7 +254,16 @@ export class RLock extends ExclusiveLock {
       entry: { lockKey: key, queueKey, expiryKey, member: this.context.clientId, heartbeatCommand: 'rlock_heartbeat' },
       leave: async () => {
         const { publish, trust } = await queuePublishing(this.context);
-        return this.context.command('leave', (redis) => redis.rlock_leave(key, queueKey, expiryKey, this.context.clientId, publish, this.wakePrefix, trust));
+        // Sent again while Redis refuses it as a give-back is (see whileRefused): left in line, the
+        // client was woken for nothing at the next release and the lock stayed free until its
+        // entry ran out (queueTimeout). Only while no waiter of this client is on the lock again:
+        // one that joined since may have put the client back in line, and a resend would take it out.
+        return whileRefused(
+          this.context,
+          () => this.context.command('leave', (redis) => redis.rlock_leave(key, queueKey, expiryKey, this.context.clientId, publish, this.wakePrefix, trust)),
+          Infinity,
+          () => !this.context.pubsub.peek(this.channel)?.refCount,
+        );
       },
     });
     entry.keeper = waiting;

@@ -44,7 +44,7 @@ export abstract class ReadWriteHandle extends LockHandle {
     this.context.assertOpen();
     const { key } = this;
     const publish = await this.context.publishCommand();
-    const holders = await this.context.command('forceUnlock', (redis) =>
+    const holders = await this.forceCommand((redis) =>
       readWriteScripts(redis).rlock_readWriteLock_forceUnlock(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), rwWriteChannelOf(this.context.keyPrefix, key), publish, WAKE_ALL_MESSAGE),
     );
     if (holders === -1) {

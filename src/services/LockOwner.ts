@@ -16,6 +16,12 @@ export class LockOwner {
   /** Acquire calls under way. */
   pending = 0;
   /**
+   * Acquire calls made, ever (never goes down): a queue's leave sent again after a refusal
+   * (`queueLeave`) goes only while none was made since its first send, or it could take out the
+   * entry, or the grant, of the owner's newer wait, written after the first send.
+   */
+  asked = 0;
+  /**
    * Redis counts holds of this owner beyond those it booked: a release meant to give back its
    * last booked hold found more (an acquire that ioredis resent after a reconnect ran twice). The
    * releases that give them back (`releaseAll`) announce nothing: they had no `rlock:acquired`.
