@@ -3,7 +3,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { usePrivateRedis } from './helpers/privateRedis';
-import { commandCounts, settledCommandCounts } from './helpers/testRedis';
+import { commandCounts, settledCommandCounts, withReplica } from './helpers/testRedis';
 import { orAfter, until } from './helpers/time';
 
 const redis = usePrivateRedis();
@@ -572,4 +572,18 @@ describe('a name given without --prefix that belongs to a client with a keyPrefi
     expect(inspected).toMatchObject({ code: 0, stderr: '' });
     expect(inspected.stdout).toMatch(/^plain:orders \(key plain:orders\): locked, ttl [\d.]+ s, 1 client\(s\) waiting\n/);
   });
+});
+
+test('force-unlock through a replica (READONLY) gives up within --timeout, exit 3, not after the library\'s offlineTimeout', async () => {
+  // A force-unlock rides out READONLY for a while (a failover demoting the master under the
+  // client); the command does for --timeout at most, as it does for everything else.
+  await redis.client().getLock('cli:replica').lock();
+  await withReplica(redis, async (replica) => {
+    const started = performance.now();
+    const result = await run(['--url', `redis://127.0.0.1:${replica.port}`, '--timeout', '1000', 'force-unlock', '--yes', 'cli:replica']);
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(/READONLY/);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+  expect(await redis.admin.exists('cli:replica')).toBe(1);
 });

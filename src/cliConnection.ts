@@ -163,7 +163,9 @@ async function connect(options: GlobalOptions, { href, db, timeout, extra, prefi
   }
   let client: LockClient;
   try {
-    client = new LockClient({ redis, keyPrefix: prefix, name: 'rlock-cli' });
+    // A refusal the library would ride out (a demoted master's READONLY, a slot in flux) is
+    // ridden out for --timeout at most, as every other wait of the command is.
+    client = new LockClient({ redis, keyPrefix: prefix, name: 'rlock-cli', offlineTimeout: timeout });
   } catch (error) {
     redis.disconnect(); // the connection made above would keep the process alive
     throw error;
