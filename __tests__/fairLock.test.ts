@@ -8,7 +8,7 @@ import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts, scriptCallCount } from './helpers/testRedis';
 import { until } from './helpers/time';
 import { Redis } from 'ioredis';
-import { type FairLock, InvalidArgumentError, LockUsageError } from '../src';
+import { type FairLock, InvalidArgumentError, type LockClient, LockUsageError, NotLockOwnerError } from '../src';
 
 const redis = usePrivateRedis();
 let counter = 0;
@@ -858,6 +858,102 @@ describe("one owner's acquires started together (a scope's tasks)", () => {
     expect(await other.isLocked()).toBe(false);
     expect((await other.inspect()).queue).toEqual([]);
     expect(client.stats.renewals).toBe(0);
+  });
+
+  /**
+   * Runs `fn` inside a scope of a new client that gave its own hold back while another client
+   * (`other`) took the lock: the scope's acquires are first acquires behind another owner.
+   */
+  async function behindOther(fn: (lockOf: () => FairLock, other: FairLock) => Promise<void>): Promise<{ client: LockClient; other: FairLock; scope: Promise<void> }> {
+    const name = uniqueName();
+    const client = redis.client();
+    const other = redis.client().getFairLock(name);
+    const lockOf = (): FairLock => client.getFairLock(name);
+    const scope = lockOf().withLock(async () => {
+      await lockOf().unlock();
+      await other.lock();
+      await fn(lockOf, other);
+    });
+    await scope.catch(() => undefined);
+    return { client, other, scope };
+  }
+
+  test('one that timed out in line leaves it: once the first got the lock, the scope\'s next acquires go at once and count up', async () => {
+    const { client, other, scope } = await behindOther(async (lockOf, other) => {
+      const first = lockOf().lock();
+      await until('the first is queued', async () => (await queueLength(other.name)) === 1);
+      expect(await lockOf().tryLock({ waitTime: 100 })).toBe(false);
+      await other.unlock();
+      await first;
+      // A waiter gone from the line must not be handed a turn (nobody would end it: every later
+      // acquire of the scope waited in the line for good).
+      expect(await lockOf().tryLock({ waitTime: 2000 })).toBe(true);
+      expect(await lockOf().tryLock()).toBe(true);
+      expect(await lockOf().getHoldCount()).toBe(3);
+    });
+    await scope;
+    expect(await other.isLocked()).toBe(false);
+    expect(client.stats.renewals).toBe(0);
+  });
+
+  test('a single attempt started together with a first acquire that then waits behind another owner answers false as the first starts waiting, not when it ends', async () => {
+    const { other, scope } = await behindOther(async (lockOf, other) => {
+      const first = lockOf().lock();
+      const single = lockOf().tryLock(); // in the line before the first waits
+      expect(await Promise.race([single, sleep(3000).then(() => 'still in the line')])).toBe(false);
+      await other.unlock();
+      await first;
+      expect(await lockOf().getHoldCount()).toBe(1);
+    });
+    await scope;
+    expect(await other.isLocked()).toBe(false);
+  });
+
+  test('single attempts started together inside a scope that holds the lock: each waits its turn and counts up (none answered false)', async () => {
+    const name = uniqueName();
+    const client = redis.client();
+    await client.getFairLock(name).withLock(async () => {
+      const handles = [0, 1, 2].map(() => client.getFairLock(name));
+      expect(await Promise.all(handles.map((handle) => handle.tryLock()))).toEqual([true, true, true]);
+      expect(await handles[0]!.getHoldCount()).toBe(4);
+      for (const handle of handles) await handle.unlock();
+    });
+    expect(await client.getFairLock(name).isLocked()).toBe(false);
+  });
+
+  test('after a first acquire that waited behind another owner, a single attempt during the next one\'s turn waits for it and counts up (the line no longer says blocked)', async () => {
+    const { other, scope } = await behindOther(async (lockOf, other) => {
+      const first = lockOf().lock();
+      await until('the first is queued', async () => (await queueLength(other.name)) === 1);
+      const second = lockOf().lock();
+      await other.unlock();
+      await first;
+      // The second's turn is under way (its count-up is on its way to Redis).
+      expect(await lockOf().tryLock()).toBe(true);
+      await second;
+      expect(await lockOf().getHoldCount()).toBe(3);
+    });
+    await scope;
+    expect(await other.isLocked()).toBe(false);
+  });
+
+  test('a waitTime counts from the call: one that waited its turn in the line waits only what is left of it', async () => {
+    expect.assertions(6);
+    const { other, scope } = await behindOther(async (lockOf, other) => {
+      const first = lockOf().tryLock({ waitTime: 400 });
+      const started = performance.now();
+      const second = lockOf().tryLock({ waitTime: 700 });
+      expect(await first).toBe(false);
+      expect(await second).toBe(false);
+      const waited = performance.now() - started;
+      expect(waited).toBeGreaterThanOrEqual(650);
+      // Its own 700 ms after the 400 in the line would be 1 100.
+      expect(waited).toBeLessThan(1000);
+      await other.unlock();
+    });
+    // The scope holds nothing at its end (and a failed expectation inside it would show here).
+    await expect(scope).rejects.toBeInstanceOf(NotLockOwnerError);
+    expect(await other.isLocked()).toBe(false);
   });
 
   test("mutual exclusion holds: 3 clients' scopes, each entering 3 times at once (every other one after giving its own hold back), never 2 owners inside", async () => {

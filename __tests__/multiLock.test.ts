@@ -94,6 +94,22 @@ test.each(memberKinds)('%s: a MultiLock withLock not awaited inside a withLock o
   expect(clients[0]!.stats.renewals).toBe(0);
 });
 
+test.each(memberKinds)("%s: a MultiLock withLock awaited inside a withLock of one of its members leaves that scope when it gives the member back: the scope's end still gives back a lock() left behind", async (_kind, member) => {
+  const name = uniqueName();
+  const clients = servers.map((s) => s.client());
+  await member(clients[0]!, name).withLock(async () => {
+    await new MultiLock(clients.map((client) => member(client, name))).withLock(async () => {
+      expect(await serversHolding(name)).toBe(servers.length);
+    });
+    await member(clients[0]!, name).lock(); // left behind: the scope's end gives it back
+  });
+  // Before (the fork's unlock() giving its hold back without leaving the scope), the scope still
+  // counted the member inside at its end and gave back only its own hold: the lock() left behind
+  // was kept by the watchdog for good.
+  expect(await serversHolding(name)).toBe(0);
+  expect(clients[0]!.stats.renewals).toBe(0);
+});
+
 test('a member lock taken by itself (withLock, lock, tryLock) inside the withLock of a composite that holds it: LockUsageError at once (it waited for itself, for good without a waitTime); another lock is fine', async () => {
   expect.assertions(6);
   const name = uniqueName();
