@@ -1,7 +1,7 @@
 // For operators and dashboards: inspect(), listLocks(), client names, diagnostics_channel events.
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
-import { InvalidArgumentError, LockLostError } from '../src';
+import { InvalidArgumentError, LockLostError, RedisCommandError, WrongKindError } from '../src';
 import { startFixture } from './helpers/child';
 import { usePrivateRedis } from './helpers/privateRedis';
 import { commandCounts } from './helpers/testRedis';
@@ -58,6 +58,37 @@ test('client.inspect(name) answers for what listLocks() finds: a read-write lock
   // A fair lock nobody waits for is a plain lock hash, answered as one.
   expect(await holder.inspect('turns')).toMatchObject({ locked: true, waitingClients: 0, holders: [{ clientId: other.id }] });
   expect(await holder.inspect('ledger')).toMatchObject({ locked: true, mode: 'write' });
+});
+
+test('client.inspect(name) of a semaphore, permit-expirable semaphore or latch rejects with WrongKindError naming the kind and the call to use', async () => {
+  const client = redis.client({ keyPrefix: 'k:' });
+  await client.getSemaphore('pool').trySetPermits(3);
+  await client.getPermitExpirableSemaphore('slots').trySetPermits(2);
+  await client.getCountDownLatch('ready').trySetCount(1);
+  const cases = [
+    { name: 'pool', kind: 'semaphore', use: 'getSemaphore("pool").inspect()', what: 'a semaphore' },
+    { name: 'slots', kind: 'permits', use: 'getPermitExpirableSemaphore("slots").inspect()', what: 'a permit-expirable semaphore' },
+    { name: 'ready', kind: 'latch', use: 'getCountDownLatch("ready").inspect()', what: 'a count-down latch' },
+  ];
+  for (const { name, kind, use, what } of cases) {
+    const error = await client.inspect(name).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect({ name, error }).toEqual({ name, error: expect.any(WrongKindError) });
+    // Still what the same call rejected with before (README): a RedisCommandError, code WRONGTYPE.
+    expect(error).toBeInstanceOf(RedisCommandError);
+    expect(error).toMatchObject({ lockName: name, kind, use, code: 'WRONGTYPE', message: `inspect: "${name}" is ${what}, not a lock: call ${use} instead` });
+  }
+  // The call it names answers.
+  await expect(client.getSemaphore('pool').inspect()).resolves.toMatchObject({ availablePermits: 3 });
+  // An opened latch keeps only its marker: still a latch (it answered as a free lock).
+  await client.getCountDownLatch('ready').countDown();
+  await expect(client.inspect('ready')).rejects.toMatchObject({ kind: 'latch' });
+  // A lock, and a name with no keys, are answered as before.
+  await client.getLock('held').lock();
+  await expect(client.inspect('held')).resolves.toMatchObject({ locked: true });
+  await expect(client.inspect('nothing')).resolves.toMatchObject({ locked: false, ttl: -2 });
 });
 
 test('listLocks() walks SCAN under the prefix and keeps only hashes with the lock layout', async () => {

@@ -3,7 +3,7 @@ import { inspect } from 'node:util';
 import type { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
-import { ClientClosedError, type LockLostError, RedisCommandError, TRANSIENT_CODES } from './errors';
+import { ClientClosedError, type LockLostError, RedisCommandError, TRANSIENT_CODES, WrongKindError } from './errors';
 import { diagnostics } from './diagnostics';
 import { reviveWhenEnded } from './services/reviveEnded';
 import { keepListening } from './services/abortListeners';
@@ -264,12 +264,19 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * Who holds lock `name`, for how long, and how many clients wait on it (see `RLock.inspect`).
    * A read-write lock (its hash has a `mode`) is answered as `readLock().inspect()` does, with
    * the mode and waiting writers, and a fair lock with waiters as `FairLock.inspect()`, with its
-   * queue: `listLocks()` finds both, and a dashboard inspects whatever it found.
+   * queue: `listLocks()` finds both, and a dashboard inspects whatever it found. The name of a
+   * semaphore, permit-expirable semaphore or latch (recognised by its kind marker, as `rlock
+   * inspect` does) rejects with `WrongKindError` naming the kind and the call that answers for
+   * it: their state has another shape than `LockInfo`, which a caller reads as a lock's.
    */
   async inspect(name: string): Promise<LockInfo> {
     // async: a bad name or a closed client rejects, as every other call does, rather than throwing.
     const key = this.getLock(name).key;
     const kind = await this.commands.run('inspect', (redis) => kindOf(redis, this.keyPrefix, key));
+    if (kind === 'semaphore' || kind === 'permits' || kind === 'latch') {
+      const getter = kind === 'semaphore' ? 'getSemaphore' : kind === 'permits' ? 'getPermitExpirableSemaphore' : 'getCountDownLatch';
+      throw new WrongKindError(name, kind, `${getter}(${JSON.stringify(name)}).inspect()`);
+    }
     return this.inspectAs(name, kind === 'rw' || kind === 'fair' ? kind : 'lock');
   }
 

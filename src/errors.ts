@@ -181,6 +181,23 @@ export class RedisCommandError extends LockError {
 }
 
 /**
+ * `client.inspect(name)` was asked about a name that holds a semaphore, a permit-expirable
+ * semaphore or a count-down latch (`kind`): it answers for locks only (`LockInfo`). `use` is the
+ * call that answers for that kind, e.g. `getSemaphore("x").inspect()`. A `RedisCommandError`
+ * with code `WRONGTYPE` still, as the same call rejected before it named the kind.
+ */
+export class WrongKindError extends RedisCommandError {
+  constructor(
+    readonly lockName: string,
+    readonly kind: 'semaphore' | 'permits' | 'latch',
+    readonly use: string,
+  ) {
+    const what = kind === 'semaphore' ? 'a semaphore' : kind === 'permits' ? 'a permit-expirable semaphore' : 'a count-down latch';
+    super('inspect', undefined, `inspect: "${lockName}" is ${what}, not a lock: call ${use} instead`, 'WRONGTYPE');
+  }
+}
+
+/**
  * The call was not sent: the client could not reach Redis. `address` is where it tried
  * (`host:port`), `code` the cause: a network error (`ECONNREFUSED`, `ENOTFOUND`, `ETIMEDOUT`
  * also when the client's `offlineTimeout` ran out, ...) or Redis's refusal (`WRONGPASS`, `NOAUTH`).

@@ -29,6 +29,7 @@ export {
   QuorumUnavailableError,
   RedisCommandError,
   RedisUnreachableError,
+  WrongKindError,
 } from './errors';
 export type { MemberFailure } from './errors';
 export { DEFAULT_OFFLINE_TIMEOUT_MS, MAX_NAME_BYTES, MAX_TIME_MS, MIN_QUEUE_TIMEOUT_MS, MIN_WATCHDOG_TIMEOUT_MS } from './options';
