@@ -227,7 +227,7 @@ test('an acquire that took longer than the lease minus drift fails and gives bac
   expect(await serversHolding(name, servers.slice(0, 4))).toBe(0);
 }, 20_000);
 
-test('validity: what remains of the lease, never more than any member\'s PTTL; withLock\'s signal aborts when it ends', async () => {
+test('validity: what remains of the lease, in whole ms, never more than any member\'s PTTL; withLock\'s signal aborts when it ends', async () => {
   const name = uniqueName();
   const clients = servers.map((s) => s.client());
   const red = redLock(name, clients);
@@ -235,6 +235,7 @@ test('validity: what remains of the lease, never more than any member\'s PTTL; w
   const validity = red.remainingValidity()!;
   const ttls = await Promise.all(servers.map((s) => s.admin.pttl(name)));
   expect(validity).toBeGreaterThan(0);
+  expect(Number.isInteger(validity)).toBe(true); // whole ms, rounded down, as every time of the API (it was 1994.6...)
   expect(validity).toBeLessThanOrEqual(Math.min(...ttls));
   await red.unlock();
   expect(red.remainingValidity()).toBeUndefined();

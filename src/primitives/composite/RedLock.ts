@@ -80,11 +80,12 @@ export class RedLock extends CompositeLock {
 
   /**
    * Ms left of the validity of the hold of `lock()`/`tryLock()` taken with a `leaseTime`, or of
-   * one whose extensions stopped at its `maxHoldTime`; undefined otherwise.
+   * one whose extensions stopped at its `maxHoldTime`; undefined otherwise. Whole ms, rounded
+   * down (never more than is left), as every other time of the API.
    */
   remainingValidity(): number | undefined {
     const until = this.current?.validityEnd;
-    return until === undefined ? undefined : Math.max(0, until - performance.now());
+    return until === undefined ? undefined : Math.max(0, Math.floor(until - performance.now()));
   }
 
   protected async acquireMembers(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<CompositeHold | undefined> {
