@@ -46,6 +46,28 @@ test('inspect prints holders and client names, in text and JSON', async () => {
   expect(JSON.parse(json.stdout)).toMatchObject({ locked: true, holders: [{ clientId: client.id, holdCount: 1, clientName: 'billing' }] });
 });
 
+test('inspect of a name with no keys says so, exit 0, hinting at list when --prefix was not given; --json adds exists: false', async () => {
+  const url = ['--url', redis.server.url];
+  // A lock held by a client with a prefix, inspected without it: its key is nk:jobs:1, not jobs:1.
+  const lock = redis.client({ keyPrefix: 'nk:' }).getLock('jobs:1');
+  await lock.lock();
+  const bare = await run([...url, 'inspect', 'jobs:1']);
+  expect(bare).toEqual({
+    code: 0,
+    stderr: '',
+    stdout: "jobs:1 (key jobs:1): no keys under this name (free if it is a lock's; or not in use)\n  no --prefix given: `rlock list` shows the names in use, with their prefixes\n",
+  });
+  const prefixed = await run([...url, '--prefix', 'nk:', 'inspect', 'jobs:2']);
+  expect(prefixed).toEqual({ code: 0, stderr: '', stdout: "jobs:2 (key nk:jobs:2): no keys under this name (free if it is a lock's; or not in use)\n" });
+  const json = await run([...url, '--json', 'inspect', 'jobs:1']);
+  expect(json.code).toBe(0);
+  expect(JSON.parse(json.stdout)).toEqual({ name: 'jobs:1', key: 'jobs:1', locked: false, holders: [], ttl: -2, waitingClients: 0, exists: false });
+  // The lock itself, with its prefix: shown as before, exists: true.
+  expect((await run([...url, '--prefix', 'nk:', 'inspect', 'jobs:1'])).stdout).toMatch(/^jobs:1 \(key nk:jobs:1\): locked, ttl \d+\.\d s, 0 client\(s\) waiting\n/);
+  expect(JSON.parse((await run([...url, '--prefix', 'nk:', '--json', 'inspect', 'jobs:1'])).stdout)).toMatchObject({ locked: true, exists: true });
+  await lock.unlock(); // list tests read every name under their prefix
+});
+
 test('inspect --kind shows a semaphore (free permits, reservation), a permit-expirable one (permits and leases) and a latch', async () => {
   const client = redis.client();
   const url = ['--url', redis.server.url];
@@ -155,8 +177,8 @@ test('list finds semaphores, permit-expirable semaphores and latches with their 
   expect((await run([...url, 'inspect', '--kind', 'latch', 'kinds:never'])).stdout).toBe('kinds:never (key k:kinds:never): latch never set, 0 client(s) waiting\n');
   expect(await latch.delete()).toBe(true);
   expect((await run([...url, 'inspect', 'kinds:latch'])).stdout).toBe('kinds:latch (key k:kinds:latch): latch deleted, 0 client(s) waiting\n');
-  // A name with no keys at all is still shown as a free lock, as before.
-  expect((await run([...url, 'inspect', 'kinds:none'])).stdout).toMatch(/^kinds:none \(key k:kinds:none\): free, no TTL, 0 client\(s\) waiting\n$/);
+  // A name with no keys at all says so (it printed "free, no TTL", as a free lock that is there).
+  expect((await run([...url, 'inspect', 'kinds:none'])).stdout).toBe("kinds:none (key k:kinds:none): no keys under this name (free if it is a lock's; or not in use)\n");
   // Bad usage exits 2 before Redis is asked anything.
   expect(await run([...url, 'list', '--kind', 'queue'])).toMatchObject({ code: 2, stdout: '' });
   expect(await run([...url, 'list', '--match', ''])).toMatchObject({ code: 2, stdout: '' });

@@ -116,12 +116,12 @@ function buildProgram(): Command {
   program
     .command('inspect <name>')
     .description('who holds a lock, its TTL, and who waits on it; a fair lock with waiters, read-write lock, semaphore, permit-expirable semaphore or latch is recognised (or say --kind)')
-    .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys; a name with no keys shows as a free lock)').choices([...NAME_KINDS]))
+    .addOption(new Option('--kind <kind>', 'what <name> is (default: recognised from its keys; a name with no keys says so)').choices([...NAME_KINDS]))
     .action(async (name: string, opts: { kind?: NameKind }) => {
       await withClient(program, [name], async (client, options, redis) => {
         await refuseForeignName(program, redis, options.prefix, name);
         await refuseOtherKind(client, redis, options.prefix, name, opts.kind, 'inspect');
-        const { text, json } = await view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
+        const { text, json } = await view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind), { redis, keyPrefix: options.prefix, prefixGiven: program.getOptionValueSource('prefix') !== 'default' });
         console.log(options.json ? JSON.stringify(json) : text);
       });
     });
@@ -217,7 +217,7 @@ function buildProgram(): Command {
             // The kind checked at every refresh: the name may change hands while watched.
             const refresh = (async () => {
               await refuseOtherKind(client, redis, options.prefix, name, opts.kind, 'watch');
-              return view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind));
+              return view(client, name, await resolveKind(client, redis, options.prefix, name, opts.kind), { redis, keyPrefix: options.prefix, prefixGiven: program.getOptionValueSource('prefix') !== 'default' });
             })();
             refresh.catch(() => undefined);
             const frame = await Promise.race([refresh, stopped]);

@@ -3,6 +3,7 @@
 import type { Redis } from 'ioredis';
 import { kindOf, type LatchInfo, type LockInfo, type NameKind, type PermitSemaphoreInfo, type SemaphoreInfo } from './introspection';
 import type { LockClient } from './LockClient';
+import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf } from './names';
 
 /** What `--kind` takes on inspect, watch and force-unlock (`list` has no `fair`: a fair lock lists as a lock). */
 export const NAME_KINDS: readonly NameKind[] = ['lock', 'fair', 'rw', 'semaphore', 'permits', 'latch'];
@@ -58,8 +59,31 @@ export function formatOther(info: SemaphoreInfo | PermitSemaphoreInfo | LatchInf
   return [`${head}: permit-expirable semaphore, ${total}, ${waiting}`, ...permits, ...claimed].join('\n');
 }
 
+/** Where `view` looks for a name's keys: the CLI's connection, `--prefix`, and whether it was given. */
+export interface KeysPlace {
+  redis: Redis;
+  keyPrefix: string;
+  prefixGiven: boolean;
+}
+
+/**
+ * Whether a lock's name has any key: its hash, its queue of waiting clients or a fenced lock's
+ * token (a free lock has none; a name mistyped, or given without its prefix, has none either).
+ */
+async function hasLockKeys(place: KeysPlace, key: string): Promise<boolean> {
+  const { redis, keyPrefix } = place;
+  return (await redis.exists(key, clientQueueKeyOf(keyPrefix, key), clientQueueExpiryKeyOf(keyPrefix, key), fenceKeyOf(keyPrefix, key))) > 0;
+}
+
+/** A lock's name with no keys: said so, since "free, no TTL" read as a lock that is there. */
+function formatNoKeys(info: LockInfo, prefixGiven: boolean): string {
+  const head = `${shown(info.name)} (key ${shown(info.key)}): no keys under this name (free if it is a lock's; or not in use)`;
+  return prefixGiven ? head : `${head}
+  no --prefix given: \`rlock list\` shows the names in use, with their prefixes`;
+}
+
 /** What `inspect` and `watch` print of `name` of kind `kind`: one text block, or one JSON value. */
-export async function view(client: LockClient, name: string, kind: NameKind): Promise<{ text: string; json: object }> {
+export async function view(client: LockClient, name: string, kind: NameKind, place: KeysPlace): Promise<{ text: string; json: object }> {
   if (kind === 'semaphore' || kind === 'permits' || kind === 'latch') {
     const other = kind === 'semaphore' ? await client.getSemaphore(name).inspect() : kind === 'permits' ? await client.getPermitExpirableSemaphore(name).inspect() : await client.getCountDownLatch(name).inspect();
     return { text: formatOther(other), json: other };
@@ -69,5 +93,10 @@ export async function view(client: LockClient, name: string, kind: NameKind): Pr
   if (kind === 'fair') return { text: formatInfo(info), json: info };
   // A fenced lock's holder also has a token (the plain lock's answer is null).
   const token = await client.getFencedLock(name).getToken();
-  return token === null ? { text: formatInfo(info), json: info } : { text: `${formatInfo(info)}\n  fencing token ${token}`, json: { ...info, fencingToken: token.toString() } };
+  if (token !== null) return { text: `${formatInfo(info)}\n  fencing token ${token}`, json: { ...info, fencingToken: token.toString(), exists: true } };
+  // `exists` (JSON): false when the name has no keys at all.
+  if (!info.locked && info.ttl === -2 && info.waitingClients === 0 && !(await hasLockKeys(place, info.key))) {
+    return { text: formatNoKeys(info, place.prefixGiven), json: { ...info, exists: false } };
+  }
+  return { text: formatInfo(info), json: { ...info, exists: true } };
 }
