@@ -110,6 +110,28 @@ test.each(memberKinds)("%s: a MultiLock withLock awaited inside a withLock of on
   expect(clients[0]!.stats.renewals).toBe(0);
 });
 
+test.each(memberKinds)('%s: a MultiLock inside a withLock of one of its members whose re-entry of it times out (held elsewhere) leaves that scope: its end gives back the lock() calls left behind', async (_kind, member) => {
+  const name = uniqueName();
+  const client = servers[0]!.client();
+  const other = servers[0]!.client();
+  await member(client, name).withLock(async () => {
+    // The scope gives its own hold back and another owner takes the lock.
+    await member(client, name).unlock();
+    const elsewhere = member(other, name);
+    await elsewhere.lock();
+    expect(await new MultiLock([member(client, name)]).tryLock({ waitTime: 300 })).toBe(false);
+    await elsewhere.unlock();
+    // Left behind: the scope's end gives them back.
+    await member(client, name).lock();
+    await member(client, name).lock();
+    expect(await member(client, name).getHoldCount()).toBe(2);
+  });
+  // Had the timed-out re-entry counted inside the scope (as if it had entered), the scope's end
+  // would give back only one hold: the other kept by the watchdog for good.
+  expect(await servers[0]!.admin.exists(name)).toBe(0);
+  expect(client.stats.renewals).toBe(0);
+});
+
 test('a member lock taken by itself (withLock, lock, tryLock) inside the withLock of a composite that holds it: LockUsageError at once (it waited for itself, for good without a waitTime); another lock is fine', async () => {
   expect.assertions(6);
   const name = uniqueName();

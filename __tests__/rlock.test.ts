@@ -1034,6 +1034,34 @@ const scopedKinds: [string, (client: LockClient, name: string) => { withLock<T>(
   ['write', (client, name) => client.getReadWriteLock(name).writeLock()],
 ];
 
+describe('a withLock with leaseTime nested in a scope the watchdog keeps', () => {
+  // The re-entry counts up the hold the watchdog renews: its leaseTime does not bound it, and
+  // its scope is not aborted with LockLostError as the leaseTime passes (watchScope does not time
+  // it, and a timed scope's lease end defers to the watchdog too: see holdScope.watchHold).
+  type Leased = { withLock<T>(fn: (signal: AbortSignal) => Promise<T>, options: { leaseTime: number }): Promise<T> };
+
+  test.each(scopedKinds)('%s: its signal does not abort when that leaseTime passes, and the lock stays held until the scopes end', async (_kind, handle) => {
+    const client = newClient({ watchdogTimeout: 300 });
+    const name = uniqueName();
+    let aborted: unknown;
+    const result = await handle(client, name).withLock(() =>
+      (handle(client, name) as unknown as Leased).withLock(
+        async (signal) => {
+          await sleep(700); // past the inner leaseTime, and over two leases
+          aborted = signal.reason;
+          expect(await redis.exists(name)).toBe(1);
+          return 'done';
+        },
+        { leaseTime: 200 },
+      ),
+    );
+    expect(result).toBe('done');
+    expect(aborted).toBeUndefined();
+    expect(await redis.exists(name)).toBe(0);
+    expect(client.stats.renewals).toBe(0);
+  });
+});
+
 describe('a withLock inside another that is not awaited and outlives it', () => {
   // `items.forEach(async (item) => lock.withLock(...))` inside a withLock: the outer scope ends
   // while the inner ones still run. Before, its end gave back every hold of the owner, theirs
@@ -1108,6 +1136,52 @@ describe('a withLock inside another that is not awaited and outlives it', () => 
     await running;
     expect(await redis.exists(name)).toBe(0);
     expect(client.stats.renewals).toBe(0);
+  });
+
+  test('one whose re-entry’s script is still held back as the outer scope ends: the outer end keeps its hold (the lock stays taken and renewed), the last one out frees it', async () => {
+    // Released at the outer end, its hold would go as the owner's last: the lock free (the
+    // watchdog stopped) until the re-entry reached Redis and took it afresh.
+    const client = newClient({ watchdogTimeout: 300 });
+    const name = uniqueName();
+    type Send = (command: { name: string; promise?: unknown }, ...rest: unknown[]) => unknown;
+    const connection = (client as unknown as { context: { redis: { sendCommand: Send } } }).context.redis;
+    const send = connection.sendCommand;
+    let letGo!: () => void;
+    const go = new Promise<void>((resolve) => (letGo = resolve));
+    let heldBack = false;
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let inside = false;
+    let running: Promise<void> | undefined;
+    await client.getLock(name).withLock(async () => {
+      // The re-entry's acquire is written only once the test lets it go.
+      connection.sendCommand = function (this: unknown, command, ...rest) {
+        if (command.name !== 'evalsha' && command.name !== 'eval') return send.call(this, command, ...rest);
+        connection.sendCommand = send;
+        heldBack = true;
+        void go.then(() => send.call(this, command, ...rest));
+        return command.promise;
+      };
+      running = client.getLock(name).withLock(async () => {
+        inside = true;
+        await gate;
+      });
+      await until('the re-entry is held back', () => heldBack);
+    });
+    try {
+      // The outer scope has ended, the re-entry not yet in Redis: its hold is still there, renewed.
+      await sleep(1_000); // over three leases
+      expect(client.stats.renewals).toBe(1);
+      expect(await redis.exists(name)).toBe(1);
+      expect(await newClient().getLock(name).tryLock()).toBe(false);
+    } finally {
+      letGo();
+    }
+    await until('the inner scope is inside', () => inside);
+    expect(await redis.hvals(name)).toEqual(['2']);
+    open();
+    await running;
+    expect(await redis.exists(name)).toBe(0);
   });
 
   test('one whose re-entry is aborted after the outer scope ended gives back what the outer end left: nothing stays taken', async () => {

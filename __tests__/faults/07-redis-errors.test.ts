@@ -1,10 +1,11 @@
 // Fault 7: Redis answers with errors. Each surfaces as a typed RedisCommandError (or is recovered
 // from), never as a hang or an unhandled rejection (the suite fails on one).
-import { RedisCommandError } from '../../src';
+import { type LockClient, type LockHandle, RedisCommandError } from '../../src';
 import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { RedisServer } from '../helpers/testRedis';
 import { usePrivateRedis } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
+import { outerEndsFirst } from '../helpers/scopes';
 import { clientQueueKeyOf, permitsKeyOf, queueKeyOf, rwWritersKeyOf } from '../../src/names';
 
 const redis = usePrivateRedis();
@@ -25,6 +26,54 @@ test('OOM (maxmemory 1, noeviction): acquire fails with code OOM, and works agai
   }
   await expect(lock.tryLock()).resolves.toBe(true);
   await lock.unlock();
+});
+
+test('OOM refusing a nested scope’s release after the outer scope ended: the last one out still gives back what is left (nothing stays held by the watchdog)', async () => {
+  const client = redis.client();
+  const name = 'errors:oom:nested';
+  // The outer scope ends with the inner one inside and a lock() left behind: Redis counts 2.
+  const { open, innerEnded } = await outerEndsFirst(client.getLock(name), client.getLock(name), () => client.getLock(name).lock());
+  expect(await redis.admin.hvals(name)).toEqual(['2']);
+  // The next script call (the inner scope's release) is written while Redis is out of memory;
+  // the ones after it wait until Redis takes writes again.
+  type Send = (command: { name: string; promise?: Promise<unknown> }, ...rest: unknown[]) => unknown;
+  const connection = (client as unknown as { context: { redis: { sendCommand: Send } } }).context.redis;
+  const send = connection.sendCommand;
+  let writable!: () => void;
+  const writesTaken = new Promise<void>((resolve) => (writable = resolve));
+  const script = (command: { name: string }): boolean => command.name === 'evalsha' || command.name === 'eval';
+  await redis.admin.config('SET', 'maxmemory-policy', 'noeviction');
+  connection.sendCommand = function (this: unknown, command, ...rest) {
+    if (!script(command)) return send.call(this, command, ...rest);
+    connection.sendCommand = function (this: unknown, later, ...laterRest) {
+      if (!script(later)) return send.call(this, later, ...laterRest);
+      void writesTaken.then(() => send.call(this, later, ...laterRest));
+      return later.promise;
+    };
+    void redis.admin
+      .config('SET', 'maxmemory', '1')
+      .then(() => {
+        send.call(this, command, ...rest);
+        return command.promise?.catch(() => undefined);
+      })
+      .then(() => redis.admin.config('SET', 'maxmemory', '0'))
+      .then(() => {
+        connection.sendCommand = send;
+        writable();
+      });
+    return command.promise;
+  };
+  try {
+    open();
+    // Its own release refused: the scope is left all the same (were it left only after a release
+    // that succeeded, its hold and the lock()'s would stay, renewed by the watchdog for good).
+    await expect(innerEnded).rejects.toMatchObject({ name: 'RedisCommandError', code: 'OOM' });
+  } finally {
+    connection.sendCommand = send;
+    await redis.admin.config('SET', 'maxmemory', '0');
+  }
+  await until('the lock is free', async () => (await redis.admin.exists(name)) === 0, 3_000);
+  expect(client.stats.renewals).toBe(0);
 });
 
 test('READONLY: a client pointed at a replica gets code READONLY for writes; reads work', async () => {
@@ -230,4 +279,53 @@ test('READONLY while a failover demotes the master: a fair waiter’s, a waiting
   expect(await redis.admin.zscore(permitsKeyOf('', `${name}:pes`), handed)).not.toBeNull();
   expect(await redis.admin.zscore(permitsKeyOf('', `${name}:pes`), id)).toBeNull();
   await until('the leaves ran', async () => (await redis.admin.zcard(queueKeyOf('', fair))) + (await redis.admin.zcard(rwWritersKeyOf('', rw))) + (await redis.admin.zcard(clientQueueKeyOf('', plain))) === 0, 3000);
+});
+
+/** A fair waiter's line and a waiting writer's, each with its holder, for the leave tests below. */
+const lines: [string, (client: LockClient, name: string) => LockHandle & { withLock<T>(fn: () => Promise<T>): Promise<T> }, (name: string) => string, (client: LockClient, name: string) => LockHandle][] = [
+  ['fair', (client, name) => client.getFairLock(name), (name) => queueKeyOf('', name), (client, name) => client.getFairLock(name)],
+  ['write', (client, name) => client.getReadWriteLock(name).writeLock(), (name) => rwWritersKeyOf('', name), (client, name) => client.getReadWriteLock(name).readLock()],
+];
+
+test.each(lines)('READONLY while a %s waiter’s leave is sent again, and its owner (one withLock scope) waits again meanwhile: the old leave is not sent once writes are taken; the newer wait keeps its entry and gets the lock', async (_kind, handle, lineOf, holderOf) => {
+  const holder = redis.client();
+  const waiting = redis.client();
+  const name = `errors:demoted:rewait:${_kind}:${process.pid}`;
+  const line = lineOf(name);
+  const held = holderOf(holder, name);
+  const refusals = async (): Promise<number> => Number(/errorstat_READONLY:count=(\d+)/.exec(await redis.admin.info('errorstats'))?.[1] ?? 0);
+  await handle(waiting, name).withLock(async () => {
+    // The scope gives its own hold back; another client takes the lock.
+    await handle(waiting, name).unlock();
+    await held.lock();
+    // The scope's owner waits in line; its wait ends while Redis refuses writes.
+    const stop = new AbortController();
+    const first = handle(waiting, name)
+      .tryLock({ waitTime: 60_000, signal: stop.signal })
+      .catch(() => 'stopped');
+    await until('the waiter is in line', async () => waiting.stats.waiters === 1 && (await redis.admin.zcard(line)) === 1);
+    const before = await refusals();
+    await redis.admin.call('REPLICAOF', '127.0.0.1', '1');
+    try {
+      stop.abort();
+      expect(await first).toBe('stopped');
+      await until('its leave was refused and sent again', async () => (await refusals()) - before >= 2);
+      // Just after a refusal (the next resend comes TRANSIENT_RETRY_MS later): writes are taken
+      // again and the same owner waits again, its entry written before that resend.
+      const last = await refusals();
+      await until('a resend was just refused', async () => (await refusals()) > last);
+    } finally {
+      await redis.admin.call('REPLICAOF', 'NO', 'ONE');
+    }
+    const second = handle(waiting, name).tryLock({ waitTime: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 500)); // past two resends
+    // Were the old leave sent once writes are taken, it would take out the newer wait's entry: the
+    // fair waiter out of line until its heartbeat put it back, at the end. (A writer's leave
+    // wakes a parked writer of its client when none is left in line, leave-4.lua: the newer wait
+    // queues again at once, so there it does less harm.)
+    expect(await redis.admin.zcard(line)).toBe(1);
+    await held.unlock();
+    expect(await second).toBeTruthy();
+  });
+  expect(await redis.admin.exists(name)).toBe(0);
 });
