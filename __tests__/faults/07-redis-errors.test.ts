@@ -6,6 +6,7 @@ import { RedisServer } from '../helpers/testRedis';
 import { usePrivateRedis } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
 import { outerEndsFirst } from '../helpers/scopes';
+import { TcpProxy } from '../helpers/tcpProxy';
 import { clientQueueKeyOf, permitsKeyOf, queueKeyOf, rwWritersKeyOf } from '../../src/names';
 
 const redis = usePrivateRedis();
@@ -328,4 +329,42 @@ test.each(lines)('READONLY while a %s waiter’s leave is sent again, and its ow
     expect(await second).toBeTruthy();
   });
   expect(await redis.admin.exists(name)).toBe(0);
+});
+
+test('a force-unlock whose reply a dropped connection lost, resent after the reconnect and refused with READONLY: not sent again once writes are taken (its first run may have gone; a second would remove the owner who took the lock since)', async () => {
+  const proxy = await TcpProxy.start(redis.server.port);
+  try {
+    const admin = redis.client({ redis: proxy.url });
+    const name = `errors:demoted:forced-resent:${process.pid}`;
+    const first = redis.client().getLock(name);
+    await first.lock();
+    // Connected (and its scripts known) before the cut: a force-unlock of another lock.
+    await admin.getLock(`${name}:warm`).forceUnlock();
+    const cuts = proxy.cuts;
+    // The force-unlock runs; its reply is cut, and the client cannot reconnect for now.
+    proxy.cutOnNextReply();
+    proxy.stopAccepting();
+    const forcing = admin.getLock(name).forceUnlock();
+    forcing.catch(() => undefined);
+    await until('its first run went and its reply was cut', async () => proxy.cuts > cuts && (await redis.admin.exists(name)) === 0);
+    // Another owner takes the lock; then Redis refuses writes, and the client reconnects and resends.
+    const next = redis.client().getLock(name);
+    await next.lock();
+    const refusals = async (): Promise<number> => Number(/errorstat_READONLY:count=(\d+)/.exec(await redis.admin.info('errorstats'))?.[1] ?? 0);
+    const before = await refusals();
+    await redis.admin.call('REPLICAOF', '127.0.0.1', '1');
+    try {
+      await proxy.resumeAccepting();
+      await until('the resend was refused', async () => (await refusals()) > before);
+      await new Promise((resolve) => setTimeout(resolve, 500)); // past two resend pauses
+    } finally {
+      await redis.admin.call('REPLICAOF', 'NO', 'ONE');
+    }
+    await expect(forcing).rejects.toMatchObject({ name: 'RedisCommandError', code: 'READONLY' });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await next.isHeldByCurrentOwner()).toBe(true);
+    await next.unlock();
+  } finally {
+    await proxy.close();
+  }
 });
