@@ -13,7 +13,7 @@ import type { HeldLock } from './HeldLock';
 import { LockRelease } from './LockRelease';
 import { LockScopes } from './LockScopes';
 import type { Hold } from '../services/Hold';
-import { endsAsTimedOut, stopsOf, type WaitProtocol, whileRefused } from './waitLoop';
+import { endsAsTimedOut, stopsOf, type WaitProtocol } from './waitLoop';
 
 /**
  * The life cycle every exclusive lock shares (RLock, FairLock): owners and `withLock` scopes,
@@ -349,41 +349,6 @@ export abstract class LockHandle {
 
   protected event(owner: LockOwner): LockEvent {
     return { name: this.name, key: this.key, clientId: this.context.clientId, ownerId: owner.id };
-  }
-
-  /**
-   * A force-unlock's script call (`call`), sent again while Redis refuses it for now or until a
-   * failover ends (a slot in flux past ioredis's redirections, a demoted master: see
-   * `whileRefused`), for up to `offlineTimeout`: an admin's call that rides out what an unlock
-   * rides out. No latch guards it, and a second run would remove whoever took the lock since:
-   * a refusal is sent again only when the command connection never dropped while it was out
-   * (ioredis resends what a dropped connection left unanswered, so an earlier copy may have run).
-   */
-  protected forceCommand<T>(call: (redis: ScriptedRedis) => Promise<T>): Promise<T> {
-    const { context } = this;
-    let sentIn = 0;
-    let refusedIn = 0;
-    const send = (): Promise<T> => {
-      sentIn = context.connectionEpoch();
-      return context.command('forceUnlock', call).catch((error: unknown) => {
-        refusedIn = context.connectionEpoch();
-        throw error;
-      });
-    };
-    return whileRefused(context, send, Infinity, () => refusedIn === sentIn);
-  }
-
-  /**
-   * A waiter's leave of its queue (`call`: the fair lock's queue, a read-write lock's waiting
-   * writers) after its wait ended, sent again while Redis refuses it as a give-back is (see
-   * `whileRefused`): left in line, the entry stayed until `queueTimeout`, a fair lock granted
-   * to the departed waiter and the next one waited out the grant, a writer's kept new readers
-   * out. No latch guards it: sent again only while `owner` asked for nothing since the first
-   * send, whose leave could take out the entry (or the grant) of the owner's newer wait.
-   */
-  protected queueLeave<T>(owner: LockOwner, call: (redis: ScriptedRedis) => Promise<T>): Promise<T> {
-    const asked = owner.asked;
-    return whileRefused(this.context, () => this.context.command('leave', call), Infinity, () => owner.asked === asked);
   }
 
   /** Publishes a `forceUnlock()` that removed `holders` (owner fields); answers whether there were any. */

@@ -3,6 +3,8 @@ import { boundedWait, CallCutShort, settledWithinGrace, TRANSIENT_RETRY_MS } fro
 import type { ChannelEntry, WakeDebt } from '../services/ChannelEntry';
 import type { Hold } from '../services/Hold';
 import type { CommandBound, LockContext } from '../services/LockContext';
+import type { LockOwner } from '../services/LockOwner';
+import type { ScriptedRedis } from '../services/scripts';
 
 /**
  * How long a new waiter waits for its SUBSCRIBE to be answered before it asks again anyway: a
@@ -210,7 +212,7 @@ export function whileRefused<T>(context: Pick<LockContext, 'offlineTimeout' | 'c
 /**
  * `resendable`, when given, is asked before each resend (after the pause): false ends the loop
  * with the last refusal. A give-back that no latch guards is sent again only while a resend can
- * do no more than its first send would have (see `forceCommand`, the queues' leaves).
+ * do no more than its first send would have (see `forceWhileRefused`, `leaveWhileRefused`).
  */
 async function sendAgainWhileRefused<T>(context: Pick<LockContext, 'closedSignal'>, send: (again: boolean) => Promise<T>, refusal: unknown, until: number, resendable?: () => boolean): Promise<T> {
   for (let error = refusal; ; ) {
@@ -224,4 +226,38 @@ async function sendAgainWhileRefused<T>(context: Pick<LockContext, 'closedSignal
       error = next;
     }
   }
+}
+
+/**
+ * A force-unlock's script call (`call`), sent again while Redis refuses it for now or until a
+ * failover ends (a slot in flux past ioredis's redirections, a demoted master: see
+ * `whileRefused`), for up to `offlineTimeout`: an admin's call that rides out what an unlock
+ * rides out. No latch guards it, and a second run would remove whoever took the lock since:
+ * a refusal is sent again only when the command connection never dropped while it was out
+ * (ioredis resends what a dropped connection left unanswered, so an earlier copy may have run).
+ */
+export function forceWhileRefused<T>(context: LockContext, call: (redis: ScriptedRedis) => Promise<T>): Promise<T> {
+  let sentIn = 0;
+  let refusedIn = 0;
+  const send = (): Promise<T> => {
+    sentIn = context.connectionEpoch();
+    return context.command('forceUnlock', call).catch((error: unknown) => {
+      refusedIn = context.connectionEpoch();
+      throw error;
+    });
+  };
+  return whileRefused(context, send, Infinity, () => refusedIn === sentIn);
+}
+
+/**
+ * A waiter's leave of its queue (`call`: the fair lock's queue, a read-write lock's waiting
+ * writers) after its wait ended, sent again while Redis refuses it as a give-back is (see
+ * `whileRefused`): left in line, the entry stayed until `queueTimeout`, a fair lock granted
+ * to the departed waiter and the next one waited out the grant, a writer's kept new readers
+ * out. No latch guards it: sent again only while `owner` asked for nothing since the first
+ * send, whose leave could take out the entry (or the grant) of the owner's newer wait.
+ */
+export function leaveWhileRefused<T>(context: LockContext, owner: LockOwner, call: (redis: ScriptedRedis) => Promise<T>): Promise<T> {
+  const asked = owner.asked;
+  return whileRefused(context, () => context.command('leave', call), Infinity, () => owner.asked === asked);
 }

@@ -1,6 +1,6 @@
 import { OUTCOME_UNKNOWN } from '../services/bounds';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
-import { waitFor } from '../core/waitLoop';
+import { forceWhileRefused, leaveWhileRefused, waitFor } from '../core/waitLoop';
 import type { Hold } from '../services/Hold';
 import { clientNames, type LockInfo, type QueuedWaiter } from '../introspection';
 import { grantChannelPrefixOf, queueExpiryKeyOf, queueKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
@@ -51,7 +51,7 @@ export class FairLock extends ExclusiveLock {
 
   protected async forceUnlockCall(holder: string): Promise<ForceUnlockResult> {
     const { publish, trust } = await queuePublishing(this.context);
-    const [removed, ...holders] = await this.forceCommand((redis) =>
+    const [removed, ...holders] = await forceWhileRefused(this.context, (redis) =>
       redis.rlock_fairLock_forceUnlock(this.key, this.names.queue, this.names.expiry, this.context.queueTimeout, this.names.grantPrefix, publish, trust, holder),
     );
     return this.forceUnlockAnswered(removed, holders);
@@ -255,13 +255,13 @@ export class FairLock extends ExclusiveLock {
     }
   }
 
-  /** Takes `member` (of `owner`) out of the queue; a grant that reached it meanwhile is passed on. Rides out a refusal (see `queueLeave`). */
+  /** Takes `member` (of `owner`) out of the queue; a grant that reached it meanwhile is passed on. Rides out a refusal (see `leaveWhileRefused`). */
   private async leaveQueue(owner: LockOwner, member: string): Promise<void> {
     const { key, context, names } = this;
     // No await when known: queued in the order asked (see RLock's releaseCall).
     const publishing = queuePublishing(context);
     const { publish, trust } = publishing instanceof Promise ? await publishing : publishing;
-    await this.queueLeave(owner, (redis) => redis.rlock_fairLock_leave(key, names.queue, names.expiry, member, context.queueTimeout, names.grantPrefix, publish, trust));
+    await leaveWhileRefused(context, owner, (redis) => redis.rlock_fairLock_leave(key, names.queue, names.expiry, member, context.queueTimeout, names.grantPrefix, publish, trust));
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string): Promise<0 | 1 | null> {

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
-import { stopsOf, waitFor, type WaitProtocol, whileRefused } from '../core/waitLoop';
+import { forceWhileRefused, stopsOf, waitFor, type WaitProtocol, whileRefused } from '../core/waitLoop';
 import type { Hold } from '../services/Hold';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf, RELEASE_LATCH_TTL_MS, wakeChannelPrefixOf } from '../names';
@@ -53,7 +53,7 @@ export class RLock extends ExclusiveLock {
 
   protected async forceUnlockCall(holder: string): Promise<ForceUnlockResult> {
     const { publish, trust } = await queuePublishing(this.context);
-    const [removed, ...holders] = await this.forceCommand((redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
+    const [removed, ...holders] = await forceWhileRefused(this.context, (redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
     const result = this.forceUnlockAnswered(removed, holders);
     // If the lock was with this client, it is not any more.
     const entry = this.context.pubsub.peek(this.channel);

@@ -1,7 +1,7 @@
 import { OUTCOME_UNKNOWN } from '../services/bounds';
 import { LockHandle } from '../core/LockHandle';
 import { LockUsageError } from '../errors';
-import { waitFor } from '../core/waitLoop';
+import { forceWhileRefused, waitFor } from '../core/waitLoop';
 import type { Hold } from '../services/Hold';
 import type { LockInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS, rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
@@ -44,7 +44,7 @@ export abstract class ReadWriteHandle extends LockHandle {
     this.context.assertOpen();
     const { key } = this;
     const publish = await this.context.publishCommand();
-    const holders = await this.forceCommand((redis) =>
+    const holders = await forceWhileRefused(this.context, (redis) =>
       readWriteScripts(redis).rlock_readWriteLock_forceUnlock(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), rwWriteChannelOf(this.context.keyPrefix, key), publish, WAKE_ALL_MESSAGE),
     );
     if (holders === -1) {

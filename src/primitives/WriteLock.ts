@@ -1,3 +1,4 @@
+import { leaveWhileRefused } from '../core/waitLoop';
 import type { Hold } from '../services/Hold';
 import { LockUsageError } from '../errors';
 import { rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE } from '../names';
@@ -39,7 +40,7 @@ export class WriteLock extends ReadWriteHandle {
     const leave = async (): Promise<void> => {
       // No await when known: queued in the order asked (see RLock's releaseCall).
       const publish = context.knownPublishCommand() ?? (await context.publishCommand());
-      const clientInLine = await this.queueLeave(owner, (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE));
+      const clientInLine = await leaveWhileRefused(this.context, owner, (redis) => readWriteScripts(redis).rlock_readWriteLock_leave(key, rwLeasesKeyOf(this.context.keyPrefix, key), rwWritersKeyOf(this.context.keyPrefix, key), rwReadChannelOf(this.context.keyPrefix, key), field, publish, WAKE_ALL_MESSAGE));
       // This may have been the writer a release woke for its client: the others parked here may
       // have had their entries cleared by it, and without a wake-up would sleep out their bound
       // while new readers keep the lock held (see leave-4.lua).

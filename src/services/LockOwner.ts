@@ -17,7 +17,7 @@ export class LockOwner {
   pending = 0;
   /**
    * Acquire calls made, ever (never goes down): a queue's leave sent again after a refusal
-   * (`queueLeave`) goes only while none was made since its first send, or it could take out the
+   * (`leaveWhileRefused`) goes only while none was made since its first send, or it could take out the
    * entry, or the grant, of the owner's newer wait, written after the first send.
    */
   asked = 0;
