@@ -140,8 +140,7 @@ export abstract class LockHandle {
       key: this.key,
       identity: this.identity,
       acquire: (owner, leaseTime, waitTime, signal) => this.acquire(owner, leaseTime, waitTime, signal),
-      release: (owner) => this.releases.release(owner),
-      releaseAll: (owner) => this.releases.releaseAll(owner),
+      releases: this.releases,
       endScope: (scopeOwner, owner) => this.endScope(scopeOwner, owner),
       holder: (owner) => this.holder(owner),
       field: (owner) => this.field(owner),
@@ -164,7 +163,6 @@ export abstract class LockHandle {
   }
 
   private releasesMade: LockRelease | undefined;
-
 
   /**
    * @internal A new handle on the same lock with an owner of its own: MultiLock and RedLock take

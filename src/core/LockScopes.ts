@@ -4,6 +4,7 @@ import { lossWatch } from '../services/ExpirationRenewal';
 import type { LockContext } from '../services/LockContext';
 import { LockOwner, newScopeCall, runAsOwner, scopedOwner } from '../services/LockOwner';
 import { HeldLock } from './HeldLock';
+import type { LockRelease } from './LockRelease';
 import { outcomeOf, watchHold } from './holdScope';
 
 /**
@@ -18,10 +19,8 @@ export interface ScopedLock {
   readonly identity: string;
   /** Takes the lock for `owner` and books the hold; resolves with the send time, or undefined when `waitTime` ran out. */
   acquire(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<number | undefined>;
-  /** Gives back one hold of `owner`; resolves with whether the lock was released entirely. */
-  release(owner: LockOwner): Promise<boolean>;
-  /** Gives back every hold Redis counts for `owner`. */
-  releaseAll(owner: LockOwner): Promise<void>;
+  /** How the handle gives holds back (`release`: one hold; `releaseAll`: every hold Redis counts). */
+  readonly releases: Pick<LockRelease, 'release' | 'releaseAll'>;
   /** Ends an outermost scope whose holds were booked on `owner` (see `LockHandle.endScope`). */
   endScope(scopeOwner: LockOwner, owner: LockOwner): Promise<void>;
   /** The owner that books this handle's holds for `owner` (see `LockHandle.holder`). */
@@ -64,7 +63,7 @@ export class LockScopes {
         // of them still waits for its re-entry's reply (pending), its hold is not booked yet: a
         // release now would take it for this owner's last (the watchdog stopped, the count
         // wrong); the last of them gives this hold back with the rest.
-        if (owner.pending === 0) await this.lock.release(owner);
+        if (owner.pending === 0) await this.lock.releases.release(owner);
       } else {
         await this.lock.endScope(scopeOwner, owner);
       }
@@ -88,7 +87,7 @@ export class LockScopes {
       try {
         // Inside a scope, it is inside until given back, as a nested withLock is: a hold() in a task
         // the scope's callback did not await keeps the lock past the scope's end.
-        await (outer ? this.leaveNested(scopeOwner, owner) : this.lock.releaseAll(owner));
+        await (outer ? this.leaveNested(scopeOwner, owner) : this.lock.releases.releaseAll(owner));
       } catch (error) {
         // After a loss, "not the owner" is the expected answer, not news.
         if (!(lost && error instanceof NotLockOwnerError)) throw this.lostAtRelease(error, heldAtEnd);
@@ -104,7 +103,7 @@ export class LockScopes {
    */
   async leaveNested(scopeOwner: LockOwner, owner: LockOwner): Promise<void> {
     try {
-      await this.lock.release(owner);
+      await this.lock.releases.release(owner);
     } finally {
       await this.leaveScope(scopeOwner, owner);
     }

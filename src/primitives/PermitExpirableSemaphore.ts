@@ -266,7 +266,7 @@ export class PermitExpirableSemaphore extends Primitive {
           throw error;
         } finally {
           // The waiter holds the permit from the send of this call on; otherwise it tries again.
-          if (!pipelined && !(refusedAsRelease(refused))) next.deliver(reply === 1 ? { sentAt } : undefined);
+          if (!pipelined && !refusedAsRelease(refused)) next.deliver(reply === 1 ? { sentAt } : undefined);
         }
         return reply;
       }),
@@ -280,7 +280,7 @@ export class PermitExpirableSemaphore extends Primitive {
       result = await call;
     } catch (error) {
       // Never sent (no connection, closed), or refused to the end: it tries again.
-      if (!pipelined && (!sent || (refusedAsRelease(refused)))) next.deliver(undefined);
+      if (!pipelined && (!sent || refusedAsRelease(refused))) next.deliver(undefined);
       throw error;
     }
     if (pipelined && result === 0) this.context.renewal.reportLost(this.key, waiter, 'the permit handed over to it was no longer in Redis');
