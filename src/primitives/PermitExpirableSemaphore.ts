@@ -1,70 +1,16 @@
 import { outcomeOf, watchHold } from '../core/holdScope';
-import { refusedUntilFailover, whileRefused } from '../core/waitLoop';
-import type { Hold } from '../services/Hold';
 import { diagnostics } from '../diagnostics';
-import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError, RedisCommandError } from '../errors';
+import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
 import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
 import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
-import type { RenewalTarget } from '../services/ExpirationRenewal';
-import type { CommandBound, LockContext } from '../services/LockContext';
-import { type Parking, sleepAsCandidate } from '../services/LocalHandoff';
-import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
-import type { ChannelEntry } from '../services/ChannelEntry';
-import { LockOwner } from '../services/LockOwner';
-import type { PublishCommand, ScriptedRedis } from '../services/scripts';
-import { syncedAcquire } from '../services/syncedAcquire';
+import type { LockContext } from '../services/LockContext';
 import { checkCount, checkOperationOptions, checkPermitId, checkPermitIds, checkPermitOptions, type ExpirablePermitOptions, type OperationOptions, type TryExpirablePermitOptions } from './permitOptions';
 import { checkTime } from '../options';
+import { PermitAcquire, permitNamed } from './PermitAcquire';
+import { PermitRelease } from './PermitRelease';
 import { PermitScope, permitScopeOf } from './permitScopes';
-import { type Attempt, Primitive } from './Primitive';
-import { standBackBound, starvingClock } from './Semaphore';
-
-/** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
-interface PermitScripts {
-  rlock_permitSemaphore_acquire(
-    key: string,
-    permitsKey: string,
-    channel: string,
-    claimKey: string,
-    kindKey: string,
-    id: string,
-    leaseMs: number,
-    publish: PublishCommand,
-    clientId: string,
-    claims: 0 | 1,
-    claimMs: number,
-  ): Promise<number | null>;
-  rlock_permitSemaphore_release(key: string, permitsKey: string, channel: string, latch: string, id: string, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<[0 | 1, number]>;
-  rlock_permitSemaphore_handoff(key: string, permitsKey: string, latch: string, id: string, newId: string, leaseMs: number, latchTtlMs: number, pipelined: 0 | 1): Promise<0 | 1 | 2 | 3>;
-  rlock_permitSemaphore_updateLease(permitsKey: string, id: string, leaseMs: number): Promise<0 | 1>;
-  rlock_permitSemaphore_available(key: string, permitsKey: string, kindKey: string): Promise<number>;
-  rlock_permitSemaphore_trySetPermits(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
-  rlock_permitSemaphore_add(key: string, permitsKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, latchTtlMs: number, notAfter: number): Promise<number>;
-  rlock_permitSemaphore_inspect(key: string, permitsKey: string, claimKey: string, kindKey: string): Promise<[string | null, number, string[], string | null, number]>;
-}
-
-const scripts = (redis: ScriptedRedis): PermitScripts => redis as unknown as PermitScripts;
-
-/**
- * How long a client's claim on the next free permit stands unless one of its waiters renews it
- * (each refused attempt of a waiter parked for STARVING_MS does): a claimant whose waiters
- * all gave up, or whose process stopped, keeps one permit from the others this long at most.
- */
-const CLAIM_MS = 1_000;
-
-/** Ids of the permits being waited for that the watchdog will keep (taken without `leaseTime`): a handoff to them may be pipelined (see handOver). */
-const keptByWatchdog = new Set<string>();
-
-/** The watchdog's renew script for permits (lua/permitSemaphore/renew.lua). */
-const RENEW_COMMAND = 'rlock_permitSemaphore_renew';
-
-/** How errors name permit `id` of semaphore `name` (see `LockLostError`). */
-function permitNamed(id: string, name: string): string {
-  return `permit ${id} of semaphore "${name}"`;
-}
-
-/** The watchdog's name for a permit it keeps (one function for every permit: nothing made per acquire). */
-const describePermit = (target: RenewalTarget): string => permitNamed(target.field, target.name);
+import { permitScripts as scripts } from './permitSemaphoreScripts';
+import { Primitive } from './Primitive';
 
 /**
  * Redisson's RPermitExpirableSemaphore: every permit has an id and a lease, kept in a zset
@@ -115,7 +61,7 @@ export class PermitExpirableSemaphore extends Primitive {
   async acquire(options?: ExpirablePermitOptions): Promise<string> {
     const { leaseTime, signal } = checkPermitOptions(options, ['leaseTime', 'signal']);
     this.context.assertOpen();
-    const taken = await this.take(leaseTime, Infinity, signal);
+    const taken = await this.acquires.take(leaseTime, Infinity, signal);
     return taken!.id;
   }
 
@@ -123,7 +69,7 @@ export class PermitExpirableSemaphore extends Primitive {
   async tryAcquire(options?: TryExpirablePermitOptions): Promise<string | null> {
     const { leaseTime, waitTime, signal } = checkPermitOptions(options, ['leaseTime', 'waitTime', 'signal']);
     this.context.assertOpen();
-    return (await this.take(leaseTime, waitTime ?? 0, signal))?.id ?? null;
+    return (await this.acquires.take(leaseTime, waitTime ?? 0, signal))?.id ?? null;
   }
 
   /**
@@ -138,7 +84,7 @@ export class PermitExpirableSemaphore extends Primitive {
     }
     const list = checkPermitIds(ids);
     this.context.assertOpen();
-    const released = await this.releaseEach(list);
+    const released = await this.releases.releaseEach(list);
     const notHeld = list.filter((_, i) => !released[i]);
     if (notHeld.length > 0) throw new PermitNotHeldError(this.name, notHeld[0]!, notHeld, list.length);
   }
@@ -153,143 +99,11 @@ export class PermitExpirableSemaphore extends Primitive {
     if (Array.isArray(ids)) {
       const list = checkPermitIds(ids);
       this.context.assertOpen();
-      return (await this.releaseEach(list)).filter(Boolean).length;
+      return (await this.releases.releaseEach(list)).filter(Boolean).length;
     }
     const id = checkPermitId(ids);
     this.context.assertOpen();
-    return this.releaseOne(id);
-  }
-
-  /**
-   * Gives back each of `ids` at once, each as `tryRelease(id)` would; whether each was held. A
-   * failure (Redis's) is thrown once every release has settled, so that none is left running.
-   */
-  private async releaseEach(ids: readonly string[]): Promise<boolean[]> {
-    const results = await Promise.allSettled(ids.map((id) => this.releaseOne(id)));
-    const failed = results.find((result) => result.status === 'rejected');
-    if (failed) throw failed.reason;
-    return results.map((result) => (result as PromiseFulfilledResult<boolean>).value);
-  }
-
-  /** tryRelease(id), checked. */
-  private async releaseOne(id: string): Promise<boolean> {
-    const released = await this.releasePermit(id);
-    // A permit not held is not a release: one the watchdog kept was reported lost instead (one
-    // `acquired`, then one `released` or one `lost`, so that a holds gauge adds up).
-    if (released && diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(id), released });
-    return released;
-  }
-
-  /**
-   * Gives permit `id` back and says whether it was held, telling no diagnostics subscriber: what
-   * `tryRelease` does, and what gives back a permit its caller never had (handed to a waiter that
-   * had stopped, or taken as its signal aborted), of which no `acquired` was published either.
-   */
-  private async releasePermit(id: string): Promise<boolean> {
-    // Stop renewing first, or a renewal racing the release would report the permit lost. Until
-    // `kept.lostAt` the permit is certainly still in Redis.
-    const kept = this.context.renewal.remove(this.key, id);
-    // One latch per release request (see release-4.lua): a resend answers what the first run did.
-    const latch = this.requestLatch();
-    const handed = await this.handOver(id, kept?.lostAt, latch);
-    let result = handed?.result;
-    if (result === undefined) {
-      const publish = await this.publishCommand();
-      // Sent again under its latch while a slot in flux refuses it (see whileRefused).
-      const [released, reached] = await whileRefused(this.context, () =>
-        this.context.command('release', (redis) => scripts(redis).rlock_permitSemaphore_release(this.key, this.permitsKey, this.channel, latch, id, publish, this.context.clientId, RELEASE_LATCH_TTL_MS)),
-      );
-      result = released;
-      if (handed?.yielded && reached <= 1) {
-        // No other client waits: no turn to give; our waiters, which the message may have found
-        // still standing back, try again now.
-        const entry = this.context.pubsub.peek(this.channel);
-        entry?.local?.stopYielding();
-        entry?.wakeOne();
-      }
-    }
-    // The latch answers a resend, so 0 means taken away before the release ran: a permit the
-    // watchdog kept is reported lost, as a renewal would have. 2: released, not handed over (a
-    // cut); 3: handed over beyond a cut.
-    const released = result !== undefined && result !== 0;
-    if (!released && kept) this.context.renewal.reportLost(this.key, id, 'its release found it no longer held', kept);
-    return released;
-  }
-
-  /**
-   * A waiter of this client parked on this semaphore takes the permit over in one script call
-   * (no release message, no attempt), at most MAX_LOCAL_HANDOFFS in a row and for at most
-   * MAX_LOCAL_RUN_MS; then the permit goes back to Redis and this client yields its turn (see
-   * Semaphore.release). Undefined result: no handoff, release as usual.
-   *
-   * Pipelined when the released permit is kept by the watchdog with more than half a lease
-   * certainly left (`deadline`) and the waiter's will be too: the waiter holds from the send of
-   * the script, without waiting for its reply. The script cannot then find the permit gone
-   * unless Redis lost it; if it does, the waiter's permit is reported lost at once. Its own
-   * commands go after the script on the same connection, and should the script never run (a
-   * dropped connection), the released permit still fills the slot in Redis for over half a
-   * lease, longer than the watchdog takes (a third of one) to find the waiter's permit missing.
-   */
-  private async handOver(id: string, deadline: number | undefined, latch: string): Promise<{ result?: 0 | 1 | 2 | 3; yielded: boolean } | undefined> {
-    const local = this.context.pubsub.peek(this.channel)?.local;
-    if (!local?.hasCandidates) {
-      local?.endRun();
-      return undefined;
-    }
-    if (local.runIsOver) {
-      local.yieldTurn();
-      return { yielded: true };
-    }
-    const next = local.claimFirst();
-    if (!next) return undefined;
-    const sentAt = performance.now();
-    const waiter = next.candidate.field;
-    // Not after a cut of the total (a negative addPermits), which the script may answer by
-    // refusing the handoff: the waiter would have started on a permit it never got.
-    const pipelined = !local.suspended && deadline !== undefined && deadline - sentAt > this.context.watchdogTimeout / 2 && keptByWatchdog.has(waiter);
-    // Told from the script's own reply, not the call's: close() settles the call at once, and a
-    // waiter that close() woke must still learn that the permit went to it, to give it back.
-    let sent = false;
-    // Sent again under its latch while Redis refuses it as a release is (see whileRefused: before,
-    // the release failed, the permit stayed held until its lease ran out, and the claimed waiter
-    // tried again for nothing). A refusal is not an outcome: the waiter is told the last one.
-    let refused: unknown;
-    const call = whileRefused(this.context, () =>
-      this.context.command('release', async (redis) => {
-        sent = true;
-        refused = undefined;
-        let reply: 0 | 1 | 2 | 3 | undefined;
-        try {
-          reply = await scripts(redis).rlock_permitSemaphore_handoff(this.key, this.permitsKey, latch, id, waiter, next.candidate.lease, RELEASE_LATCH_TTL_MS, pipelined ? 1 : 0);
-        } catch (error) {
-          refused = error;
-          throw error;
-        } finally {
-          // The waiter holds the permit from the send of this call on; otherwise it tries again.
-          if (!pipelined && !refusedAsRelease(refused)) next.deliver(reply === 1 ? { sentAt } : undefined);
-        }
-        return reply;
-      }),
-    );
-    // Until the script runs, only the released permit fills the slot in Redis, and only until
-    // `deadline` for certain (its last renewal's): should the script never run (the link went
-    // silent), the waiter must stop by then, not a full lease after the handoff.
-    if (pipelined) next.deliver({ sentAt, expiresAt: deadline });
-    let result: 0 | 1 | 2 | 3 | undefined;
-    try {
-      result = await call;
-    } catch (error) {
-      // Never sent (no connection, closed), or refused to the end: it tries again.
-      if (!pipelined && (!sent || refusedAsRelease(refused))) next.deliver(undefined);
-      throw error;
-    }
-    if (pipelined && result === 0) this.context.renewal.reportLost(this.key, waiter, 'the permit handed over to it was no longer in Redis');
-    if (result === 1 || result === 3) local.handedOver();
-    // 2 (refused) or 3 (handed over, pipelined, beyond the total): the total was cut and this
-    // client missed the cut's message (it subscribed later, or it came during a reconnect).
-    if (result === 2 || result === 3) local.suspend();
-    else if (result === 1) local.resume(sentAt); // the total has room for every permit held
-    return { result, yielded: false };
+    return this.releases.releaseOne(id);
   }
 
   /**
@@ -370,7 +184,7 @@ export class PermitExpirableSemaphore extends Primitive {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
     this.context.assertOpen();
     const maxWait = waitTime ?? Infinity;
-    const taken = await this.take(leaseTime, maxWait, signal);
+    const taken = await this.acquires.take(leaseTime, maxWait, signal);
     if (!taken) throw new LockTimeoutError(this.name, maxWait, `a permit of semaphore "${this.name}"`);
     const scope = new AbortController();
     // Its lease, if it has one (now or after an updateLeaseTime), ends the scope; the watchdog's loss signal otherwise.
@@ -407,94 +221,24 @@ export class PermitExpirableSemaphore extends Primitive {
     return outcome.value;
   }
 
-  /**
-   * The acquire under `syncReplicas` (see syncedAcquire), Redisson #4097: a permit the replicas
-   * did not acknowledge is given back (quietly: nobody was told of it) and the attempt counts as
-   * refused for the sync timeout. Answers as the acquire script: null when taken, else a TTL.
-   */
-  private async acquireSynced(sync: { replicas: number; timeout: number }, id: string, args: readonly (string | number)[], bound: CommandBound): Promise<number | null> {
-    const { reply, confirmed, waitRefused } = await syncedAcquire(this.context, sync, 'rlock_permitSemaphore_acquire', args, bound);
-    if (reply !== null || confirmed) return reply as number | null;
-    await this.releasePermit(id).catch(() => undefined);
-    if (waitRefused) throw waitRefused;
-    return sync.timeout;
+  /** How this semaphore gives permits back (made on first use). */
+  private get releases(): PermitRelease {
+    return (this.releasesMade ??= new PermitRelease({ ...this.steps, permitsKey: this.permitsKey, channel: this.channel }));
   }
 
-  /** Takes a permit within `waitTime`: its id and send time, or undefined when the time ran out. */
-  private async take(leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<{ id: string; sentAt: number } | undefined> {
-    const { context } = this;
-    // The permit id is the owner's id: a lost permit is reported like a lost lock of that owner.
-    const owner = new LockOwner();
-    const id = owner.id;
-    const lease = leaseTime ?? context.watchdogTimeout;
-    const publish = await this.publishCommand();
-    const sync = context.syncReplicas;
-    let attempts = 0;
-    // A waiter parked for STARVING_MS claims the next free permit for its client (see
-    // acquire-5.lua), as the plain semaphore's waiters reserve: a release wakes a waiter in
-    // every client, and the client always woken last would otherwise starve.
-    const clock = starvingClock();
-    // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
-    const parking: Parking = { field: id, lease, giveBack: () => this.releasePermit(id) };
-    const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
-      // Only the first: a waiter woken by a message must try, or the wake-up is lost.
-      const first = attempts++ === 0;
-      // Stands back while its client yields, or joins its client's parked waiters (see standBackBound).
-      const standBack = listening && waitTime > 0 ? standBackBound(listening, 1, first) : undefined;
-      if (standBack !== undefined) return { held: false, ttl: standBack };
-      const sentAt = performance.now();
-      const claims = listening && clock.starving() ? 1 : 0;
-      const args = [this.key, this.permitsKey, this.channel, this.claimKey, this.kindKey, id, lease, publish, context.clientId, claims, CLAIM_MS] as const;
-      // Answered after the wait ended (Redis frozen, a silent connection): a permit taken for the
-      // caller that is gone goes back (a number is a refusal's TTL).
-      const lateBound: CommandBound = {
-        ...bound,
-        lateReply: (late) => (late === null || late === OUTCOME_UNKNOWN ? this.releasePermit(id) : undefined),
-      };
-      const ttl = sync
-        ? await this.acquireSynced(sync, id, args, lateBound)
-        : await context.command('acquire', (redis) => scripts(redis).rlock_permitSemaphore_acquire(...args), lateBound);
-      if (ttl === null) return { held: true, sentAt };
-      listening?.refused(ttl);
-      return { held: false, ttl };
-    };
-    // Parked, the waiter may be handed a permit by a release of this client (see handOver).
-    if (leaseTime === undefined) keptByWatchdog.add(id);
-    let hold: Hold | undefined;
-    try {
-      hold = await this.wait(id, this.channel, attempt, waitTime, signal, {
-        // A release that claimed the waiter waits for its script's reply unless pipelined; a
-        // waiter that stops meanwhile ends at once, and the permit handed over later goes back.
-        // Never with syncReplicas: every permit must come from an acquire that WAIT vouched for.
-        // (undefined: the plain wake-up; the first sleep still starts the STARVING_MS clock.)
-        park: (entry, ms, stops, deadline, debt) => {
-          clock.parked();
-          if (sync) return undefined;
-          return sleepAsCandidate(entry, context.clientId, parking, ms, stops, deadline, debt);
-        },
-      });
-    } finally {
-      keptByWatchdog.delete(id);
-    }
-    if (hold === undefined) return undefined;
-    const { sentAt, expiresAt } = hold;
-    owner.holds = 1;
-    if (leaseTime === undefined) {
-      // Keyed by the semaphore's name (what `lost` reports), renewed in its permits zset.
-      context.renewal.add({ name: this.name, key: this.key, field: id, owner, renewCommand: RENEW_COMMAND, renewKeys: [this.permitsKey], describe: describePermit }, sentAt, expiresAt);
-    }
-    const stopped = this.stoppedReason(signal);
-    if (stopped !== undefined) {
-      // Not longer than an attempt would wait (Redis frozen): it is given back when Redis answers.
-      await settledWithinGrace(this.releasePermit(id));
-      throw stopped;
-    }
-    if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(id), holds: 1, leaseTime });
-    return { id, sentAt };
-  }
-}
+  private releasesMade: PermitRelease | undefined;
 
-/** Whether ioredis's `error` for a handoff is a refusal that `whileRefused` sends it again after (what it says of the call's RedisCommandError). */
-function refusedAsRelease(error: unknown): boolean {
-  return error !== undefined && refusedUntilFailover(new RedisCommandError('release', error));
+  /** How this semaphore takes permits, giving back through its releases (made on first use). */
+  private get acquires(): PermitAcquire {
+    return (this.acquiresMade ??= new PermitAcquire({
+      ...this.steps,
+      permitsKey: this.permitsKey,
+      channel: this.channel,
+      claimKey: this.claimKey,
+      kindKey: this.kindKey,
+      releases: this.releases,
+    }));
+  }
+
+  private acquiresMade: PermitAcquire | undefined;
 }

@@ -15,6 +15,29 @@ import { OPERATION_ID_TTL_MS } from './permitOptions';
 /** One attempt of a waiting call: taken now (with its send time), or not (sleep at most `ttl` ms; negative: no bound). */
 export type Attempt = { held: true; sentAt: number } | { held: false; ttl: number };
 
+/** How a primitive parks its waiter instead of the plain wake-up sleep, and what a wait that gives up leaves (see `Primitive.wait`). */
+export interface WaitExtra {
+  park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[], deadline: number, debt: WakeDebt) => Promise<Hold | undefined> | undefined;
+  giveUp?: () => Promise<void>;
+}
+
+/**
+ * A primitive's own steps, bound to it once (`Primitive.steps`), for the parts a primitive is
+ * composed of (its acquire, its release), so that they stay its protected business.
+ */
+export interface PrimitiveSteps {
+  readonly context: LockContext;
+  readonly name: string;
+  readonly key: string;
+  event(ownerId: string): LockEvent;
+  publishCommand(): Promise<PublishCommand>;
+  newId(): string;
+  requestLatch(suffix?: string): string;
+  counted<T>(name: string, windowMs: number, call: (redis: ScriptedRedis, notAfter: number) => Promise<T>, bound?: CommandBound): Promise<T>;
+  wait(ownerId: string, channel: string, attempt: (listening: ChannelEntry | undefined, bound: CommandBound) => Promise<Attempt>, waitTime: number, signal: AbortSignal | undefined, extra?: WaitExtra): Promise<Hold | undefined>;
+  stoppedReason(signal: AbortSignal | undefined): unknown;
+}
+
 /**
  * What the semaphores and the latch share: name and key, the client's context, diagnostics,
  * and a wait through the shared `waitFor` loop whose sleep is a wake-up by message (counted
@@ -111,7 +134,7 @@ export abstract class Primitive {
     attempt: (listening: ChannelEntry | undefined, bound: CommandBound) => Promise<Attempt>,
     waitTime: number,
     signal: AbortSignal | undefined,
-    extra: { park?: (entry: ChannelEntry, ms: number, stops: AbortSignal[], deadline: number, debt: WakeDebt) => Promise<Hold | undefined> | undefined; giveUp?: () => Promise<void> } = {},
+    extra: WaitExtra = {},
   ): Promise<Hold | undefined> {
     const protocol: WaitProtocol = {
       channel,
@@ -127,6 +150,24 @@ export abstract class Primitive {
     };
     return waitFor(this.context, protocol, waitTime, signal);
   }
+
+  /** This primitive's steps for the parts it is composed of (made on first use: a handle that only reads never needs them). */
+  protected get steps(): PrimitiveSteps {
+    return (this.stepsMade ??= {
+      context: this.context,
+      name: this.name,
+      key: this.key,
+      event: (ownerId) => this.event(ownerId),
+      publishCommand: () => this.publishCommand(),
+      newId: () => this.newId(),
+      requestLatch: (suffix) => this.requestLatch(suffix),
+      counted: (name, windowMs, call, bound) => this.counted(name, windowMs, call, bound),
+      wait: (ownerId, channel, attempt, waitTime, signal, extra) => this.wait(ownerId, channel, attempt, waitTime, signal, extra),
+      stoppedReason: (signal) => this.stoppedReason(signal),
+    });
+  }
+
+  private stepsMade: PrimitiveSteps | undefined;
 
   /** Throws the reason of the first stop (the caller's signal, `close()`) that aborted, if any. */
   protected stoppedReason(signal: AbortSignal | undefined): unknown {

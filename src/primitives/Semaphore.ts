@@ -1,97 +1,16 @@
 import type { ChainableCommander } from 'ioredis';
-import { refusedUntilFailover } from '../core/waitLoop';
-import type { Hold } from '../services/Hold';
 import { watchHold } from '../core/holdScope';
-import { diagnostics } from '../diagnostics';
-import { InvalidArgumentError, LockTimeoutError, RedisCommandError } from '../errors';
+import { InvalidArgumentError, LockTimeoutError } from '../errors';
 import { KIND_NAMES, type NameKind, subscriberCount, type SemaphoreInfo } from '../introspection';
 import { kindKeyOf, RELEASE_LATCH_TTL_MS, reservationKeyOf, semaphoreChannelOf } from '../names';
-import { type CommandBound, IDEMPOTENT, type LockContext } from '../services/LockContext';
-import { localHandoffOf, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
-import { boundedWait, OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
-import { STALE_MARGIN_MS } from '../services/RedisClock';
+import type { LockContext } from '../services/LockContext';
 import { readValues } from '../services/database';
-import type { ChannelEntry } from '../services/ChannelEntry';
-import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import type { ScriptedRedis } from '../services/scripts';
 import { checkCount, checkOperationOptions, checkPermitOptions, type OperationOptions, type PermitOptions, type ReleaseOptions, type TryPermitOptions } from './permitOptions';
-import { type Attempt, Primitive } from './Primitive';
-
-/**
- * How long a caller that may wait sleeps without asking Redis, or undefined when it must ask.
- * It stands back while its client yields its turn (the other clients' waiters get the permits
- * it passed on), and a new caller (`first`) for one permit parks behind its client's waiters
- * already parked: they wait because no permits were free, so its attempt would nearly always be
- * refused (one script call per acquisition under contention, measured in the bench); parked, it
- * is served in order by this client's releases handing over or by a release message. A
- * multi-permit caller must try, to claim the reservation that keeps smaller requests from
- * starving it. Either sleeps no longer than the bound this client's latest refused attempt was
- * given (a lease's or a reservation's end, which publishes nothing), and asks once that ran out.
- */
-export function standBackBound(entry: ChannelEntry, permits: number, first: boolean): number | undefined {
-  const local = entry.local;
-  // Behind waiters for 1 permit only: one for more may wait while a permit is free (it waited
-  // 0.5-4.7 s behind a parked request for more permits than the semaphore has, a permit free).
-  if (local?.yielding === true) return entry.joinBound(); // its turn given away: it stands back whatever it asks for
-  const standsBack = first && permits === 1 && local?.hasCandidateFor(1) === true;
-  return standsBack ? entry.joinBound(permits) : undefined;
-}
-
-/** How long an undo that Redis did not answer waits before it is sent again. */
-const UNDO_RETRY_MS = 1_000;
-
-/** An attempt refused with STALE (see `take`): tried again at once. */
-const STALE_RESEND = Symbol('stale resend');
-
-/**
- * The call failed without Redis's answer (ioredis's `commandTimeout`, a connection flushed, or
- * never sent): it may have run, or may still. An error Redis replied means it did not (our
- * scripts refuse before they write).
- */
-function mayHaveRun(error: unknown): boolean {
-  return error instanceof RedisCommandError && (error.cause as { name?: unknown } | undefined)?.name !== 'ReplyError';
-}
-
-/** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
-interface SemaphoreScripts {
-  rlock_semaphore_acquire(key: string, reservationKey: string, latch: string, kindKey: string, permits: number, field: string, mayReserve: 0 | 1, reservationTtlMs: number, latchTtlMs: number, notAfter: number): Promise<[0 | 1 | 2, number, number?]>;
-  rlock_semaphore_undoAcquire(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, releaser: string, latchTtlMs: number): Promise<0 | 1>;
-  rlock_semaphore_add(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, delta: number, publish: PublishCommand, releaser: string, latchTtlMs: number, notAfter: number): Promise<[number, number, 1?]>;
-  rlock_semaphore_trySetPermits(key: string, reservationKey: string, channel: string, kindKey: string, latch: string, permits: number, publish: PublishCommand, latchTtlMs: number): Promise<0 | 1>;
-  rlock_semaphore_drain(key: string, latch: string, kindKey: string, latchTtlMs: number, notAfter: number): Promise<number>;
-  rlock_semaphore_leave(key: string, reservationKey: string, channel: string, field: string, publish: PublishCommand): Promise<0 | 1>;
-}
-
-const scripts = (redis: ScriptedRedis): SemaphoreScripts => redis as unknown as SemaphoreScripts;
-
-/**
- * How long a waiter for a single permit stays parked before its next attempt may reserve permits
- * (as a multi-permit request always may): then the permits freed next are its, whoever is
- * quicker. Long enough that the common wait never reserves (a reservation costs its holder a
- * grant message and an attempt), short enough to bound a starving wait to a few of them. Counted
- * from the waiter's first sleep, not from its call: getting subscribed (slow on a loaded
- * machine) is not being passed over, and a reservation taken then changed how every waiter of
- * a test parked.
- */
-export const STARVING_MS = 100;
-
-/**
- * How long one acquire may hold the semaphore's reservation, in queue timeouts (30 s by default):
- * a request for more permits than will ever be free at once (more than the semaphore has) kept
- * every smaller request out for as long as it waited, for good without a `waitTime`. After it,
- * the request waits on without the privilege, as Redisson's would.
- */
-export const RESERVATION_QUEUE_TIMEOUTS = 6;
-
-/** A waiter's STARVING_MS clock: `parked()` at each sleep (the first one starts it), `starving()` once it ran out. */
-export function starvingClock(): { parked(): void; starving(): boolean } {
-  let parkedAt: number | undefined;
-  return {
-    parked: () => {
-      parkedAt ??= performance.now();
-    },
-    starving: () => parkedAt !== undefined && performance.now() - parkedAt >= STARVING_MS,
-  };
-}
+import { Primitive } from './Primitive';
+import { SemaphoreAcquire } from './SemaphoreAcquire';
+import { SemaphoreRelease } from './SemaphoreRelease';
+import { semaphoreScripts as scripts } from './semaphoreScripts';
 
 /**
  * A counting semaphore, Redisson's RSemaphore: a counter of free permits at `<keyPrefix><name>`;
@@ -142,14 +61,14 @@ export class Semaphore extends Primitive {
   async acquire(options?: PermitOptions): Promise<void> {
     const { permits, signal } = checkPermitOptions(options, ['permits', 'signal']);
     this.context.assertOpen();
-    await this.take(permits, Infinity, signal);
+    await this.acquires.take(permits, Infinity, signal);
   }
 
   /** Takes `permits` permits if it can within `waitTime` (default: one attempt); true when it did. */
   async tryAcquire(options?: TryPermitOptions): Promise<boolean> {
     const { permits, waitTime, signal } = checkPermitOptions(options, ['permits', 'waitTime', 'signal']);
     this.context.assertOpen();
-    return (await this.take(permits, waitTime ?? 0, signal)) !== undefined;
+    return (await this.acquires.take(permits, waitTime ?? 0, signal)) !== undefined;
   }
 
   /**
@@ -163,63 +82,7 @@ export class Semaphore extends Primitive {
   async release(options?: ReleaseOptions): Promise<void> {
     const { permits, operationId } = checkPermitOptions(options, ['permits', 'operationId']);
     this.context.assertOpen();
-    await this.giveBackTold(permits, operationId);
-  }
-
-  /** Gives back and says so on `rlock:released` (`withPermits` too: its takes are announced). */
-  private async giveBackTold(permits: number, operationId?: string): Promise<void> {
-    await this.giveBack(permits, operationId);
-    if (diagnostics.released.hasSubscribers) diagnostics.released.publish({ ...this.event(''), permits, released: true });
-  }
-
-  private async giveBack(permits: number, operationId: string | undefined): Promise<void> {
-    // A release with the caller's id is not handed over in-process: no record of the id would
-    // stop its retry, by this process or another, from giving the permits back again.
-    const { left, yielded } = operationId === undefined ? this.handOver(permits) : this.notHandedOver(permits);
-    if (left === 0) return;
-    const sentAt = performance.now();
-    const [free, reached, replayed] = await this.add('release', left, operationId);
-    // Below 0: permits are owed after a cut whose message this client may have missed (its
-    // subscriber was reconnecting); its next releases must pay them off, not go to its waiters.
-    // An answer replayed from an earlier run (a retry's) is older than this call: it may not resume.
-    const entry = this.context.pubsub.peek(this.channel);
-    if (free < 0) entry?.local?.suspend();
-    else if (replayed !== 1) entry?.local?.resume(sentAt);
-    if (!yielded || reached > 1) return;
-    // No other client waits (the message reached ours alone, or no one): no turn to give; our
-    // waiters, which the message may have found still standing back, try again now.
-    entry?.local?.stopYielding();
-    entry?.wake(free);
-  }
-
-  /** A release that goes back through Redis whole: the next in-process handoff starts a new run. */
-  private notHandedOver(permits: number): { left: number; yielded: boolean } {
-    this.context.pubsub.peek(this.channel)?.local?.endRun();
-    return { left: permits, yielded: false };
-  }
-
-  /** Hands released permits to this client's parked waiters that they suffice for; returns the rest, and whether this client yields its turn. */
-  private handOver(permits: number): { left: number; yielded: boolean } {
-    const local = this.context.pubsub.peek(this.channel)?.local;
-    if (!local) return { left: permits, yielded: false };
-    let left = permits;
-    const fits = (candidate: { permits?: number }): boolean => (candidate.permits ?? Infinity) <= left;
-    // Permits cut below those held (a negative addPermits): they go back to Redis, which owes them.
-    while (left > 0 && !local.runIsOver && !local.suspended) {
-      const next = local.claimFirst(fits);
-      if (!next) break;
-      left -= next.candidate.permits!;
-      local.handedOver();
-      next.deliver({ sentAt: performance.now() });
-    }
-    if (left === 0) return { left, yielded: false };
-    // A full run of handoffs while waiters here could use these permits: they go back to Redis
-    // and this client yields its turn (its waiters and new callers stand back for a moment), so
-    // that the other processes' waiters get them. Otherwise a new run may start after them.
-    const yielded = local.runIsOver;
-    if (yielded) local.yieldTurn();
-    else local.endRun();
-    return { left, yielded };
+    await this.releases.giveBackTold(permits, operationId);
   }
 
   /** Free permits now (0 when never set; negative after a negative `addPermits`). */
@@ -279,7 +142,7 @@ export class Semaphore extends Primitive {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `must be a function, got ${typeof fn}`);
     this.context.assertOpen();
     const maxWait = waitTime ?? Infinity;
-    if ((await this.take(permits, maxWait, signal)) === undefined) throw new LockTimeoutError(this.name, maxWait, permits === 1 ? `a permit of semaphore "${this.name}"` : `semaphore "${this.name}" (${permits} permits at once)`);
+    if ((await this.acquires.take(permits, maxWait, signal)) === undefined) throw new LockTimeoutError(this.name, maxWait, permits === 1 ? `a permit of semaphore "${this.name}"` : `semaphore "${this.name}" (${permits} permits at once)`);
     // The callback is told when its client closes, as every scope is: its permits (no lease) go
     // back only if its give-back goes out before the connection does, so it had best stop now.
     const scope = new AbortController();
@@ -288,14 +151,8 @@ export class Semaphore extends Primitive {
       return await fn(scope.signal);
     } finally {
       stopWatching();
-      await this.giveBackTold(permits);
+      await this.releases.giveBackTold(permits);
     }
-  }
-
-  /** Gives up the reservation `field` holds (if it still does), passing the permits it gathered on. */
-  private async leaveReservation(field: string, bound?: CommandBound): Promise<void> {
-    const publish = await this.publishCommand();
-    await this.context.command('leave', (redis) => scripts(redis).rlock_semaphore_leave(this.key, this.reservationKey, this.channel, field, publish), bound);
   }
 
   /**
@@ -311,192 +168,28 @@ export class Semaphore extends Primitive {
     return this.counted(call, RELEASE_LATCH_TTL_MS, (redis, notAfter) => scripts(redis).rlock_semaphore_add(this.key, this.reservationKey, this.channel, this.kindKey, latch, delta, publish, this.context.clientId, latchTtl, notAfter), bound);
   }
 
-  /**
-   * Undoes the attempt whose latch is `latch`, sent at `sentAt`, whose outcome is unknown: its
-   * permits go back if it ran, and it takes nothing if it runs later (undoAcquire-5.lua).
-   * Tried again while Redis does not answer, as long as the attempt's latch can still say what
-   * it did; past that, permits it took are lost (an outage of about a minute).
-   */
-  private async undoTake(latch: string, permits: number, sentAt: number): Promise<void> {
-    const { context } = this;
-    const publish = await this.publishCommand();
-    const until = sentAt + RELEASE_LATCH_TTL_MS - STALE_MARGIN_MS;
-    for (;;) {
-      try {
-        await context.command('giveBack', (redis) => scripts(redis).rlock_semaphore_undoAcquire(this.key, this.reservationKey, this.channel, this.kindKey, latch, permits, publish, context.clientId, RELEASE_LATCH_TTL_MS), IDEMPOTENT);
-        return;
-      } catch (error) {
-        // Sent again when it may not have run: no answer, or a refusal for now (a server loading
-        // its data after a restart, a failover: rlock turns ioredis's ready check off, and the
-        // old master answers READONLY until Sentinel's switch).
-        if (!(mayHaveRun(error) || refusedUntilFailover(error)) || performance.now() + UNDO_RETRY_MS >= until) throw error;
-        await boundedWait(UNDO_RETRY_MS, [context.closedSignal], () => undefined);
-      }
-    }
+  /** How this semaphore takes permits, over its own steps (made on first use). */
+  private get acquires(): SemaphoreAcquire {
+    return (this.acquiresMade ??= new SemaphoreAcquire({
+      ...this.steps,
+      channel: this.channel,
+      reservationKey: this.reservationKey,
+      kindKey: this.kindKey,
+      add: (call, delta, operationId) => this.add(call, delta, operationId),
+    }));
   }
 
-  /** Takes `permits` within `waitTime`; resolves with the send time, undefined when the time ran out. */
-  private async take(permits: number, waitTime: number, signal: AbortSignal | undefined): Promise<number | undefined> {
-    const { context } = this;
-    const callId = this.newId();
-    const field = `${context.clientId}:${callId}`;
-    // A request that smaller ones could overtake reserves, and so does one that has been parked
-    // STARVING_MS: a release wakes a waiter in every client and the quickest takes the permit,
-    // so without it a slower process could lose that race for good. It must be subscribed
-    // first so that the release naming it reaches it.
-    const clock = starvingClock();
-    const mayReserveNow = (): boolean => permits > 1 || clock.starving();
-    let entry: ChannelEntry | undefined;
-    let reserving = false;
-    // When this acquire first held the reservation (undefined: never), and whether its time with it is over.
-    let reservedAt: number | undefined;
-    let reservationOver = false;
-    let attempts = 0;
-    // Whether the latest sleep ran out with no wake-up (no message, no grant, no handover): the
-    // attempt after it asks for the client's parked waiters too (see `asking`).
-    let ranOut = false;
-    // One for the whole wait: it keeps the waiter's place in its client's line from sleep to sleep.
-    const parking: Parking = { field, lease: 0, permits, coveredBySiblings: true };
-    const attempt = async (listening: ChannelEntry | undefined, bound: CommandBound): Promise<Attempt> => {
-      // Only a multi-permit request: one permit is always served in the end, and a waiter that
-      // reserved because it starved would lose its place to every later one.
-      if (permits > 1 && reserving && reservedAt !== undefined && performance.now() - reservedAt >= RESERVATION_QUEUE_TIMEOUTS * context.queueTimeout) {
-        // Held long enough: the others get the permits it gathered, and it waits on as they do.
-        reservationOver = true;
-        reserving = false;
-        // Within the attempt's bound (an abort, the waitTime, Redis frozen: the wait ends as for
-        // an attempt). Refused by Redis, the reservation runs out after queueTimeout unrenewed.
-        await this.leaveReservation(field, { ...bound, lateReply: () => undefined }).catch((error: unknown) => {
-          if (!(error instanceof RedisCommandError)) throw error;
-        });
-      }
-      const number = ++attempts;
-      // Only the first: a waiter woken by a message must try, or the wake-up is lost.
-      const first = number === 1;
-      // Stands back, or joins its client's parked waiters (see standBackBound). Not the
-      // reservation's holder: the permits freed for it are no one else's, and its grant comes
-      // once (skipped, it slept on for good; trying, it sleeps at most the third of
-      // queueTimeout its attempt answers, below).
-      const standBack = listening && waitTime > 0 && !reserving ? standBackBound(listening, permits, first) : undefined;
-      if (standBack !== undefined) return { held: false, ttl: standBack };
-      const mayReserve = !reservationOver && mayReserveNow();
-      if (listening && mayReserve && !entry) {
-        // Registered before the request that may reserve: the grant can beat its reply.
-        entry = listening;
-        entry.expectGrant(field);
-      }
-      // Its answer covers this client's parked waiters whose bound runs out meanwhile (one asks
-      // per client, not each of them): a refusal records its bound below, a success wakes as
-      // many as the permits it left free can serve.
-      const marks = !reserving ? listening : undefined;
-      marks?.asking(context.queueTimeout, permits);
-      const sentAt = performance.now();
-      // Each attempt has a latch of its own: a resent attempt that took answers "taken" again.
-      const latch = this.requestLatch(`${field}.${number}`);
-      // Cut short (its bound, an abort whatever its reason): `lateReply` gives back, not the catch below.
-      let cut = false;
-      const answer = await this.counted(
-        'acquire',
-        RELEASE_LATCH_TTL_MS,
-        (redis, notAfter) => scripts(redis).rlock_semaphore_acquire(this.key, this.reservationKey, latch, this.kindKey, permits, field, listening !== undefined && mayReserve ? 1 : 0, context.queueTimeout, RELEASE_LATCH_TTL_MS, notAfter),
-        {
-          ...bound,
-          cutShort: () => {
-            cut = true;
-            bound.cutShort?.();
-          },
-          // Answered after the wait ended (Redis frozen, a silent connection): permits taken for
-          // the caller that is gone go back, a reservation made for it is left.
-          lateReply: (late) => {
-            // No answer, the attempt may have run, or may still: undone by its latch.
-            if (late === OUTCOME_UNKNOWN) return this.undoTake(latch, permits, sentAt);
-            const [lateStatus] = late as [number, number];
-            if (lateStatus === 1) return this.add('release', permits, undefined);
-            return lateStatus === 2 ? this.leaveReservation(field) : undefined;
-          },
-        },
-      ).catch((error: unknown): typeof STALE_RESEND => {
-        marks?.askFailed(); // no answer: the waiters it covered must not sleep on its mark
-        // Failed without Redis's answer while its caller waited: it may have run, and the caller
-        // is told it failed. Undone, or its permits would be nobody's for good.
-        if (!cut && mayHaveRun(error)) this.undoTake(latch, permits, sentAt).catch(() => undefined);
-        // ioredis resent the attempt after an outage longer than its latch lives: refused, it
-        // wrote nothing (whether its first run took permits cannot be known any more, and the
-        // caller could not give them back either). The wait goes on with a new attempt, as an
-        // app that set maxRetriesPerRequest: null to ride out outages expects.
-        if (error instanceof RedisCommandError && error.code === 'STALE') return STALE_RESEND;
-        throw error;
-      });
-      if (answer === STALE_RESEND) return { held: false, ttl: 0 };
-      const [status, ttl, free] = answer;
-      reserving = status === 2;
-      if (reserving) reservedAt ??= performance.now();
-      // Permits owed (cut below those held): this client's releases must go back to Redis. A
-      // client that was not listening when the cut was published learns it here.
-      if (free !== undefined && free < 0 && listening) localHandoffOf(listening, context.clientId).suspend();
-      else if (status === 1 || (free ?? -1) >= 0) context.pubsub.peek(this.channel)?.local?.resume(sentAt);
-      if (status === 1) {
-        // Permits left free that this client's parked waiters would sleep past: a waiter whose
-        // bound ran out was covered by this ask (see `asking`), and no message says so. Only after
-        // such a sleep: a release's message woke as many waiters as it freed (the others are on
-        // their way), and a new caller asks only when none of its client's waiters is parked (or
-        // for several permits), where a wake-up kept for a waiter in flight would cost an attempt.
-        // Those are the client's other waiters: the taker, if joined, is one of refCount.
-        const woken = context.pubsub.peek(this.channel);
-        if (ranOut && woken && free !== undefined && free > 0) woken.wake(Math.min(free, woken.refCount - (listening ? 1 : 0)));
-        // Its answer for the siblings: a reservation of another waiter that still keeps permits
-        // back ends in `ttl` (no message then); with none, the queue timeout, as for a refusal.
-        if (free !== undefined) marks?.refused(ttl < 0 ? context.queueTimeout : ttl);
-        return { held: true, sentAt };
-      }
-      // The holder renews its reservation by attempting again well before it runs out. A refusal
-      // with no bound (-1: nothing reserved yet) is asked again after a queue timeout all the
-      // same: a reservation made after it publishes nothing, and if its holder dies the permits
-      // kept for it come free with no message. The waiters that join this client's parked ones
-      // without asking take that bound too, and when it runs out one of them asks for all (see
-      // `coveredBySiblings`): before, they kept "no bound" and slept on for good once the waiter
-      // that asked had left; bounding each of them on its own made every parked waiter ask
-      // (a second reader measured 220 script calls a second for 200 waiters, against 3).
-      const sleepMs = reserving ? Math.floor(context.queueTimeout / 3) : ttl < 0 ? context.queueTimeout : ttl;
-      // A refusal of `permits` covers the requests for as many or more only (fewer may fit).
-      if (!reserving) listening?.refused(sleepMs, permits);
-      return { held: false, ttl: sleepMs };
-    };
-    let hold: Hold | undefined;
-    try {
-      hold = await this.wait(callId, this.channel, attempt, waitTime, signal, {
-        // The reservation's holder waits for its grant; the others may be handed permits by a
-        // release of this client (see release()).
-        park: (woken, ms, stops, deadline, debt) => {
-          clock.parked();
-          if (reserving) {
-            return woken.untilGranted(field, ms, stops).then((grant) => {
-              ranOut = grant === undefined; // else the grant's message woke the others it serves
-              return undefined;
-            });
-          }
-          return sleepAsCandidate(woken, context.clientId, parking, ms, stops, deadline, debt).then((hold) => {
-            ranOut = hold === undefined && !debt.owed;
-            return hold;
-          });
-        },
-        giveUp: async () => {
-          if (reservedAt === undefined) return;
-          await this.leaveReservation(field).catch(() => undefined); // the reservation then runs out after queueTimeout
-        },
-      });
-    } finally {
-      entry?.forgetGrant(field);
-    }
-    if (hold === undefined) return undefined;
-    // Taken while the caller aborted or the client closed: give the permits back, leave nothing.
-    const stopped = this.stoppedReason(signal);
-    if (stopped !== undefined) {
-      // Not longer than an attempt would wait (Redis frozen): it is given back when Redis answers.
-      await settledWithinGrace(this.add('release', permits, undefined));
-      throw stopped;
-    }
-    if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.event(callId), permits });
-    return hold.sentAt;
+  private acquiresMade: SemaphoreAcquire | undefined;
+
+  /** How this semaphore gives permits back (made on first use). */
+  private get releases(): SemaphoreRelease {
+    return (this.releasesMade ??= new SemaphoreRelease({
+      ...this.steps,
+      channel: this.channel,
+      add: (call, delta, operationId) => this.add(call, delta, operationId),
+    }));
   }
+
+  private releasesMade: SemaphoreRelease | undefined;
 }
+
