@@ -1,6 +1,6 @@
 import { LockLostError, LockTimeoutError, NotLockOwnerError } from '../errors';
 import { checkLockOptions, type WithLockOptions } from '../options';
-import { lossWatch } from '../services/ExpirationRenewal';
+import { lossWatch } from '../services/RenewalEntry';
 import type { LockContext } from '../services/LockContext';
 import { LockOwner, newScopeCall, runAsOwner, scopedOwner } from '../services/LockOwner';
 import { HeldLock } from './HeldLock';

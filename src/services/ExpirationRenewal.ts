@@ -1,5 +1,8 @@
 import { ClientClosedError, LockLostError } from '../errors';
-import { batchesOf, splitOnMigration } from './batches';
+import { batchesOf } from './batches';
+import { renewBatch, type RenewingWatchdog } from './renewBatch';
+import { RenewalDeadline } from './RenewalDeadline';
+import { DEFAULT_RENEW, RenewalEntry, lossWatch, lostAt } from './RenewalEntry';
 import type { ScriptedRedis } from './scripts';
 import type { LockOwner } from './LockOwner';
 
@@ -25,39 +28,6 @@ export interface RenewalTarget {
   describe?: (target: RenewalTarget) => string;
 }
 
-/** One hold the watchdog keeps: a copy of its target with a fixed shape (a spread cost more CPU, adding fields to the caller's object more heap). */
-class RenewalEntry implements RenewalTarget {
-  readonly name: string;
-  readonly key: string;
-  readonly field: string;
-  readonly owner: LockOwner;
-  renewCommand: string | undefined;
-  renewKeys: readonly string[] | undefined;
-  describe: ((target: RenewalTarget) => string) | undefined;
-  /** Aborted with a `LockLostError` on loss; made only when someone asks (withLock does). */
-  lost: AbortController | undefined = undefined;
-
-  constructor(
-    target: RenewalTarget,
-    /**
-     * When the owner stops believing it holds the lock (performance.now() ms): the earliest
-     * instant Redis can expire it (the send time of the last call that confirmed the lease, plus
-     * the lease: Redis set the TTL after that send) minus a margin, see `lostAt`.
-     */
-    public lostAt: number,
-  ) {
-    this.name = target.name;
-    this.key = target.key;
-    this.field = target.field;
-    this.owner = target.owner;
-    this.renewCommand = target.renewCommand;
-    this.renewKeys = target.renewKeys;
-    this.describe = target.describe;
-  }
-}
-
-const DEFAULT_RENEW = 'rlock_renew';
-
 /** Keys renewed by one script call; large enough that 10 000 held locks cost 10 calls a period. */
 const BATCH_SIZE = 1000;
 
@@ -69,9 +39,7 @@ const BATCH_SIZE = 1000;
 export class ExpirationRenewal {
   private readonly entries = new Map<string, RenewalEntry>();
   private timer: NodeJS.Timeout | undefined;
-  /** Fires at the earliest lease end that no renewal has pushed back yet. */
-  private deadlineTimer: NodeJS.Timeout | undefined;
-  private deadlineAt = Infinity;
+  private readonly deadline: RenewalDeadline;
   /** An extra renewal before the next tick, for a hold whose first lease is short (a fair-lock grant). */
   private earlyTimer: NodeJS.Timeout | undefined;
   private earlyAt = Infinity;
@@ -90,16 +58,28 @@ export class ExpirationRenewal {
   private idKey = '';
   private idField = '';
   private id = '\n';
+  /** What a batch's renewal call asks of this watchdog (see renewBatch). */
+  private readonly renewing: RenewingWatchdog;
 
   constructor(
-    private readonly redis: ScriptedRedis,
+    redis: ScriptedRedis,
     private readonly leaseMs: number,
     /** Batches must not mix hash slots on Cluster; this says which batch a key belongs to. */
     private readonly batchOf: (key: string) => string | number,
     /** `holds`: how many holds of the owner went (the owner's count; at least 1). */
     private readonly onLost: (target: RenewalTarget, error: LockLostError, holds: number) => void,
     private readonly onFailed: (error: unknown) => void,
-  ) {}
+  ) {
+    this.deadline = new RenewalDeadline(this.entries, leaseMs, (entry, reason) => this.lose(entry, reason));
+    this.renewing = {
+      redis,
+      leaseMs,
+      keeps: (entry) => this.entries.get(this.entryId(entry.key, entry.field)) === entry,
+      closed: () => this.closed,
+      lose: (entry, reason) => this.lose(entry, reason),
+      renewed: (earliest) => this.deadline.pushedBack(earliest),
+    };
+  }
 
   get size(): number {
     return this.entries.size;
@@ -130,7 +110,7 @@ export class ExpirationRenewal {
     if (watched && !watched.signal.aborted) entry.lost = watched;
     this.entries.set(id, entry);
     this.startTimer();
-    this.armDeadline(entry.lostAt);
+    this.deadline.arm(entry.lostAt);
     // A short first lease (shorter than the time to the next tick) is renewed halfway there.
     const now = performance.now();
     if (lease < this.leaseMs) this.armEarly(now + (entry.lostAt - now) / 2);
@@ -199,7 +179,7 @@ export class ExpirationRenewal {
     this.entries.set(id, removed);
     this.startTimer();
     // Its deadline too: a tick that found no entry while it was away stopped the deadline timer.
-    this.armDeadline(removed.lostAt);
+    this.deadline.arm(removed.lostAt);
     this.armEarly(performance.now());
   }
 
@@ -241,39 +221,12 @@ export class ExpirationRenewal {
   private stopTimer(): void {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
-    if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = undefined;
-    this.deadlineAt = Infinity;
+    this.deadline.stop();
     if (this.earlyTimer !== undefined) clearTimeout(this.earlyTimer);
     this.earlyTimer = undefined;
     this.earlyAt = Infinity;
     this.earlyForNewHolds = false;
     this.earlyAfter.clear();
-  }
-
-  /** Makes sure the deadline timer fires no later than `at`. */
-  private armDeadline(at: number): void {
-    if (at >= this.deadlineAt) return;
-    if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
-    this.deadlineAt = at;
-    this.deadlineTimer = setTimeout(() => this.expireOverdue(), Math.max(0, at - performance.now())).unref();
-  }
-
-  /** Declares lost every lock whose lease no renewal confirmed in time, then re-arms for the next. */
-  private expireOverdue(): void {
-    this.deadlineTimer = undefined;
-    this.deadlineAt = Infinity;
-    if (this.entries.size === 0) return;
-    const now = performance.now();
-    let next = Infinity;
-    for (const entry of [...this.entries.values()]) {
-      if (entry.lostAt <= now) {
-        this.lose(entry, `no renewal was confirmed before its lease of ${this.leaseMs} ms ran out (Redis slow or unreachable)`);
-      } else {
-        next = Math.min(next, entry.lostAt);
-      }
-    }
-    if (next < Infinity) this.armDeadline(next);
   }
 
   private lose(entry: RenewalTarget & { lost?: AbortController }, reason: string): void {
@@ -303,7 +256,7 @@ export class ExpirationRenewal {
       if (busy.has(group)) continue;
       this.inFlight.set(group, (this.inFlight.get(group) ?? 0) + 1);
       calls.push(
-        this.renewBatch(batch).finally(() => {
+        renewBatch(this.renewing, batch, this.onFailed).finally(() => {
           const left = this.inFlight.get(group)! - 1;
           if (left > 0) this.inFlight.set(group, left);
           else {
@@ -316,62 +269,6 @@ export class ExpirationRenewal {
     await Promise.all(calls);
   }
 
-  /** `failed` hears a call that failed (the client's `renewalFailed`; once per batch of singles). */
-  private async renewBatch(batch: RenewalEntry[], failed = this.onFailed): Promise<void> {
-    let renewed: (0 | 1)[];
-    const sentAt = performance.now();
-    try {
-      const renew = (this.redis as unknown as Record<string, ScriptedRedis['rlock_renew']>)[batch[0]!.renewCommand ?? DEFAULT_RENEW]!;
-      const keys = batch.flatMap((entry) => entry.renewKeys ?? [entry.key]);
-      renewed = await renew.call(
-        this.redis,
-        keys.length,
-        ...keys,
-        this.leaseMs,
-        ...batch.map((entry) => entry.field),
-      );
-    } catch (error) {
-      // A Cluster slot half migrated refuses a call naming keys on both sides (TRYAGAIN, and
-      // ioredis gives up after its retries), tick after tick for as long as the migration lasts,
-      // and the locks would run out meanwhile: one call per lock then, which the slot's old or
-      // (by ASK) new master serves. Reported once, if any of them fails.
-      // Only holds still kept: one given up meanwhile (ioredis retried for ~1.6 s) must not be
-      // renewed again.
-      const kept = batch.filter((entry) => this.entries.get(this.entryId(entry.key, entry.field)) === entry);
-      const groups = splitOnMigration(error, kept, (entry) => (entry.renewKeys ?? [entry.key]).join('\n'));
-      if (groups) {
-        let first: unknown;
-        await Promise.all(groups.map((group) => this.renewBatch(group, (single) => (first ??= single))));
-        if (first !== undefined) failed(first);
-        return;
-      }
-      // A network error says nothing about the locks: keep them and try again next tick
-      // (Redisson #2515, #3194 stopped renewing here and lost locks that were still held).
-      // Not after close(): a renewal out when it cut the connection fails, and that is no news.
-      if (!this.closed) failed(error);
-      return;
-    }
-    let earliest = Infinity;
-    batch.forEach((entry, i) => {
-      // Only an entry still registered as the very same object counts; one removed or
-      // re-added while the call was in flight belongs to a newer hold.
-      if (this.entries.get(this.entryId(entry.key, entry.field)) !== entry) return;
-      if (renewed[i] === 1) {
-        entry.lostAt = lostAt(sentAt, this.leaseMs);
-        earliest = Math.min(earliest, entry.lostAt);
-      } else {
-        this.lose(entry, 'the watchdog found it no longer held by its owner');
-      }
-    });
-    // The deadline may now lie later: re-arm from scratch once per batch.
-    if (earliest < Infinity && this.deadlineTimer !== undefined && this.deadlineAt < earliest) {
-      clearTimeout(this.deadlineTimer);
-      this.deadlineTimer = undefined;
-      this.deadlineAt = Infinity;
-      this.armDeadline(this.earliestExpiry());
-    }
-  }
-
   /** The key of `entries` for `field`'s hold on `key`: `<key>\n<field>`. */
   private entryId(key: string, field: string): string {
     if (key !== this.idKey || field !== this.idField) {
@@ -381,32 +278,4 @@ export class ExpirationRenewal {
     }
     return this.id;
   }
-
-  private earliestExpiry(): number {
-    let earliest = Infinity;
-    for (const entry of this.entries.values()) earliest = Math.min(earliest, entry.lostAt);
-    return earliest;
-  }
-}
-
-/**
- * The owner must stop believing before Redis can expire the lock, or a paused or unreachable
- * Redis would let a second owner in while the first still works under its lock. A margin of a
- * tenth of the lease (at most 1 s) absorbs timer and event-loop lag.
- */
-function lostAt(sentAt: number, lease: number): number {
-  return sentAt + lease - Math.min(lease / 10, 1000);
-}
-
-/**
- * What scopes listen to for the loss of `owner`'s hold on `key` (see `LockOwner.lossWatches`):
- * the watchdog's entry for that hold takes it, and so does the next entry of the same owner and
- * key; a hold the watchdog does not keep (a `leaseTime`) is told through it by its primitive.
- */
-export function lossWatch(owner: LockOwner, key: string): AbortController {
-  const watches = (owner.lossWatches ??= new Map());
-  let controller = watches.get(key);
-  // One that aborted told an earlier hold's listeners; this hold gets a fresh one.
-  if (!controller || controller.signal.aborted) watches.set(key, (controller = new AbortController()));
-  return controller;
 }
