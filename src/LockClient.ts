@@ -3,15 +3,15 @@ import { inspect } from 'node:util';
 import type { Cluster, Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { nanoid } from 'nanoid';
-import { ClientClosedError, type LockLostError, RedisCommandError, TRANSIENT_CODES, WrongKindError } from './errors';
-import { diagnostics } from './diagnostics';
+import { type LockClientEvents, watchdogReports } from './clientEvents';
+import { ClientClosedError, WrongKindError } from './errors';
 import { reviveWhenEnded } from './services/reviveEnded';
 import { keepListening } from './services/abortListeners';
 import { CommandRunner } from './services/CommandRunner';
 import { ClusterClocks } from './services/ClusterClocks';
 import { RedisClock, type RedisClocks } from './services/RedisClock';
 import { nameConnection, openConnection, quitWithin, subscriberOf } from './services/connection';
-import { ExpirationRenewal, type RenewalTarget } from './services/ExpirationRenewal';
+import { ExpirationRenewal } from './services/ExpirationRenewal';
 import type { CommandBound, LockContext } from './services/LockContext';
 import { LockPubSub } from './services/LockPubSub';
 import { QueueHeartbeat } from './services/QueueHeartbeat';
@@ -24,33 +24,12 @@ import { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore'
 import { ReadWriteLock } from './primitives/ReadWriteLock';
 import { RLock } from './primitives/RLock';
 import { Semaphore } from './primitives/Semaphore';
-import { redactError } from './redact';
-import { defineScripts, type PublishCommand } from './services/scripts';
-
-/** Payload of the `lockLost` event. */
-export interface LockLostEvent {
-  name: string;
-  key: string;
-  clientId: string;
-  ownerId: string;
-  error: LockLostError;
-}
-
-export interface LockClientEvents {
-  /** A lock the watchdog kept was found no longer held by its owner (by a renewal, or by the owner's release). */
-  lockLost: [LockLostEvent];
-  /** A watchdog renewal call failed (network, Redis error), once per batch of holds (a batch a migrating Cluster slot refused: only if its per-lock resend failed too); it is retried next tick. */
-  renewalFailed: [unknown];
-}
+import { hideFromLogs } from './redact';
+import { defineScripts } from './services/scripts';
+import { ShardedPublish } from './services/ShardedPublish';
 
 /** How long `close()` waits for QUIT before it cuts the connection. */
 const QUIT_TIMEOUT_MS = 1000;
-
-/** `util.inspect` shows `label` for `object`, and `JSON.stringify` leaves it out. */
-function hideFromLogs(object: object, label: string): void {
-  Object.defineProperty(object, inspect.custom, { value: () => label });
-  Object.defineProperty(object, 'toJSON', { value: () => undefined });
-}
 
 /**
  * The entry point: owns the connections it creates, one watchdog and one pub/sub subscriber,
@@ -79,9 +58,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly onDrop: () => void;
   private epoch = 0;
   private readonly unname: () => void;
-  private publishCommandAnswer: Promise<PublishCommand> | undefined;
-  /** The Cluster's answer once it came (a failed probe is asked again, so it is not kept). */
-  private publishCommandKnown: PublishCommand | undefined;
+  private readonly publishing: ShardedPublish;
   private readonly context: LockContext;
   /** Stops remaking our connection after ioredis ended it (see reviveWhenEnded). */
   private readonly stopReviving: () => void;
@@ -100,20 +77,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.ownsRedis = owned;
     this.unname = this.ownsRedis ? () => undefined : nameConnection(this.redis, connName);
     const redis = defineScripts(this.redis);
-    this.pubsub = new LockPubSub(subscriberOf(redis, connName), () => this.learnPublishCommand());
-    this.renewal = new ExpirationRenewal(
-      redis,
-      this.watchdogTimeout,
-      // On Cluster a renewal script may only name keys of one slot.
-      redis.isCluster ? (key) => calculateSlot(key) : () => 0,
-      (target, error, holds) => this.lost(target, error, holds),
-      (error) => {
-        redactError(error); // a failed AUTH carries the password in its `command.args`
-        if (diagnostics.renewalFailed.hasSubscribers) diagnostics.renewalFailed.publish({ clientId: this.id, error });
-        this.emitApart('renewalFailed', error);
-      },
-    );
-    this.heartbeat = new QueueHeartbeat(redis, checked.queueTimeout, redis.isCluster ? (key) => calculateSlot(key) : () => 0);
+    this.pubsub = new LockPubSub(subscriberOf(redis, connName), () => this.publishing.learn());
+    // On Cluster a renewal (or heartbeat) script may only name keys of one slot.
+    const batchOf = redis.isCluster ? (key: string) => calculateSlot(key) : () => 0;
+    const reports = watchdogReports(this);
+    this.renewal = new ExpirationRenewal(redis, this.watchdogTimeout, batchOf, reports.lost, reports.failed);
+    this.heartbeat = new QueueHeartbeat(redis, checked.queueTimeout, batchOf);
     // On a Cluster, the clock of each key's own master (the nodes' clocks need not agree).
     this.clock = redis.isCluster ? new ClusterClocks(redis as Cluster) : new RedisClock(redis as Redis);
     // After a reconnect Redis may have restarted empty or failed over: check every kept lock now
@@ -126,6 +95,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     };
     this.redis.on('ready', this.onReconnect);
     this.commands = new CommandRunner(this.redis, this.ownsRedis, checked.offlineTimeout, this.closing.signal);
+    this.publishing = new ShardedPublish(this.redis.isCluster, this.commands);
     // A Cluster remakes its node connections itself; a connection passed in is the user's to remake.
     this.stopReviving = this.ownsRedis && !this.redis.isCluster ? reviveWhenEnded(this.redis as Redis, () => !this.closed) : () => undefined;
     this.onDrop = () => this.epoch++;
@@ -147,8 +117,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       redisTimeAfter: (ms, key) => this.clock.after(ms, key),
       remeasureRedisClock: (key) => this.clock.ready(key),
       connectionEpoch: () => this.epoch,
-      publishCommand: () => this.publishCommand(),
-      knownPublishCommand: () => (this.redis.isCluster ? this.publishCommandKnown : 'publish'),
+      publishCommand: () => this.publishing.command(),
+      knownPublishCommand: () => this.publishing.known(),
       closedSignal: this.closing.signal,
       trackWaiter: () => {
         this.waiterCount++;
@@ -176,8 +146,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   /** A handle on the lock `name` (key `<keyPrefix><name>`). Handles are cheap; take one per task. */
   getLock(name: string): RLock {
-    this.assertOpen();
-    return new RLock(this.context, name);
+    return this.handle(RLock, name);
   }
 
   /**
@@ -185,26 +154,22 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * straight to the next waiter on release (see docs/design.md, "The fair lock").
    */
   getFairLock(name: string): FairLock {
-    this.assertOpen();
-    return new FairLock(this.context, name);
+    return this.handle(FairLock, name);
   }
 
   /** A handle on the counting semaphore `name` (Redisson's RSemaphore; see docs/design.md, "Semaphores"). */
   getSemaphore(name: string): Semaphore {
-    this.assertOpen();
-    return new Semaphore(this.context, name);
+    return this.handle(Semaphore, name);
   }
 
   /** A handle on the semaphore `name` whose permits have ids and leases (Redisson's RPermitExpirableSemaphore). */
   getPermitExpirableSemaphore(name: string): PermitExpirableSemaphore {
-    this.assertOpen();
-    return new PermitExpirableSemaphore(this.context, name);
+    return this.handle(PermitExpirableSemaphore, name);
   }
 
   /** A handle on the count-down latch `name` (Redisson's RCountDownLatch). */
   getCountDownLatch(name: string): CountDownLatch {
-    this.assertOpen();
-    return new CountDownLatch(this.context, name);
+    return this.handle(CountDownLatch, name);
   }
 
   /**
@@ -212,8 +177,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * larger than every token minted before for `name`, even after Redis lost its data.
    */
   getFencedLock(name: string): FencedLock {
-    this.assertOpen();
-    return new FencedLock(this.context, name);
+    return this.handle(FencedLock, name);
   }
 
   /**
@@ -221,43 +185,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * is never starved by readers (see docs/design.md, "The read-write lock").
    */
   getReadWriteLock(name: string): ReadWriteLock {
-    this.assertOpen();
-    return new ReadWriteLock(this.context, name);
-  }
-
-  /**
-   * How releases are published: sharded (`SPUBLISH`, to the lock's shard only) on a Cluster
-   * whose servers know it (Redis >= 7), classic `PUBLISH` elsewhere. A call that could not ask
-   * publishes classic this once; the subscriber waits for the answer (see `learnPublishCommand`).
-   */
-  private publishCommand(): Promise<PublishCommand> {
-    // Also when close() settled the question: a give-back waiting on it must still be sent.
-    return this.learnPublishCommand().catch(() => 'publish' as PublishCommand);
-  }
-
-  /**
-   * The answer, asked once. Rejects when Redis could not answer (a frozen or unreachable node):
-   * asked again next time, and the subscriber asks until it knows, since one made on a guess
-   * stayed deaf for good to every release published the other way (`13-cluster-down.test.ts`
-   * "a client whose first COMMAND INFO a frozen master left unanswered ..."). A refusal that
-   * will not change (an ACL without `command|info`, a server without COMMAND) is an answer:
-   * classic, for the releases and the subscriber alike.
-   */
-  private learnPublishCommand(): Promise<PublishCommand> {
-    if (this.publishCommandAnswer) return this.publishCommandAnswer;
-    if (!this.redis.isCluster) return (this.publishCommandAnswer = Promise.resolve('publish'));
-    // A call like any other (bounded while the connection is down, settled by close()): sent
-    // straight to ioredis it waited in the Cluster's offline queue, and the call that asked with it,
-    // whatever its waitTime or signal, for as long as the Cluster was unreachable.
-    this.publishCommandAnswer = this.commands.run('publishCommand', (redis) => redis.call('COMMAND', 'INFO', 'SPUBLISH')).then(
-      (info) => (this.publishCommandKnown = Array.isArray(info) && info[0] ? 'spublish' : 'publish'),
-      (error: unknown) => {
-        if (refusedForGood(error instanceof RedisCommandError ? error.cause : error)) return (this.publishCommandKnown = 'publish');
-        this.publishCommandAnswer = undefined;
-        throw error;
-      },
-    );
-    return this.publishCommandAnswer;
+    return this.handle(ReadWriteLock, name);
   }
 
   /**
@@ -359,42 +287,13 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     return { renewals: this.renewal.size, waitingChannels: this.pubsub.channelCount, waiters: this.waiterCount };
   }
 
+  /** A handle of kind `Handle` on `name`, once the client is checked open. */
+  private handle<T>(Handle: new (context: LockContext, name: string) => T, name: string): T {
+    this.assertOpen();
+    return new Handle(this.context, name);
+  }
+
   private assertOpen(): void {
     if (this.closed) throw new ClientClosedError();
   }
-
-  private lost(target: RenewalTarget, error: LockLostError, holds: number): void {
-    const event = { name: target.name, key: target.key, clientId: this.id, ownerId: target.owner.id, error };
-    if (diagnostics.lost.hasSubscribers) diagnostics.lost.publish({ ...event, holds });
-    this.emitApart('lockLost', event);
-  }
-
-  /**
-   * Emits an event of the watchdog's, which runs inside its renewal calls and timers: a listener
-   * that throws must not end the batch (the other holds' losses went unreported, the deadline
-   * timer was not re-armed) nor surface as the watchdog's unhandled rejection, or as the error
-   * of an unlock() that found its lock gone. Its error is thrown apart, on the next tick, as an
-   * uncaught exception: what Node does with a throwing diagnostics_channel subscriber.
-   */
-  private emitApart(event: 'lockLost' | 'renewalFailed', payload: unknown): void {
-    try {
-      this.emit(event, payload);
-    } catch (error) {
-      process.nextTick(() => {
-        throw error;
-      });
-    }
-  }
-}
-
-/**
- * Redis's refusal of COMMAND INFO that asking again will not change (no permission, no such
- * command or subcommand, a server that implements it otherwise): any error reply but those of a
- * server that is busy or changing (loading, failing over, a Cluster in flux).
- */
-function refusedForGood(error: unknown): boolean {
-  if ((error as { name?: unknown } | undefined)?.name !== 'ReplyError') return false;
-  const code = /^([A-Z][A-Z_]+) /.exec(error instanceof Error ? error.message : '')?.[1];
-  // BUSY too: a script running long answers every other call so until it ends.
-  return code === undefined || (code !== 'BUSY' && !TRANSIENT_CODES.includes(code));
 }

@@ -1,4 +1,5 @@
-export { LockClient, type LockClientEvents, type LockLostEvent } from './LockClient';
+export { LockClient } from './LockClient';
+export type { LockClientEvents, LockLostEvent } from './clientEvents';
 export { RLock } from './primitives/RLock';
 export { FairLock } from './primitives/FairLock';
 export { Semaphore } from './primitives/Semaphore';

@@ -1,3 +1,5 @@
+import { inspect } from 'node:util';
+
 /**
  * Hides the password of URLs in `text` (`redis://user:secret@host` → `redis://user:***@host`;
  * userinfo without a `:` is all password to Redis, so it goes entirely) before the text reaches an
@@ -46,4 +48,10 @@ export function displayUrl(url: string): string {
   // Any `@` beyond the one redacted: a password with an `@` and a `/` in it (not encoded) was cut
   // at the `/`, and what followed its first `@` would show (as the host, too).
   return shown.replace(/\/\/([^/\s]*:)?\*\*\*@/, '//').includes('@') ? '(not shown: it may hold a password)' : shown;
+}
+
+/** `util.inspect` shows `label` for `object`, and `JSON.stringify` leaves it out. */
+export function hideFromLogs(object: object, label: string): void {
+  Object.defineProperty(object, inspect.custom, { value: () => label });
+  Object.defineProperty(object, 'toJSON', { value: () => undefined });
 }
