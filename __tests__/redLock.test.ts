@@ -540,7 +540,11 @@ test('a member failing with anything but a Redis fault (a bug, a usage error): r
   // Stands for a defect in a member (as a read-write member's fork once was): not a server's fault.
   const broken = members[4]!;
   const fork = broken.fork.bind(broken);
-  broken.fork = () => Object.assign(fork(), { acquireHold: () => Promise.reject(new TypeError('a defect in a member')) });
+  broken.fork = () => {
+    const forked = fork();
+    Object.assign(forked.asMember, { acquireHold: () => Promise.reject(new TypeError('a defect in a member')) });
+    return forked;
+  };
   const red = new RedLock(members, { attemptTimeout: 300, retryDelay: 20 });
   await expect(red.tryLock({ waitTime: 20_000 })).rejects.toThrow('a defect in a member');
   await expect(red.lock()).rejects.toBeInstanceOf(TypeError);

@@ -4,6 +4,7 @@ import { lossWatch } from '../services/RenewalEntry';
 import type { LockContext } from '../services/LockContext';
 import { LockOwner, newScopeCall, runAsOwner, scopedOwner } from '../services/LockOwner';
 import { HeldLock } from './HeldLock';
+import type { LockAcquisition } from './LockAcquisition';
 import type { LockRelease } from './LockRelease';
 import { outcomeOf, watchHold } from './holdScope';
 
@@ -17,8 +18,8 @@ export interface ScopedLock {
   readonly key: string;
   /** One lock of one client (`LockHandle.identity`): what the scope owners are kept under. */
   readonly identity: string;
-  /** Takes the lock for `owner` and books the hold; resolves with the send time, or undefined when `waitTime` ran out. */
-  acquire(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal: AbortSignal | undefined): Promise<number | undefined>;
+  /** How the handle takes the lock (`acquire`: takes it for an owner and books the hold; `refuseInsideComposite`: throws inside a MultiLock/RedLock scope that holds it, as it would wait for itself). */
+  readonly acquisition: Pick<LockAcquisition, 'acquire' | 'refuseInsideComposite'>;
   /** How the handle gives holds back (`release`: one hold; `releaseAll`: every hold Redis counts). */
   readonly releases: Pick<LockRelease, 'release' | 'releaseAll'>;
   /** Ends an outermost scope whose holds were booked on `owner` (see `LockHandle.endScope`). */
@@ -26,8 +27,6 @@ export interface ScopedLock {
   /** The owner that books this handle's holds for `owner` (see `LockHandle.holder`). */
   holder(owner: LockOwner): LockOwner;
   field(owner: LockOwner): string;
-  /** Throws inside a MultiLock/RedLock scope that holds this lock (it would wait for itself). */
-  refuseInsideComposite(): void;
 }
 
 /**
@@ -144,7 +143,7 @@ export class LockScopes {
     const { leaseTime, waitTime, signal } = checkLockOptions(options, true);
     this.lock.context.assertOpen();
     const outer = scopedOwner(this.lock.identity);
-    if (!outer) this.lock.refuseInsideComposite();
+    if (!outer) this.lock.acquisition.refuseInsideComposite();
     const scopeOwner = outer ?? new LockOwner();
     // A read-write lock's kinds count apart: a hold() inside a withLock of the same kind must
     // book on the scope's facet, or giving it back (its owner's "last" hold) would stop the
@@ -157,7 +156,7 @@ export class LockScopes {
     if (outer) outer.scopesInside++;
     let sentAt: number | undefined;
     try {
-      sentAt = await this.lock.acquire(owner, leaseTime, maxWait, signal);
+      sentAt = await this.lock.acquisition.acquire(owner, leaseTime, maxWait, signal);
       if (sentAt === undefined) throw new LockTimeoutError(this.lock.name, maxWait);
     } catch (error) {
       // Not inside after all: the last one out of an ended scope still ends it.

@@ -58,12 +58,12 @@ export class LockOwner {
    * A handle's own owner whose hold was taken with a `leaseTime`: when that lease ends at the
    * latest, performance.now() ms (Redis's TTL counted from the send of the call that set it, so
    * it ends here first). Once it has passed, the hold is gone whatever is booked; a second
-   * `lock()` says so (see `LockHandle.stillBooked`).
+   * `lock()` says so (see `LockAcquisition.stillBooked`).
    */
   leasedUntil: number | undefined = undefined;
   /**
    * Scopes nested in this owner's that still run (`withLock` calls, `hold()`s not yet given back,
-   * a composite's member that re-entered: `LockHandle.enteredScope`), counted from the call on
+   * a composite's member that re-entered: `CompositeMember.enteredScope`), counted from the call on
    * (their re-entry may still be on its way to Redis). One `fn` started without awaiting it
    * can outlive the outermost scope: the lock stays theirs until the last of them ends (see
    * `LockScopes.withLock`).

@@ -47,7 +47,7 @@ export class CompositeHold {
     cap?: ExtensionCap,
   ) {
     let held = members.length;
-    this.memberLost = members.map(({ handle }) => handle.lostSignal());
+    this.memberLost = members.map(({ handle }) => handle.asMember.lostSignal());
     const lose = (this.lose = (reason: string, closed?: ClientClosedError): void => {
       if (this.lost.signal.aborted) return;
       // A member's client was closed (its watchdog stopped): said as such, as for a lone lock's
@@ -133,11 +133,11 @@ export class CompositeHold {
     });
     const now = performance.now();
     this.members.forEach(({ handle }, i) => {
-      const stopRenewing = handle.renewalStopper();
+      const stopRenewing = handle.asMember.renewalStopper();
       const stop = (): void => {
         ends[i] = stopRenewing() ?? -Infinity;
         // Its watchdog no longer tells a close (ClientClosedError): said here, as it would have.
-        const closing = handle.closedSignal;
+        const closing = handle.asMember.closedSignal;
         const closed = (): void => {
           ends[i] = -Infinity;
           recount(closing.reason instanceof ClientClosedError ? closing.reason : new ClientClosedError());
@@ -147,7 +147,7 @@ export class CompositeHold {
         this.undo.push(() => closing.removeEventListener('abort', closed));
         recount();
       };
-      const stopAt = cap.start + cap.maxHoldTime - handle.watchdogTimeout;
+      const stopAt = cap.start + cap.maxHoldTime - handle.asMember.watchdogTimeout;
       // Due already (maxHoldTime equal to the lease): stopped now, so that remainingValidity() answers at once.
       if (stopAt <= now) return stop();
       const stopping = setTimeout(stop, stopAt - now);
@@ -187,7 +187,7 @@ export class CompositeHold {
       new RedisCommandError('unlock', new Error(`no answer within ${timeout} ms`), `unlock of "${handle.name}" got no answer within ${timeout} ms; the hold expires with its lease`, 'ETIMEDOUT');
     const results = await Promise.allSettled(
       this.members.map(async ({ handle }) => {
-        if ((await within(handle.giveBack().then(() => true), timeout)) === undefined) throw unanswered(handle);
+        if ((await within(handle.asMember.giveBack().then(() => true), timeout)) === undefined) throw unanswered(handle);
       }),
     );
     // Each member's own index in the composite's list (a member not taken, in a RedLock with a
@@ -211,7 +211,7 @@ export class CompositeHold {
 export function stillHeld(members: readonly TakenMember[], watchdogKept: boolean): number {
   if (!watchdogKept) return members.length;
   return members.filter(({ handle }) => {
-    const lost = handle.lostSignal();
+    const lost = handle.asMember.lostSignal();
     return lost !== undefined && !lost.aborted;
   }).length;
 }
@@ -242,7 +242,7 @@ export function pause(ms: number, signal: AbortSignal | undefined, members: read
 
 /** The close() signals of the members' clients, each once, but `except`. */
 function closesOf(members: readonly LockHandle[], except?: AbortSignal): AbortSignal[] {
-  return [...new Set(members.map((member) => member.closedSignal))].filter((closed) => closed !== except);
+  return [...new Set(members.map((member) => member.asMember.closedSignal))].filter((closed) => closed !== except);
 }
 
 /**
@@ -254,7 +254,7 @@ function closesOf(members: readonly LockHandle[], except?: AbortSignal): AbortSi
  * `undo` drops the listeners once the wait is over.
  */
 export function stopsOfMembers(signal: AbortSignal | undefined, members: readonly LockHandle[], waited: LockHandle): { signal: AbortSignal | undefined; undo: () => void } {
-  const others = closesOf(members, waited.closedSignal);
+  const others = closesOf(members, waited.asMember.closedSignal);
   if (others.length === 0) return { signal, undo: () => undefined };
   const all = signal ? [signal, ...others] : others;
   const joined = new AbortController();

@@ -145,7 +145,7 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
     const other = handles[refused]!;
     for (const [i, handle] of handles.entries()) {
       if (i === refused || !taken(i) || handle.key !== other.key || this.distinctPairs.has(`${i}:${refused}`)) continue;
-      const asking = handle.holdsThrough(other).catch(() => undefined);
+      const asking = handle.asMember.holdsThrough(other.asMember).catch(() => undefined);
       const answer = until === undefined ? await asking : await within(asking, Math.max(until - performance.now(), 0));
       if (answer === false) this.distinctPairs.add(`${i}:${refused}`);
       if (answer === true) {
@@ -168,7 +168,7 @@ export abstract class CompositeLock extends EventEmitter<CompositeLockEvents> {
    * (and given back) for nothing.
    */
   protected assertMembersOpen(): void {
-    if (this.members.some((member) => member.closedSignal.aborted)) throw new ClientClosedError();
+    if (this.members.some((member) => member.asMember.closedSignal.aborted)) throw new ClientClosedError();
   }
 
   /** Inside a `withLock` of a composite sharing a member with this one, taking it would wait for that member forever. */

@@ -1,4 +1,5 @@
-import { LockHandle } from '../../core/LockHandle';
+import { CompositeMember } from '../../core/CompositeMember';
+import type { LockHandle } from '../../core/LockHandle';
 import { refusedForNow } from '../../core/waitLoop';
 import { IN_FLIGHT_GRACE_MS } from '../../services/bounds';
 import { CompositeHold, mayHaveRun, pause, stillHeld, stopsOfMembers, within } from './CompositeHold';
@@ -60,8 +61,8 @@ export class MultiLock extends CompositeLock {
         const waited = handles[blocker]!;
         const stops = stopsOfMembers(signal, this.members, waited);
         try {
-          sentAt[blocker] = await waited.acquireHold(leaseTime, Math.max(0, deadline - performance.now()), stops.signal).catch((error: unknown) => {
-            if (mayHaveRun(waited, error, stops.signal)) waited.giveBack().catch(() => undefined);
+          sentAt[blocker] = await waited.asMember.acquireHold(leaseTime, Math.max(0, deadline - performance.now()), stops.signal).catch((error: unknown) => {
+            if (mayHaveRun(waited, error, stops.signal)) waited.asMember.giveBack().catch(() => undefined);
             throw error;
           });
         } finally {
@@ -106,8 +107,8 @@ export class MultiLock extends CompositeLock {
     const notTried = new Set<number>();
     const together = new Map<number, Promise<number | undefined>>();
     for (const group of groupsOf(handles, skip, this.keyOrder)) {
-      const taking = LockHandle.acquireTogether(
-        group.map((i) => handles[i]!),
+      const taking = CompositeMember.acquireTogether(
+        group.map((i) => handles[i]!.asMember),
         leaseTime,
         signal,
         attemptDeadline,
@@ -119,7 +120,7 @@ export class MultiLock extends CompositeLock {
       });
       for (const i of group) together.set(i, taking);
     }
-    const results = await Promise.allSettled(handles.map((handle, i) => (i === skip ? Promise.resolve(sentAt[i]) : (together.get(i) ?? handle.acquireHold(leaseTime, 0, signal, attemptDeadline)))));
+    const results = await Promise.allSettled(handles.map((handle, i) => (i === skip ? Promise.resolve(sentAt[i]) : (together.get(i) ?? handle.asMember.acquireHold(leaseTime, 0, signal, attemptDeadline)))));
     // Read now: an abort while a give-back is awaited does not make a failure an abort.
     const undo = results.map((result, i) => result.status === 'rejected' && mayHaveRun(handles[i]!, result.reason, signal));
     let failure: { error: unknown } | undefined;
@@ -152,10 +153,10 @@ export class MultiLock extends CompositeLock {
    * holding up the caller (its connection may be down for offlineTimeout).
    */
   private async giveBack(handles: LockHandle[], sentAt: (number | undefined)[], undo: boolean[], bounded: boolean, deadline: number): Promise<void> {
-    const givingBack = Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.giveBack().catch(() => undefined))));
+    const givingBack = Promise.all(handles.map((handle, i) => (sentAt[i] === undefined ? undefined : handle.asMember.giveBack().catch(() => undefined))));
     await (bounded ? within(givingBack, Math.max(deadline - performance.now(), IN_FLIGHT_GRACE_MS)) : givingBack);
     handles.forEach((handle, i) => {
-      if (undo[i]) handle.giveBack().catch(() => undefined);
+      if (undo[i]) handle.asMember.giveBack().catch(() => undefined);
     });
   }
 

@@ -64,7 +64,7 @@ export class RedLock extends CompositeLock {
     this.maxHoldTime = checked.maxHoldTime;
     this.quorum = Math.floor(this.members.length / 2) + 1;
     // Each member is renewed until maxHoldTime less its own lease: no lease may be longer.
-    const longest = Math.max(...this.members.map((member) => member.watchdogTimeout));
+    const longest = Math.max(...this.members.map((member) => member.asMember.watchdogTimeout));
     if (this.maxHoldTime !== undefined && this.maxHoldTime < longest) {
       throw new InvalidArgumentError('options.maxHoldTime', `must be at least the members' watchdog lease (their longest watchdogTimeout, ${longest} ms), got ${this.maxHoldTime}`);
     }
@@ -146,7 +146,7 @@ export class RedLock extends CompositeLock {
 
   /** The lease the watchdogs keep the members for: the shortest of their clients' `watchdogTimeout`. */
   private watchdogLease(): number {
-    return Math.min(...this.members.map((member) => member.watchdogTimeout));
+    return Math.min(...this.members.map((member) => member.asMember.watchdogTimeout));
   }
 
   protected releaseHold(hold: CompositeHold): Promise<number> {
@@ -162,10 +162,10 @@ export class RedLock extends CompositeLock {
     let abandoned = false;
     // A member entered again inside a withLock of its own (the caller holds it already).
     const reenters = scopedOwner(handle.identity) !== undefined;
-    const acquiring = handle.acquireHold(leaseTime, 0, signal);
+    const acquiring = handle.asMember.acquireHold(leaseTime, 0, signal);
     acquiring.then(
       (sentAt) => {
-        if (abandoned && sentAt !== undefined) handle.giveBack().catch(() => undefined);
+        if (abandoned && sentAt !== undefined) handle.asMember.giveBack().catch(() => undefined);
       },
       (error: unknown) => {
         // Failed (connection lost mid-call, client closed): it may have run; make sure it is
@@ -174,7 +174,7 @@ export class RedLock extends CompositeLock {
         // scope runs); a hold it may have added goes back when that scope ends.
         // Whether the failure is the abort, not whether the signal is aborted by now: a failure
         // before a later abort still leaves the member taken for its lease (a helper audit).
-        if (mayHaveRun(handle, error, signal, reenters)) handle.giveBack().catch(() => undefined);
+        if (mayHaveRun(handle, error, signal, reenters)) handle.asMember.giveBack().catch(() => undefined);
       },
     );
     try {
@@ -189,7 +189,7 @@ export class RedLock extends CompositeLock {
   }
 
   private async giveBack(handles: LockHandle[]): Promise<void> {
-    await Promise.all(handles.map((handle) => within(handle.giveBack(), this.attemptTimeout).catch(() => undefined)));
+    await Promise.all(handles.map((handle) => within(handle.asMember.giveBack(), this.attemptTimeout).catch(() => undefined)));
   }
 }
 
