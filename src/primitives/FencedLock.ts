@@ -31,7 +31,7 @@ class FencedHold extends RLock {
   }
 
   protected override acquireScript(): { command: string; keys: string[] } {
-    return { command: 'rlock_fencedLock_acquire', keys: [...this.queueKeys(), this.tokenKey] };
+    return { command: 'rlock_fencedLock_acquire', keys: [...this.queue.keys, this.tokenKey] };
   }
 
   /** The hold has a token: the watchdog extends the token key with the lock (RLock's renewalTarget), so it lives as long as the lock. */

@@ -1,33 +1,18 @@
 import calculateSlot from 'cluster-key-slot';
 import { ExclusiveLock, type ForceUnlockResult } from '../core/ExclusiveLock';
-import { forceWhileRefused, stopsOf, waitFor, type WaitProtocol, whileRefused } from '../core/waitLoop';
+import { forceWhileRefused, stopsOf, waitFor, type WaitProtocol } from '../core/waitLoop';
 import type { Hold } from '../services/Hold';
 import { inspectLock, type LockInfo } from '../introspection';
-import { clientQueueExpiryKeyOf, clientQueueKeyOf, fenceKeyOf, RELEASE_LATCH_TTL_MS, wakeChannelPrefixOf } from '../names';
+import { clientQueueExpiryKeyOf, fenceKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
 import { OUTCOME_UNKNOWN, PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
-import { type CommandBound, type LockContext, queuePublishing } from '../services/LockContext';
-import type { ChannelEntry } from '../services/ChannelEntry';
+import { type LockContext, queuePublishing } from '../services/LockContext';
 import { type LockOwner, scopedOwner } from '../services/LockOwner';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { ScriptedRedis } from '../services/scripts';
-import { syncedAcquire } from '../services/syncedAcquire';
-import { WaitingClient } from '../services/WaitingClient';
 import { boundedWait } from '../services/bounds';
-
-/** How long a client's new callers let another client's waiter, woken by its release, ask first. */
-const TURN_PASSED_MS = 50;
-
-/** Per client: the locks whose turn one of its releases just passed to another client, until when (performance.now()). */
-const passed = new WeakMap<LockContext, Map<string, number>>();
-
-function passTurn(context: LockContext, key: string): void {
-  let turns = passed.get(context);
-  if (!turns) passed.set(context, (turns = new Map()));
-  const now = performance.now();
-  // Per lock name: a process locking many names (order:<id>) must not keep one entry per name.
-  if (turns.size >= 64) for (const [name, until] of turns) if (until <= now) turns.delete(name);
-  turns.set(key, now + TURN_PASSED_MS);
-}
+import { ClientQueue } from './ClientQueue';
+import { RLockAttempt, tookAfresh, Unconfirmed } from './rlockAttempt';
+import { passTurn, turnLeft, turnPassed } from './rlockTurns';
 
 /**
  * A reentrant distributed lock, Redisson's RLock: a Redis hash `<clientId>:<ownerId> → holds`.
@@ -44,24 +29,36 @@ export class RLock extends ExclusiveLock {
     super(context, name);
   }
 
-  /** Where releases wake this client's waiters: one channel per client and lock. */
-  private get channel(): string {
-    return (this.channelName ??= this.wakePrefix + this.context.clientId);
+  /** The lock's queue of waiting clients: its names and this client's place in it (made once per handle). */
+  protected get queue(): ClientQueue {
+    return (this.queueMade ??= new ClientQueue(this.context, this.key));
   }
 
-  private channelName: string | undefined;
+  private queueMade: ClientQueue | undefined;
+
+  /** This handle's acquire attempts, over its own steps (made on the first wait). */
+  private get attempts(): RLockAttempt {
+    return (this.attemptsMade ??= new RLockAttempt({
+      context: this.context,
+      releases: this.releases,
+      field: (owner) => this.field(owner),
+      acquireScript: (owner) => this.acquireScript(owner),
+    }));
+  }
+
+  private attemptsMade: RLockAttempt | undefined;
 
   protected async forceUnlockCall(holder: string): Promise<ForceUnlockResult> {
     const { publish, trust } = await queuePublishing(this.context);
-    const [removed, ...holders] = await forceWhileRefused(this.context, (redis) => redis.rlock_forceUnlock(...this.queueKeys(), publish, this.wakePrefix, trust, holder));
+    const { queue } = this;
+    const [removed, ...holders] = await forceWhileRefused(this.context, (redis) => redis.rlock_forceUnlock(...queue.keys, publish, queue.wakePrefix, trust, holder));
     const result = this.forceUnlockAnswered(removed, holders);
     // If the lock was with this client, it is not any more.
-    const entry = this.context.pubsub.peek(this.channel);
-    const waiting = entry?.keeper;
-    if (result.removed && waiting instanceof WaitingClient) {
+    const waiting = queue.here();
+    if (result.removed && waiting) {
       const wasHere = waiting.heldHere;
       waiting.released(waiting.queued);
-      if (wasHere && !waiting.queued) this.wakeOneJoined();
+      if (wasHere && !waiting.queued) queue.wakeOneJoined();
     }
     return result;
   }
@@ -77,8 +74,7 @@ export class RLock extends ExclusiveLock {
 
   /** @internal See LockHandle.yieldsTurn. */
   override yieldsTurn(): boolean {
-    const until = passed.get(this.context)?.get(this.key);
-    return until !== undefined && until > performance.now();
+    return turnPassed(this.context, this.key);
   }
 
   protected acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
@@ -86,14 +82,9 @@ export class RLock extends ExclusiveLock {
     // lets it ask first, for at most TURN_PASSED_MS. Not fair, bounded: it ends the starvation of
     // a busy process by one that releases and locks again at once ("a one-task client that locks
     // again at once does not starve a busy one").
-    const turns = owner.holds === 0 && waitTime > 0 ? passed.get(this.context) : undefined;
-    const passedUntil = turns?.get(this.key);
-    if (passedUntil === undefined) return this.waitForLock(owner, leaseTime, waitTime, signal, attemptDeadline);
-    const left = passedUntil - performance.now();
-    if (left <= 0) {
-      turns!.delete(this.key);
-      return this.waitForLock(owner, leaseTime, waitTime, signal);
-    }
+    const left = owner.holds === 0 && waitTime > 0 ? turnLeft(this.context, this.key) : undefined;
+    if (left === undefined) return this.waitForLock(owner, leaseTime, waitTime, signal, attemptDeadline);
+    if (left <= 0) return this.waitForLock(owner, leaseTime, waitTime, signal);
     // At most half the waitTime: what is left stays a wait (bounded by its deadline while Redis
     // is unreachable), never a single attempt (bounded only by offlineTimeout).
     const pause = Math.min(left, waitTime / 2);
@@ -102,7 +93,7 @@ export class RLock extends ExclusiveLock {
   }
 
   private waitForLock(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined> {
-    const { channel } = this;
+    const { queue } = this;
     const lease = leaseTime ?? this.context.watchdogTimeout;
     let first = true;
     // One for the whole wait, made at its first sleep: it keeps the waiter's place in its
@@ -119,9 +110,9 @@ export class RLock extends ExclusiveLock {
       giveBackIfUnknown: (stillWaiting) => (owner.holds === 0 && owner.pending === (stillWaiting ? 1 : 0) ? this.releases.giveBackUnbooked(owner) : Promise.resolve()),
     });
     const protocol: WaitProtocol = {
-      channel,
+      channel: queue.channel,
       attempt: async (listening, bound) => {
-        const waiting = listening && this.waitingClient(listening);
+        const waiting = listening && queue.waitingClient(listening);
         // A new caller while the lock is with this client, or while its waiters are in line,
         // could only fail: it joins them. A woken waiter always asks, and so does an owner
         // entering again (it may be the very holder).
@@ -129,7 +120,7 @@ export class RLock extends ExclusiveLock {
         first = false;
         if (skip !== undefined) return { held: false, ttl: skip };
         const sentAt = performance.now();
-        const reply = await this.attempt(owner, lease, waiting ? 1 : 0, bound);
+        const reply = await this.attempts.attempt(owner, lease, waiting ? 1 : 0, bound);
         if (reply instanceof Unconfirmed) {
           // Taken, but the replicas did not confirm it in time: given back (syncedAttempt), a
           // refusal that says nothing of the owner's other holds.
@@ -161,17 +152,15 @@ export class RLock extends ExclusiveLock {
             return undefined;
           },
       // A waiter that stops after its client's wake-up came, before it asked, passes the turn on.
-      giveUp: async () => {
-        const keeper = this.context.pubsub.peek(channel)?.keeper;
-        if (keeper instanceof WaitingClient) keeper.waiterGaveUp();
-      },
+      giveUp: async () => queue.here()?.waiterGaveUp(),
       ...this.waitEvents(owner),
     };
     return waitFor(this.context, protocol, waitTime, signal, attemptDeadline);
   }
 
   protected async releaseCall(redis: ScriptedRedis, field: string, latch: string, last: boolean, retry = false): Promise<0 | 1 | null> {
-    const entry = last ? this.context.pubsub.peek(this.channel) : undefined;
+    const { queue } = this;
+    const entry = last ? this.context.pubsub.peek(queue.channel) : undefined;
     const local = entry?.local;
     // Not for a retry, whose latch may answer what its first call did: a handover to the waiter
     // that call claimed (told the outcome was unknown, it gives that hold back itself), which a
@@ -186,7 +175,7 @@ export class RLock extends ExclusiveLock {
     // hold (a second reader's repro: two holders).
     const publishing = queuePublishing(this.context);
     const { publish, trust } = publishing instanceof Promise ? await publishing : publishing;
-    const args = [...this.queueKeys(), latch, field, RELEASE_LATCH_TTL_MS, publish, this.wakePrefix, trust, this.context.queueTimeout, stayInLine, mustYield] as const;
+    const args = [...queue.keys, latch, field, RELEASE_LATCH_TTL_MS, publish, queue.wakePrefix, trust, this.context.queueTimeout, stayInLine, mustYield] as const;
     const sentAt = performance.now();
     let result: 0 | 1 | 2 | 3 | 4 | null | undefined;
     try {
@@ -199,8 +188,7 @@ export class RLock extends ExclusiveLock {
     }
     // Looked up afresh: the entry seen before the reply may have been dropped meanwhile (its last
     // waiter left, the client closed), and a heartbeat restarted on its WaitingClient ran for good.
-    const keeper = last ? this.context.pubsub.peek(this.channel)?.keeper : undefined;
-    const waiting = keeper instanceof WaitingClient ? keeper : undefined;
+    const waiting = last ? queue.here() : undefined;
     if (result === 2 && !next) return 1; // a retry's replayed handover (above)
     if (result === 2) {
       local!.handedOver();
@@ -219,70 +207,16 @@ export class RLock extends ExclusiveLock {
       waiting?.released(result === 1 && stayInLine === 1);
       // Nobody else waits: this client's own waiters go on (no message comes for them).
       // (A retry's replayed 3 may find the entry gone since: nobody of this client waits then.)
-      if (result === 3 && !next) (entry ?? this.context.pubsub.peek(this.channel))?.wakeOne();
+      if (result === 3 && !next) (entry ?? this.context.pubsub.peek(queue.channel))?.wakeOne();
       // Sent without waiters (stayInLine 0), the release left the client out of line; those
       // that joined while it was out parked without an attempt, the lock being here.
-      else if (result === 1 && stayInLine === 0) this.wakeOneJoined();
+      else if (result === 1 && stayInLine === 0) queue.wakeOneJoined();
       return 1;
     }
     // Not held any more (lost, forced): whatever it was, it is not with this client now.
     if (result === null) waiting?.released(waiting.queued);
     return result;
   }
-
-  /**
-   * The lock left this client (its release went to Redis, or a force took it) while the client
-   * is out of line: callers that joined its waiters without asking, the lock being here, are in
-   * no queue that a release could wake, and no message comes for them. One asks now (else the
-   * heartbeat would, a third of queueTimeout later). The channel's entry is looked up afresh: the
-   * one seen before the release's reply may have been dropped and made again meanwhile.
-   */
-  private wakeOneJoined(): void {
-    const entry = this.context.pubsub.peek(this.channel);
-    if (entry && entry.refCount > 0) entry.wakeOne();
-  }
-
-  /**
-   * This client's place in the lock's queue of waiting clients, kept by its channel entry (made
-   * by the first waiter to need it).
-   */
-  private waitingClient(entry: ChannelEntry): WaitingClient {
-    if (entry.keeper instanceof WaitingClient) return entry.keeper;
-    const [key, queueKey, expiryKey] = this.queueKeys();
-    const waiting = new WaitingClient(entry, {
-      heartbeat: this.context.heartbeat,
-      entry: { lockKey: key, queueKey, expiryKey, member: this.context.clientId, heartbeatCommand: 'rlock_heartbeat' },
-      leave: async () => {
-        const { publish, trust } = await queuePublishing(this.context);
-        // Sent again while Redis refuses it as a give-back is (see whileRefused): left in line, the
-        // client was woken for nothing at the next release and the lock stayed free until its
-        // entry ran out (queueTimeout). Only while no waiter of this client is on the lock again:
-        // one that joined since may have put the client back in line, and a resend would take it out.
-        return whileRefused(
-          this.context,
-          () => this.context.command('leave', (redis) => redis.rlock_leave(key, queueKey, expiryKey, this.context.clientId, publish, this.wakePrefix, trust)),
-          Infinity,
-          () => !this.context.pubsub.peek(this.channel)?.refCount,
-        );
-      },
-    });
-    entry.keeper = waiting;
-    return waiting;
-  }
-
-  /** The lock hash, its queue of waiting clients and their deadlines: every script's first keys (made once per handle). */
-  protected queueKeys(): [string, string, string] {
-    const { keyPrefix } = this.context;
-    return (this.queueKeyNames ??= [this.key, clientQueueKeyOf(keyPrefix, this.key), clientQueueExpiryKeyOf(keyPrefix, this.key)]);
-  }
-
-  private queueKeyNames: [string, string, string] | undefined;
-
-  private get wakePrefix(): string {
-    return (this.wakePrefixName ??= wakeChannelPrefixOf(this.context.keyPrefix, this.key));
-  }
-
-  private wakePrefixName: string | undefined;
 
   /**
    * Whether a release may hand the lock to a parked waiter of this client without a new acquire,
@@ -303,8 +237,8 @@ export class RLock extends ExclusiveLock {
   protected acquireScript(owner: LockOwner): { command: string; keys: string[] } {
     // Re-entering a fenced hold (a FencedLock's scope): the fenced script lengthens the token key
     // with the lock, which a longer lease than the fenced hold's would otherwise outlive.
-    if (owner.fenced && owner.holds > 0) return { command: 'rlock_fencedLock_acquire', keys: [...this.queueKeys(), this.tokenKey] };
-    return { command: 'rlock_acquire', keys: this.queueKeys() };
+    if (owner.fenced && owner.holds > 0) return { command: 'rlock_fencedLock_acquire', keys: [...this.queue.keys, this.tokenKey] };
+    return { command: 'rlock_acquire', keys: this.queue.keys };
   }
 
   /** The owner got a hold; `reply` is what the acquire script answered. A fresh plain hold has no token. */
@@ -338,61 +272,4 @@ export class RLock extends ExclusiveLock {
   }
 
   private tokenKeyName: string | undefined;
-
-  /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
-  private async attempt(owner: LockOwner, lease: number, join: 0 | 1, waitBound: CommandBound): Promise<unknown> {
-    const { command, keys } = this.acquireScript(owner);
-    const args = [...keys, lease, this.field(owner), join, this.context.queueTimeout, owner.holds > 0 ? 1 : 0];
-    const sync = this.context.syncReplicas;
-    // An attempt Redis answers after the wait ended (frozen, a silent connection) may have taken
-    // the lock for a caller that is gone: give that hold back (a number is a refusal, its PTTL).
-    // Its fields copied one by one, not spread: this runs for every attempt.
-    const bound: CommandBound = {
-      deadline: waitBound.deadline,
-      signals: waitBound.signals,
-      cutShort: waitBound.cutShort,
-      idempotent: waitBound.idempotent,
-      lateReply: (reply) => {
-        // No answer at all: it may not have run. Undone only for a composite member's single-use
-        // owner that books nothing: a handle's own owner may ask again meanwhile, and the
-        // give-back, written after that ask, took its new hold (a third reader's repro: two
-        // holders); a re-entry's give-back took the enclosing scope's hold (a second reader's).
-        // Otherwise what it took, if it ran, stays for its lease, as before.
-        if (reply === OUTCOME_UNKNOWN && !owner.undoesUnknown) return undefined;
-        return typeof reply !== 'number' ? this.releases.giveBackUnbooked(owner) : undefined;
-      },
-    };
-    if (sync) return this.syncedAttempt(owner, command, args, sync, bound);
-    return this.context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...args), bound);
-  }
-
-  /**
-   * Synced acquire (see syncedAcquire): an unconfirmed hold is given back, unbooked and untold
-   * (no `rlock:acquired` announced it), and reported as a refused attempt (`Unconfirmed`).
-   */
-  private async syncedAttempt(owner: LockOwner, command: string, args: (string | number)[], sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
-    const { reply, confirmed, waitRefused } = await syncedAcquire(this.context, sync, command, args, bound);
-    if (typeof reply === 'number' || confirmed) return reply;
-    await this.releases.giveBackUnbooked(owner).catch(() => undefined);
-    // A re-entry that took the lock afresh: the hold it entered was lost, confirmed or not.
-    if (tookAfresh(reply)) this.releases.reentryFoundHoldGone(owner, 'free');
-    if (waitRefused) throw waitRefused;
-    return new Unconfirmed(sync.timeout);
-  }
 }
-
-/** An attempt that took the lock but whose replicas did not confirm it in time (given back): try again within `ttl`. */
-class Unconfirmed {
-  constructor(readonly ttl: number) {}
-}
-
-/**
- * Whether an acquire's answer says the owner's hold was lost and the lock taken afresh: the plain
- * script's "afresh", the fenced one's token in a table (lua/lock/acquire-3.lua, fencedLock/acquire-4.lua).
- */
-function tookAfresh(reply: unknown): boolean {
-  return reply === 'afresh' || Array.isArray(reply);
-}
-
-/** An acquire script command: keys, then lease, field, join, queue timeout and whether the owner re-enters. */
-type AcquireCall = (...args: (string | number)[]) => Promise<unknown>;

@@ -1,0 +1,81 @@
+import type { LockRelease } from '../core/LockRelease';
+import { OUTCOME_UNKNOWN } from '../services/LocalHandoff';
+import type { CommandBound, LockContext } from '../services/LockContext';
+import type { LockOwner } from '../services/LockOwner';
+import { syncedAcquire } from '../services/syncedAcquire';
+
+/** What one acquire of an RLock (or a variant) asks of its handle: the handle's own steps, bound to it. */
+export interface AttemptingLock {
+  readonly context: LockContext;
+  readonly releases: Pick<LockRelease, 'giveBackUnbooked' | 'reentryFoundHoldGone'>;
+  field(owner: LockOwner): string;
+  /** The acquire script and its keys for `owner` (see `RLock.acquireScript`). */
+  acquireScript(owner: LockOwner): { command: string; keys: string[] };
+}
+
+/**
+ * One acquire of an RLock: the script call, what its late reply took given back, and with
+ * `syncReplicas` the WAIT that vouches for it (an unconfirmed hold given back).
+ */
+export class RLockAttempt {
+  constructor(private readonly lock: AttemptingLock) {}
+
+  /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
+  async attempt(owner: LockOwner, lease: number, join: 0 | 1, waitBound: CommandBound): Promise<unknown> {
+    const { context, releases } = this.lock;
+    const { command, keys } = this.lock.acquireScript(owner);
+    const args = [...keys, lease, this.lock.field(owner), join, context.queueTimeout, owner.holds > 0 ? 1 : 0];
+    const sync = context.syncReplicas;
+    // An attempt Redis answers after the wait ended (frozen, a silent connection) may have taken
+    // the lock for a caller that is gone: give that hold back (a number is a refusal, its PTTL).
+    // Its fields copied one by one, not spread: this runs for every attempt.
+    const bound: CommandBound = {
+      deadline: waitBound.deadline,
+      signals: waitBound.signals,
+      cutShort: waitBound.cutShort,
+      idempotent: waitBound.idempotent,
+      lateReply: (reply) => {
+        // No answer at all: it may not have run. Undone only for a composite member's single-use
+        // owner that books nothing: a handle's own owner may ask again meanwhile, and the
+        // give-back, written after that ask, took its new hold (a third reader's repro: two
+        // holders); a re-entry's give-back took the enclosing scope's hold (a second reader's).
+        // Otherwise what it took, if it ran, stays for its lease, as before.
+        if (reply === OUTCOME_UNKNOWN && !owner.undoesUnknown) return undefined;
+        return typeof reply !== 'number' ? releases.giveBackUnbooked(owner) : undefined;
+      },
+    };
+    if (sync) return this.syncedAttempt(owner, command, args, sync, bound);
+    return context.command('acquire', (redis) => (redis as unknown as Record<string, AcquireCall>)[command]!(...args), bound);
+  }
+
+  /**
+   * Synced acquire (see syncedAcquire): an unconfirmed hold is given back, unbooked and untold
+   * (no `rlock:acquired` announced it), and reported as a refused attempt (`Unconfirmed`).
+   */
+  private async syncedAttempt(owner: LockOwner, command: string, args: (string | number)[], sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
+    const { releases } = this.lock;
+    const { reply, confirmed, waitRefused } = await syncedAcquire(this.lock.context, sync, command, args, bound);
+    if (typeof reply === 'number' || confirmed) return reply;
+    await releases.giveBackUnbooked(owner).catch(() => undefined);
+    // A re-entry that took the lock afresh: the hold it entered was lost, confirmed or not.
+    if (tookAfresh(reply)) releases.reentryFoundHoldGone(owner, 'free');
+    if (waitRefused) throw waitRefused;
+    return new Unconfirmed(sync.timeout);
+  }
+}
+
+/** An attempt that took the lock but whose replicas did not confirm it in time (given back): try again within `ttl`. */
+export class Unconfirmed {
+  constructor(readonly ttl: number) {}
+}
+
+/**
+ * Whether an acquire's answer says the owner's hold was lost and the lock taken afresh: the plain
+ * script's "afresh", the fenced one's token in a table (lua/lock/acquire-3.lua, fencedLock/acquire-4.lua).
+ */
+export function tookAfresh(reply: unknown): boolean {
+  return reply === 'afresh' || Array.isArray(reply);
+}
+
+/** An acquire script command: keys, then lease, field, join, queue timeout and whether the owner re-enters. */
+type AcquireCall = (...args: (string | number)[]) => Promise<unknown>;
