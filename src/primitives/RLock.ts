@@ -29,7 +29,7 @@ export class RLock extends ExclusiveLock {
     super(context, name);
   }
 
-  /** The lock's queue of waiting clients: its names and this client's place in it (made once per handle). */
+  /** @internal The lock's queue of waiting clients: its names and this client's place in it (made once per handle). */
   protected get queue(): ClientQueue {
     return (this.queueMade ??= new ClientQueue(this.context, this.key));
   }
