@@ -203,7 +203,7 @@ export abstract class LockHandle {
   }
 
   /**
-   * @internal Which members a composite may take together in one script call (`acquireTogether`):
+   * @internal Which members a composite may take together in one script call (`CompositeMember.acquireTogether`):
    * plain locks of one client and one Redis slot. Undefined for this kind (its acquire does more
    * than the shared script: a queue, a token, a WAIT) and for a member entered again for an
    * enclosing scope.
