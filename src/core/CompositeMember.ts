@@ -147,8 +147,8 @@ export class CompositeMember {
   }
 
   /**
-   * What stops the watchdog renewing the current owner's hold (a RedLock's
-   * `maxHoldTime`): it runs out with the lease it has. It answers until when it may be taken for held at most
+   * What stops the watchdog renewing the current owner's hold (a RedLock's `maxHoldTime`): it
+   * runs out with the lease it has. It answers until when it may be taken for held at most
    * (performance.now() ms), undefined when the watchdog did not keep it (lost already). A hold
    * this handle entered again for an enclosing scope (its owner is not the fork's own) is that
    * scope's: still renewed, and its end as of now is answered.

@@ -41,8 +41,8 @@ export abstract class LockHandle {
   /**
    * Takes the lock for `owner` within `waitTime` (0: one attempt), booking nothing; resolves with
    * the hold, or undefined when the time ran out. Usually `waitFor` with the primitive's protocol.
+   * `attemptDeadline`: see `waitFor`.
    */
-  /** `attemptDeadline`: see `waitFor`. */
   protected abstract acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined>;
 
   /**
@@ -329,5 +329,4 @@ export abstract class LockHandle {
   protected acquiringBeside(_owner: LockOwner): string | undefined {
     return undefined;
   }
-
 }
