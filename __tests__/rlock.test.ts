@@ -57,7 +57,7 @@ describe('mutual exclusion', () => {
     for (let i = 0; i < times; i++) {
       await client.getLock(name).withLock(async () => {
         const value = Number((await redis.get(`${name}:counter`)) ?? 0);
-        await sleep(0);
+        await sleep(0); // a turn between the read and the write: without the lock an update would be lost
         await redis.set(`${name}:counter`, value + 1);
       });
     }
@@ -482,7 +482,7 @@ describe('reentrancy', () => {
       Array.from({ length: 5 }, () =>
         shared.withLock(async () => {
           maxInside = Math.max(maxInside, ++inside);
-          await sleep(10);
+          await sleep(10); // the section's work: long enough for another call to get in if it could
           inside--;
         }),
       ),
@@ -555,7 +555,8 @@ describe('waking waiters', () => {
     await holder.lock({ leaseTime: 30_000 });
     const before = await scriptCalls();
     const waiter = client.getLock(name).lock();
-    await sleep(2_000); // parked for 2 s: no polling meanwhile (counted below)
+    await until('the waiter is parked', () => parkedWaiters(client, name) === 1);
+    await sleep(2_000); // parked for 2 s (the time is the subject): no polling meanwhile (counted below)
     expect(client.stats.waiters).toBe(1);
     const releasedAt = performance.now();
     await holder.unlock();
@@ -774,7 +775,7 @@ describe('contention: local handoff and turns between clients', () => {
       while (performance.now() < deadline) {
         await client.getLock(name).withLock(async () => {
           counts.set(client, counts.get(client)! + 1);
-          await sleep(1);
+          await sleep(1); // the section's work
         });
       }
     };
@@ -801,7 +802,7 @@ describe('contention: local handoff and turns between clients', () => {
         await lock.lock();
         if (client === busy) longestBusyWait = Math.max(longestBusyWait, performance.now() - asked);
         holds.set(client, holds.get(client)! + 1);
-        await sleep(25);
+        await sleep(25); // a 25 ms hold: the time the woken client has to ask
         await lock.unlock();
       }
     };
@@ -896,7 +897,7 @@ describe('leases and the watchdog', () => {
     const client = newClient({ watchdogTimeout: 1_000 });
     const lock = client.getLock(uniqueName());
     await lock.lock();
-    await sleep(3_300);
+    await sleep(3_300); // past three 1 s leases: only renewals keep it
     expect(await lock.isHeldByCurrentOwner()).toBe(true);
     expect(await lock.remainTimeToLive()).toBeGreaterThan(300);
     await lock.unlock();
@@ -911,7 +912,7 @@ describe('leases and the watchdog', () => {
     const name = uniqueName();
     await client.getLock(name).lock({ leaseTime: 300 });
     expect(client.stats.renewals).toBe(0);
-    await sleep(450);
+    await sleep(450); // past the 300 ms lease, and past a renewal period (100 ms) had there been one
     expect(await client.getLock(name).isLocked()).toBe(false);
     expect(await client.getLock(name).tryLock()).toBe(true);
   });
@@ -1429,8 +1430,9 @@ describe('an acquire that ioredis resent after a reconnect ran twice, for a hand
     throughProxy(async (proxy, client) => {
       const name = uniqueName();
       const controller = new AbortController();
+      const cuts = proxy.cuts;
       const taking = resentAfter(proxy, 200, () => client.getLock(name).tryLock({ waitTime: 10_000, signal: controller.signal }));
-      await sleep(50);
+      await until('the reply was cut (the resend waits for the connection)', () => proxy.cuts > cuts);
       controller.abort(new Error('gave up'));
       expect(await taking).toMatchObject({ status: 'rejected', reason: new Error('gave up') });
       await until('the lock is free', async () => (await redis.exists(name)) === 0, 5000);
@@ -1450,7 +1452,9 @@ describe('an acquire that ioredis resent after a reconnect ran twice, for a hand
       const lock = client.getLock(name);
       const again = resentAfter(proxy, 1300, () => lock.tryLock({ waitTime: 20 })).then(() => lock.tryLock({ waitTime: 5000 }));
       expect(await again).toBe(true);
-      await sleep(300); // the give-backs of the abandoned holds are answered
+      // Nothing tells when the give-backs of the abandoned holds are answered, and what is checked
+      // is that they took nothing of the new hold: time for them to land.
+      await sleep(300);
       expect(await lock.isHeldByCurrentOwner()).toBe(true);
       await lock.unlock();
       expect(await redis.exists(name)).toBe(0);
