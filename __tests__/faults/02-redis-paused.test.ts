@@ -212,7 +212,8 @@ describe("a release that ioredis gives up on (its commandTimeout) while it claim
       const releasing = holder.unlock().catch((error: unknown) => error);
       await until('the release claimed the waiter', () => parkedWaiters(client, name) === 0);
       expect(String(await releasing)).toMatch(/timed out/); // the waiter's give-back is out now
-      await sleep(100);
+      // The waiter still waits (nothing ended it): a negative, given 100 ms to show.
+      expect(await orAfter(waiting, 100, 'still waiting')).toBe('still waiting');
       controller.abort();
       const ended = await waiting;
       await sleep(1_000); // Redis stays paused past the give-back's own timeout
@@ -426,6 +427,7 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
     const { prepare, tryTake, take, free } = heldKinds[kind];
     await prepare?.(client, name);
     return {
+      client,
       tryLock: (waitTime: number) => tryTake(client, name, waitTime),
       lock: (signal: AbortSignal) => take(client, name, signal),
       /** Nothing is held (the lock key is gone, or every permit is back). */
@@ -457,11 +459,12 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
     const handle = await connected(kind, name);
     const { outcome, took } = await whilePaused(async () => {
       const controller = new AbortController();
+      const sent = atNextScript(handle.client, () => undefined);
       const waiting = handle.lock(controller.signal).then(
         () => 'held',
         (error: Error) => error.message,
       );
-      await sleep(100); // the attempt is on its way to the frozen Redis
+      await sent; // the attempt is on its way to the frozen Redis
       const abortedAt = performance.now();
       controller.abort(new Error('given up'));
       // Bug mode: still waiting until Redis resumes (PAUSE_MS), then 'held'.
@@ -528,12 +531,14 @@ describe('an attempt Redis does not answer ends with its wait, and what it took 
       expect(await orAfter(lock.tryLock({ waitTime: 200 }), PAUSE_MS - 1_000, 'still waiting')).toBe(false);
       // Sent behind the first attempt on the same connection: when Redis resumes, the first
       // takes the free lock for this owner and this one finds its field and keeps it.
+      const sent = atNextScript(client, () => undefined);
       const second = lock.tryLock({ waitTime: 20_000 });
-      await sleep(200);
+      await sent;
       return second;
     });
     expect(await second).toBe(true);
     // Before, the first attempt's late give-back deleted the lock under the owner that held it.
+    // Nothing tells when it lands (what is checked is that it took nothing): time for it to.
     await sleep(500);
     expect(await lock.isHeldByCurrentOwner()).toBe(true);
     expect(await redis.client().getFairLock(name).tryLock()).toBe(false);
@@ -591,7 +596,7 @@ test('a MultiLock over two locks of one client inside a withLock of one of them,
       proxy.silenced = false;
       proxy.cutAll(); // ioredis rejects what was in flight: it never ran
       await until('reconnected', async () => (await lock.isLocked().catch(() => false)) === true, 5_000);
-      await sleep(200); // any give-back has gone out by now
+      await sleep(200); // any give-back has gone out by now (a negative: none may take the scope's hold, and none can be waited for)
       expect(signal.aborted).toBe(false);
       expect(await redis.admin.hvals(name)).toEqual(['1']); // the scope's hold, still there
       expect(await redis.client().getLock(name).tryLock({ leaseTime: 5_000 })).toBe(false);
@@ -753,15 +758,17 @@ describe('a semaphore attempt whose outcome is unknown (ioredis gave up on it) i
 });
 
 test('a semaphore acquire aborted with a RedisCommandError as its reason while Redis is paused gives its permit back once, not twice (a second reader’s repro: the cut’s late reply and the failure’s undo both gave it back)', async () => {
-  const sem = redis.client().getSemaphore(`abort-reason:${process.pid}`);
+  const client = redis.client();
+  const sem = client.getSemaphore(`abort-reason:${process.pid}`);
   expect(await sem.trySetPermits(1)).toBe(true);
   const controller = new AbortController();
   const outcome = await whilePaused(async () => {
+    const sent = atNextScript(client, () => undefined);
     const waiting = sem.acquire({ signal: controller.signal }).then(
       () => 'held',
       (error: unknown) => error,
     );
-    await sleep(100); // the attempt is on its way to the frozen Redis
+    await sent; // the attempt is on its way to the frozen Redis
     // The error a sibling operation failed with, passed on to stop the rest.
     controller.abort(new RedisCommandError('lock', new Error('Command timed out')));
     return waiting; // cut at its grace (1 s)
