@@ -198,6 +198,7 @@ describe('waking waiters', () => {
     const before = await scriptCalls();
     await sem.release({ permits: 2 });
     await until('2 waiters hold', () => got.length === 2);
+    // A negative (the third sends nothing, holds nothing): time for a stray attempt to show.
     await sleep(100);
     // The release, and one attempt by each of the two woken waiters; the third slept on.
     expect((await scriptCalls()) - before).toBe(3);
@@ -215,10 +216,9 @@ describe('waking waiters', () => {
     await sem.trySetPermits(1);
     await sem.acquire();
     const acquired = waiting.getSemaphore(name).acquire();
-    await until('the waiter is parked', () => waiting.stats.waiters === 1);
-    await sleep(300);
+    await until('the waiter asked and is parked', () => parkedOnChannel(waiting, `rlock__semaphore:{${name}}`) === 1);
     const before = await scriptCalls();
-    await sleep(300);
+    await sleep(300); // the time is the subject: nothing is sent meanwhile
     expect(await scriptCalls()).toBe(before); // a parked waiter sends nothing
     await sem.release();
     await acquired;
@@ -240,7 +240,7 @@ describe('waking waiters', () => {
       await until('the first waiter is parked', () => b.stats.waiters === 1);
       const secondTakes = b.getSemaphore(name).tryAcquire({ waitTime: 25_000 });
       await until('the second waiter is parked', () => b.stats.waiters === 2);
-      await sleep(100); // both asked and parked
+      await until('both asked and parked', () => parkedOnChannel(b, `rlock__semaphore:{${name}}`) === 2);
       await redis.admin.client('KILL', 'ID', String(await connection.client('ID')));
       const runner = (b as unknown as { commands: { waitingForReady: Set<unknown> } }).commands;
       await holder.release(); // its message wakes one waiter of client B, which waits for the connection
@@ -450,7 +450,7 @@ describe('waking waiters', () => {
       while (!stop) {
         await sem.acquire();
         rounds++;
-        await sleep(20);
+        await sleep(20); // a 20 ms hold
         await sem.release();
       }
     });
@@ -552,7 +552,7 @@ describe('in-process handoff', () => {
     // reply saying no other client waits may each wake one).
     await sem.release();
     await until('a 33rd waiter holds', () => got.length === 33);
-    await sleep(100);
+    await sleep(100); // a bound on what is sent (at most 3): time for a stray attempt to be counted
     expect((await scriptCalls()) - before).toBeGreaterThanOrEqual(2);
     expect((await scriptCalls()) - before).toBeLessThanOrEqual(3);
     await sem.release();
@@ -771,7 +771,10 @@ describe('in-process handoff', () => {
     expect(handoffsSuspended(client, channel)).toBe(true);
     await sem.release(); // the first waiter's permit: pays off the cut, no waiter gets it
     expect(await redis.admin.get(name)).toBe('0');
-    await sleep(100); // past the 50 ms yield: the second waiter asks, and is refused
+    // A negative (the release handed nothing to the second waiter), with no event to wait for:
+    // the second waiter does not ask when the 50 ms yield ends (only at its heartbeat, 5 s on),
+    // so 100 ms is time for a wrong in-process handoff to show.
+    await sleep(100);
     expect(got).toEqual(['first']);
     await redis.client().getSemaphore(name).addPermits(1); // its message wakes the second waiter
     await second;
