@@ -137,10 +137,9 @@ test('a waiter is woken by the release message: one attempt, no polling', async 
   const id = await sem.acquire({ leaseTime: 60_000 });
   const waitingClient = redis.client();
   const waiting = waitingClient.getPermitExpirableSemaphore(name).acquire({ leaseTime: 60_000 });
-  await until('the waiter is parked', () => waitingClient.stats.waiters === 1);
-  await sleep(300);
+  await until('the waiter asked and is parked', () => parkedOnChannel(waitingClient, `rlock__permits_channel:{${name}}`) === 1);
   const before = await scriptCalls();
-  await sleep(300);
+  await sleep(300); // the time is the subject: a parked waiter sends nothing meanwhile
   expect(await scriptCalls()).toBe(before);
   await sem.release(id);
   await waiting;
@@ -154,7 +153,7 @@ test('the watchdog keeps a permit taken without a lease past 3 leases, and stops
   await sem.trySetPermits(1);
   const id = await sem.acquire();
   expect(client.stats.renewals).toBe(1);
-  await sleep(3_300);
+  await sleep(3_300); // past three 1 s leases: only renewals keep it
   expect(await sem.availablePermits()).toBe(0);
   expect(await redis.client().getPermitExpirableSemaphore(sem.name).tryAcquire()).toBeNull();
   await sem.release(id);
@@ -184,7 +183,7 @@ test('32 holders of 25 permits under a 1 s watchdog (a renewal every 333 ms), ho
         await sem.withPermit(async (signal) => {
           most = Math.max(most, ++inside);
           // Holds across several renewals, and releases racing them.
-          await sleep(Math.floor(Math.random() * 800));
+          await sleep(Math.floor(Math.random() * 800)); // the section's work
           expect(signal.aborted).toBe(false);
           inside--;
           holds++;
@@ -778,7 +777,7 @@ test('a release hands the permit to a parked waiter of its own client in one scr
   expect(await redis.admin.zrange(`rlock__permits:{${name}}`, 0, -1)).toEqual([ids[1]]);
   // A permit whose lease ran out was free already: not handed over, the waiter takes a permit as usual.
   expect(await sem.updateLeaseTime(ids[1]!, 1)).toBe(true);
-  await sleep(20);
+  await sleep(20); // past that 1 ms lease
   expect(await sem.tryRelease(ids[1]!)).toBe(false);
   await Promise.all(waits);
   expect(ids).toHaveLength(3);
