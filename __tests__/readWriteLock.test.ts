@@ -4,7 +4,7 @@
 // process), and a waiting writer is not starved by a stream of readers.
 import { Redis } from 'ioredis';
 import { startFixture, type FixtureProcess } from './helpers/child';
-import { usePrivateRedis } from './helpers/privateRedis';
+import { usePrivateRedis, wakeQueueLength } from './helpers/privateRedis';
 import { commandCounts, scriptCallCount } from './helpers/testRedis';
 import { orAfter, settled, sleep, until } from './helpers/time';
 import { LockLostError, LockUsageError, type ReadLock, type WriteLock } from '../src';
@@ -341,7 +341,7 @@ describe('the watchdog', () => {
     await rw.writeLock().lock();
     await rw.readLock().lock();
     expect(client.stats.renewals).toBe(2);
-    await sleep(2 * watchdogTimeout);
+    await sleep(2 * watchdogTimeout); // past two leases: only renewals keep them
     expect(await rw.writeLock().getHoldCount()).toBe(1);
     await rw.writeLock().unlock();
     expect(client.stats.renewals).toBe(1);
@@ -391,7 +391,7 @@ describe('the watchdog', () => {
         // Booked as the scope's own hold: giving it back is not the scope's last, so the watchdog keeps renewing.
         expect(client.stats.renewals).toBe(1);
         expect(await handle().getHoldCount()).toBe(1);
-        await sleep(2 * watchdogTimeout);
+        await sleep(2 * watchdogTimeout); // past two leases: only renewals keep the scope's hold
         expect(await other.tryLock()).toBe(false);
         expect(signal.aborted).toBe(false);
       });
@@ -545,7 +545,7 @@ describe('no writer starvation', () => {
     // The readers overlap: the lock is never free for a writer that only tries.
     for (let i = 0; i < 5; i++) {
       expect(await writer.tryLock()).toBe(false);
-      await sleep(holdMs / 3);
+      await sleep(holdMs / 3); // sampled over 5 thirds of a hold
     }
     const asked = performance.now();
     // Redisson's rule (a read is granted whenever the lock is in read mode) never lets it in.
@@ -593,7 +593,10 @@ describe('no writer starvation', () => {
     const writing = writer.tryLock({ waitTime: 20 * holdMs });
     await until('the writer waits', async () => (await writer.inspect()).waitingWriters === 1);
     await downgrading.writeLock().unlock(); // a downgrade: the readers' turn, and the lock stays held
-    await sleep(holdMs); // readers of both processes are in again, overlapping
+    // A hold's time for the readers to come in again, overlapping. Not waited for as an event
+    // (readers of both processes holding): the writer asks again at once and may keep later
+    // readers out, while its waitTime runs (waiting for both made its waitTime run out in 2 runs of 3).
+    await sleep(holdMs);
     await downgrading.readLock().unlock();
     const released = performance.now();
     expect(await writing).toBe(true);
@@ -708,7 +711,7 @@ describe('force unlock, abort', () => {
       const second = b.getReadWriteLock(name).writeLock();
       const secondTakes = second.tryLock({ waitTime: 25_000 });
       await until('the second writer waits', async () => (await redis.admin.zcard(`rlock__rw_writers:{${name}}`)) === 2);
-      await sleep(100); // both parked on their client's channel entry
+      await until("both parked on their client's channel entry", () => wakeQueueLength(b, `rlock__rw_write:{${name}}`) === 2);
       await redis.admin.client('KILL', 'ID', String(await connection.client('ID')));
       const runner = (b as unknown as { commands: { waitingForReady: Set<unknown> } }).commands;
       await holder.unlock(); // its message wakes one writer of client B, which waits for the connection
