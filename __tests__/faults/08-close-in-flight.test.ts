@@ -6,7 +6,7 @@ import { startFixture } from '../helpers/child';
 import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { atNextScript, parkedOnChannel, parkedWaiters, usePrivateRedis } from '../helpers/privateRedis';
 import { scriptCallCount } from '../helpers/testRedis';
-import { aborted, sleep, until } from '../helpers/time';
+import { aborted, until } from '../helpers/time';
 
 const redis = usePrivateRedis();
 
@@ -18,6 +18,8 @@ async function closeUnderCalls(client: ReturnType<typeof redis.client>, name: st
   const parked = client.getLock(name).lock();
   await until('the waiter parked', () => client.stats.waiters === 1);
   redis.server.pause(); // and from now on nothing Redis would answer arrives
+  const sent = (client as unknown as { context: { redis: { commandQueue: { length: number } } } }).context.redis.commandQueue;
+  const before = sent.length;
   const inFlight = [
     parked,
     client.getLock(`${name}:new`).tryLock({ waitTime: 60_000 }),
@@ -26,7 +28,8 @@ async function closeUnderCalls(client: ReturnType<typeof redis.client>, name: st
     client.getLock(name).withLock(() => undefined, { waitTime: 60_000 }),
   ];
   const settled = Promise.allSettled(inFlight);
-  await sleep(100);
+  // The four new calls are on the wire, unanswered (the parked waiter sends nothing).
+  await until('the calls were sent', () => sent.length >= before + 4);
   const start = performance.now();
   await client.close();
   const results = await settled;
