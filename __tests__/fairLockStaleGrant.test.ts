@@ -10,9 +10,25 @@ import { sleep, until } from './helpers/time';
 
 const redis = usePrivateRedis();
 
+/** `client`'s subscriber connection (client internals). */
+const subscriber = (client: LockClient): Redis => (client as unknown as { pubsub: { connection: Redis } }).pubsub.connection;
+
 /** The socket of `client`'s subscriber connection: paused, the messages for it wait in the kernel. */
-const subscriberSocket = (client: LockClient): { pause(): void; resume(): void } =>
-  (client as unknown as { pubsub: { connection: Redis } }).pubsub.connection.stream;
+const subscriberSocket = (client: LockClient): { pause(): void; resume(): void } => subscriber(client).stream;
+
+/** Resolves when `client`'s subscriber connection next delivers a message (to the client's listener, registered before). */
+const nextMessage = (client: LockClient): Promise<void> =>
+  new Promise((resolve) => {
+    const connection = subscriber(client);
+    const seen = (): void => {
+      for (const event of ['message', 'pmessage', 'smessage']) connection.off(event, seen);
+      resolve();
+    };
+    for (const event of ['message', 'pmessage', 'smessage']) connection.on(event, seen);
+  });
+
+/** How many commands `client` sent that await their reply (client internals). */
+const unanswered = (client: LockClient): number => (client as unknown as { context: { redis: { commandQueue: { length: number } } } }).context.redis.commandQueue.length;
 
 test('a grant message that arrives after its grant ran out and its waiter queued again is not taken for the lock', async () => {
   const name = 'stale-grant';
@@ -29,6 +45,7 @@ test('a grant message that arrives after its grant ran out and its waiter queued
   await until('the waiter is queued', async () => (await redis.admin.zcard(queueKey)) === 1);
   const socket = subscriberSocket(waitingClient);
   socket.pause(); // its grant message will come late
+  const seen = nextMessage(waitingClient);
   try {
     await holder.unlock(); // grants the lock to the waiter, for 600 ms
     await until('the grant ran out', async () => (await redis.admin.exists(name)) === 0);
@@ -37,10 +54,13 @@ test('a grant message that arrives after its grant ran out and its waiter queued
     const other = redis.client().getFairLock(name);
     expect(await other.tryLock({ leaseTime: 60_000 })).toBe(true);
     await until('the waiter queued again', async () => (await redis.admin.zcard(queueKey)) === 1, 5_000);
-    await sleep(50); // the reply that queued it again is in
+    await until('the reply that queued it again is in', () => unanswered(waitingClient) === 0);
   } finally {
     socket.resume(); // the stale grant message arrives now
   }
+  await seen;
+  // A negative (the stale grant is not taken), and whatever the message set off has no event of
+  // its own to wait for: time for it to show.
   await sleep(300);
   // Before the fix the waiter held the lock here, beside `other`.
   expect(held).toBe(false);
