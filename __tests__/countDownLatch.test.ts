@@ -42,7 +42,7 @@ test('awaiters in 5 processes (20 each) all resolve within a second of the count
   children.push(...processes);
   await until('every process is subscribed', async () => (await subscribersOf(name)) === 5, 20_000);
   await latch.countDown();
-  await sleep(100);
+  await sleep(100); // a negative (a count of 1 opens no awaiter), with no event to wait for: time for a wrong opening to show
   expect(processes.flatMap((p) => p.lines).filter((line) => line.startsWith('opened'))).toEqual([]);
   // An awaiter's re-check after it subscribed may still be on its way from a slow process.
   const before = await settledCommandCounts(redis.admin);
