@@ -228,6 +228,8 @@ test('an outage where connections are accepted and closed at once, past ioredis\
     proxy.silenced = true;
     let gaveUp = false;
     void made.getLock('unreachable:accept-close').tryLock().catch(() => (gaveUp = true));
+    // Time for it to reach the silenced proxy (which counts nothing it swallows): sent is not
+    // enough, it must not pass once the proxy speaks again.
     await sleep(50);
     proxy.closingNew = true;
     proxy.silenced = false;

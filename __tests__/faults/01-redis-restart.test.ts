@@ -41,7 +41,7 @@ test('no call hangs, the holder is told it lost the lock, and the waiters acquir
   await until('the waiters subscribed', async () => (await subscribers(redis.admin, name)) === 1);
 
   await redis.server.kill();
-  await sleep(300);
+  await sleep(300); // down for a while: the time is the subject
   await redis.server.restart();
   const backAt = performance.now();
 
@@ -63,7 +63,7 @@ test('a lock() under way while Redis is down completes once it is back', async (
   await client.getLock('restart:down').isLocked();
   await redis.server.kill();
   const taking = client.getLock('restart:down').tryLock({ waitTime: 10_000, leaseTime: 5_000 });
-  await sleep(200);
+  await sleep(200); // Redis stays down while the call is under way: the time is the subject
   await redis.server.restart();
   await expect(taking).resolves.toBe(true);
   expect(await redis.admin.hlen('restart:down')).toBe(1);
@@ -88,7 +88,7 @@ describe('every primitive, held with a waiter parked, through a restart that los
     const held = await holdAllWithWaiters(holder, waiting, 'restart-family');
 
     await redis.server.kill();
-    await sleep(300);
+    await sleep(300); // down for a while: the time is the subject
     await redis.server.restart();
     const backAt = performance.now();
 
