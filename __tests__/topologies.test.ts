@@ -196,7 +196,7 @@ describe.each(topologies)('%s', (_label, start) => {
       for (let i = 0; i < 15; i++) {
         await c.getLock(name).withLock(async () => {
           const value = Number((await topology.admin.get(counter)) ?? 0);
-          await sleep(1);
+          await sleep(1); // between the read and the write: without the lock an update would be lost
           await topology.admin.set(counter, value + 1);
         });
       }
@@ -242,7 +242,7 @@ describe.each(topologies)('%s', (_label, start) => {
     c.on('renewalFailed', (error) => failed.push(error));
     const locks = Array.from({ length: 30 }, () => c.getLock(uniqueName()));
     await Promise.all(locks.map((lock) => lock.lock()));
-    await sleep(3_100);
+    await sleep(3_100); // past two 1.5 s leases: only renewals keep them
     expect(failed).toEqual([]);
     for (const lock of locks) expect(await lock.isLocked()).toBe(true);
     await Promise.all(locks.map((lock) => lock.unlock()));
@@ -334,7 +334,7 @@ describe.each(topologies)('%s', (_label, start) => {
         waiting.push(
           waiter.getFairLock(name).withLock(async () => {
             order.push(i);
-            await sleep(5);
+            await sleep(5); // the section's work
           }),
         );
         await until(`waiter ${i} is queued`, async () => (await lock.inspect()).queue?.length === i + 1);

@@ -43,7 +43,7 @@ test('a failover of every shard under every primitive at once: each hold lives o
     for (const [name, replicaPort] of replicaOf) {
       await until(`the replica took over the slot of ${name}`, async () => (await slotPorts(connections[1]!, name))[0] === replicaPort, 20_000);
     }
-    await sleep(7_000);
+    await sleep(7_000); // past a full lease (6 s): a hold lives only if its renewals reach the new master
     expect(lost).not.toHaveBeenCalled();
     // Well within a lease (6 s), and a latch's await has no bound at all: by the release's
     // wake-up, or, lost in the move, by the slot refresh (2 s) or the queue's heartbeat.
