@@ -3,7 +3,7 @@
 // instead of asking too, and no longer than that ask's answer says. Client-side timing only:
 // the Redis side (who asks, what it answers) is in semaphore.test.ts.
 import { ChannelEntry } from '../src/services/ChannelEntry';
-import { sleepAsCandidate } from '../src/services/LocalHandoff';
+import { sleepAsCandidate } from '../src/services/candidateSleep';
 import { sleep } from './helpers/time';
 
 /** A parked waiter with bound `ms`; `ended()` says whether its sleep is over (it would ask now). */

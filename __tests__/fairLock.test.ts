@@ -371,10 +371,10 @@ describe('dead and stopped waiters', () => {
     await until('the waiter is queued', async () => (await queueLength(name)) === 1);
     const [queued] = (await holder.inspect()).queue!;
     const field = `${queued!.clientId}:${queued!.ownerId}`;
-    const entry = (client as unknown as { context: { pubsub: { peek(channel: string): { grantFromReply(field: string, sentAt: number): void } | undefined } } }).context.pubsub.peek(`rlock__grant:{${name}}:${client.id}`);
+    const entry = (client as unknown as { context: { pubsub: { peek(channel: string): { grants: { grantFromReply(field: string, sentAt: number): void } } | undefined } } }).context.pubsub.peek(`rlock__grant:{${name}}:${client.id}`);
     // A reply to a release sent before this wait asked to be queued (ioredis resent it after a
     // reconnect; its latch answers what the first run did, a grant of an earlier wait).
-    entry!.grantFromReply(field, performance.now() - 60_000);
+    entry!.grants.grantFromReply(field, performance.now() - 60_000);
     await holder.isLocked(); // a round trip: a grant taken would have resolved the waiter by now
     expect(resolved).toBe(false);
     await holder.unlock();

@@ -133,13 +133,13 @@ export class FairLock extends ExclusiveLock {
           attempt: async (listening, bound) => {
             if (listening && listening !== entry) {
               // Registered before the request to queue: the grant can beat its reply.
-              entry?.forgetGrant(field);
+              entry?.grants.forgetGrant(field);
               entry = listening;
               entry.keeper ??= LINGER_ONE_TURN;
-              entry.expectGrant(field);
+              entry.grants.expectGrant(field);
             }
             const sentAt = performance.now();
-            if (listening) listening.queuing(field, sentAt);
+            if (listening) listening.grants.queuing(field, sentAt);
             const countsUp = holding && notGrantedAt === -Infinity;
             const reply = await context.command(
               'acquire',
@@ -203,7 +203,7 @@ export class FairLock extends ExclusiveLock {
                     // process that cannot take it (stopped; killed before Redis saw its subscription
                     // go) lives its lease, and the next waiter in line took it up to a third of
                     // the queue timeout after that.
-                    if (heldForMs !== undefined) leaseEnd = setTimeout(() => entry?.wakeExpecting(field), Math.max(0, at + heldForMs + LEASE_END_MARGIN_MS - performance.now())).unref();
+                    if (heldForMs !== undefined) leaseEnd = setTimeout(() => entry?.grants.wakeExpecting(field), Math.max(0, at + heldForMs + LEASE_END_MARGIN_MS - performance.now())).unref();
                   },
                 });
               }
@@ -213,7 +213,7 @@ export class FairLock extends ExclusiveLock {
           },
           sleep: async (woken, ms, stops) => {
             // (woken is the entry of the last attempt: waitFor keeps one entry for the whole wait.)
-            const grant = await woken.untilGranted(field, ms, stops);
+            const grant = await woken.grants.untilGranted(field, ms, stops);
             if (!grant || !queued || anchor === undefined) return undefined;
             // Made before an attempt found this owner not granted: stale. Asking again takes a
             // grant that is still there (as is), and queues the owner again otherwise. So does a
@@ -250,7 +250,7 @@ export class FairLock extends ExclusiveLock {
       );
     } finally {
       clearTimeout(leaseEnd);
-      entry?.forgetGrant(field);
+      entry?.grants.forgetGrant(field);
       context.heartbeat.remove(beat);
     }
   }
@@ -275,7 +275,7 @@ export class FairLock extends ExclusiveLock {
     const sentAt = performance.now();
     const result = await redis.rlock_fairLock_release(key, names.queue, names.expiry, latch, field, RELEASE_LATCH_TTL_MS, context.queueTimeout, names.grantPrefix, publish, trust, context.clientId);
     if (typeof result !== 'string') return result;
-    context.pubsub.peek(names.grantChannel)?.grantFromReply(result, sentAt);
+    context.pubsub.peek(names.grantChannel)?.grants.grantFromReply(result, sentAt);
     return 1;
   }
 

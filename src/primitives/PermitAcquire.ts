@@ -2,7 +2,7 @@ import type { Hold } from '../services/Hold';
 import { diagnostics } from '../diagnostics';
 import type { RenewalTarget } from '../services/ExpirationRenewal';
 import type { CommandBound } from '../services/LockContext';
-import { type Parking, sleepAsCandidate } from '../services/LocalHandoff';
+import { type Parking, sleepAsCandidate } from '../services/candidateSleep';
 import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
 import type { ChannelEntry } from '../services/ChannelEntry';
 import { LockOwner } from '../services/LockOwner';

@@ -4,7 +4,8 @@ import { forceWhileRefused, stopsOf, waitFor, type WaitProtocol } from '../core/
 import type { Hold } from '../services/Hold';
 import { inspectLock, type LockInfo } from '../introspection';
 import { clientQueueExpiryKeyOf, fenceKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
-import { OUTCOME_UNKNOWN, PARK_AGAIN, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
+import { type Parking, sleepAsCandidate } from '../services/candidateSleep';
+import { OUTCOME_UNKNOWN, PARK_AGAIN } from '../services/LocalHandoff';
 import { type LockContext, queuePublishing } from '../services/LockContext';
 import { type LockOwner, scopedOwner } from '../services/LockOwner';
 import type { RenewalTarget } from '../services/ExpirationRenewal';

@@ -4,7 +4,7 @@ import { diagnostics } from '../diagnostics';
 import { RedisCommandError } from '../errors';
 import { RELEASE_LATCH_TTL_MS } from '../names';
 import { type CommandBound, IDEMPOTENT } from '../services/LockContext';
-import { localHandoffOf, type Parking, sleepAsCandidate } from '../services/LocalHandoff';
+import { type Parking, sleepAsCandidate } from '../services/candidateSleep';
 import { boundedWait, OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
 import { STALE_MARGIN_MS } from '../services/RedisClock';
 import type { ChannelEntry } from '../services/ChannelEntry';
@@ -102,7 +102,7 @@ export class SemaphoreAcquire {
       if (listening && mayReserve && !entry) {
         // Registered before the request that may reserve: the grant can beat its reply.
         entry = listening;
-        entry.expectGrant(field);
+        entry.grants.expectGrant(field);
       }
       // Its answer covers this client's parked waiters whose bound runs out meanwhile (one asks
       // per client, not each of them): a refusal records its bound below, a success wakes as
@@ -152,7 +152,7 @@ export class SemaphoreAcquire {
       if (reserving) reservedAt ??= performance.now();
       // Permits owed (cut below those held): this client's releases must go back to Redis. A
       // client that was not listening when the cut was published learns it here.
-      if (free !== undefined && free < 0 && listening) localHandoffOf(listening, context.clientId).suspend();
+      if (free !== undefined && free < 0 && listening) listening.localHandoff(context.clientId).suspend();
       else if (status === 1 || (free ?? -1) >= 0) context.pubsub.peek(semaphore.channel)?.local?.resume(sentAt);
       if (status === 1) {
         // Permits left free that this client's parked waiters would sleep past: a waiter whose
@@ -189,7 +189,7 @@ export class SemaphoreAcquire {
         park: (woken, ms, stops, deadline, debt) => {
           clock.parked();
           if (reserving) {
-            return woken.untilGranted(field, ms, stops).then((grant) => {
+            return woken.grants.untilGranted(field, ms, stops).then((grant) => {
               ranOut = grant === undefined; // else the grant's message woke the others it serves
               return undefined;
             });
@@ -205,7 +205,7 @@ export class SemaphoreAcquire {
         },
       });
     } finally {
-      entry?.forgetGrant(field);
+      entry?.grants.forgetGrant(field);
     }
     if (hold === undefined) return undefined;
     // Taken while the caller aborted or the client closed: give the permits back, leave nothing.
