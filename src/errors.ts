@@ -145,6 +145,9 @@ export class LockLostError extends LockError {
  */
 export class LockUsageError extends LockError {}
 
+/** ioredis's error for the calls it flushes as it ends a connection (its CONNECTION_CLOSED_ERROR_MSG). */
+const CONNECTION_CLOSED = 'Connection is closed.';
+
 function messageOfCause(cause: unknown): string {
   return cause instanceof Error ? cause.message : String(cause ?? '');
 }
@@ -170,13 +173,19 @@ export class RedisCommandError extends LockError {
   /**
    * Redis refused the call without running it, and will accept it again soon: a failover, a
    * server loading its data, or a slot in flux (ioredis gave up following MOVED/ASK redirections
-   * while nodes disagreed on the slot's owner).
+   * while nodes disagreed on the slot's owner). Also a call ioredis flushed unanswered as it ended
+   * its connection for good ("Connection is closed."), which the client makes again: that one may
+   * have run (see docs/reliability.md, fault 15).
    */
   get transient(): boolean {
     if (this.code !== undefined && TRANSIENT_CODES.includes(this.code)) return true;
+    const cause = messageOfCause(this.cause);
     // ioredis gave up following a Cluster's redirections while a node was going away (its last
-    // error "Connection is closed." carries no code): the slot is in flux, as with MOVED.
-    return /Too many Cluster redirections/.test(messageOfCause(this.cause));
+    // error "Connection is closed." carries no code): the slot is in flux, as with MOVED. Or it
+    // ended the connection under the call: its Sentinel connector gives up so when a failover is
+    // announced while it remakes the connection (docs/topologies.md). A wait then asks again once
+    // the connection is made again instead of failing; a give-back, under its latch, is sent again.
+    return cause === CONNECTION_CLOSED || /Too many Cluster redirections/.test(cause);
   }
 }
 
