@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { LockLostError } from './errors';
 import { diagnostics } from './diagnostics';
 import { redactError } from './redact';
-import type { RenewalTarget } from './services/ExpirationRenewal';
+import type { RenewalTarget } from './services/RenewalTarget';
 
 /** Payload of the `lockLost` event. */
 export interface LockLostEvent {

@@ -13,31 +13,9 @@ import { injectFaults } from './faults';
 import { judgeRecords, type SoakReport } from './judge';
 import { PRIMITIVES } from './primitives';
 import { lockWakeChannels } from './primitives/channels';
-import { CHAOS_LOCK, type FaultKind, type RunClock, type WorkerArgs, type WorkerLine } from './records';
+import { CHAOS_LOCK, type RunClock, type SoakOptions, type WorkerArgs, type WorkerLine } from './records';
 
 export type { SoakReport } from './judge';
-
-export interface SoakOptions {
-  primitive: string;
-  processes: number;
-  tasksPerProcess: number;
-  hotLocks: number;
-  durationMs: number;
-  watchdogTimeout: number;
-  /** Lease of the holds taken with an explicit leaseTime (tryLock). */
-  leaseTime: number;
-  /** How far past its bound a wait away from any fault may end before it is a violation, in ms. */
-  waitSlackMs: number;
-  faults: FaultKind[];
-  /** Pause between two faults other than force-unlocks. */
-  faultEveryMs: number;
-  /** How long Redis stays frozen in the pause fault (past the watchdog lease). */
-  pauseMs: number;
-  /** Writes every worker line there (JSON lines) for a post-mortem. */
-  linesFile?: string;
-  /** How often each worker makes a watchdog-kept section last 1.5–2.5 watchdog timeouts (ms; default 0, never: short runs keep their pace). */
-  longHoldEveryMs?: number;
-}
 
 const WORKER = join(__dirname, 'worker.ts');
 

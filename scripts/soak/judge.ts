@@ -4,7 +4,7 @@
 import { checkExclusion, checkFifo, type Cause, type ExclusionResult, type Invariant } from './checker';
 import type { FaultRecords } from './faults';
 import { duringFault, toldAfterFault, waitsAfterFaults, waitsOf, type Spread } from './figures';
-import type { SoakOptions } from './harness';
+import type { SoakOptions } from './records';
 import { checkCapacity, checkFencedWrites, checkLatch, checkTokens, type InvariantResult } from './invariants';
 import type { DeafLine, DoneLine, EndLine, ErrorLine, FencedWriteLine, GrantLine, Hold, MissLine, Op, OpLine, OpReplyLine, WorkerLine } from './records';
 

@@ -231,3 +231,26 @@ export type WorkerArgs = Omit<WorkerConfig, keyof RunClock> & Partial<RunClock>;
  */
 export const restartLostDataBetween = (fault: Fault, sent: number, granted: number): boolean =>
   fault.kind === 'restart' && fault.lostData === true && (fault.killed ?? fault.at) > sent && fault.at < granted;
+
+/** What one soak run does (see harness.ts). */
+export interface SoakOptions {
+  primitive: string;
+  processes: number;
+  tasksPerProcess: number;
+  hotLocks: number;
+  durationMs: number;
+  watchdogTimeout: number;
+  /** Lease of the holds taken with an explicit leaseTime (tryLock). */
+  leaseTime: number;
+  /** How far past its bound a wait away from any fault may end before it is a violation, in ms. */
+  waitSlackMs: number;
+  faults: FaultKind[];
+  /** Pause between two faults other than force-unlocks. */
+  faultEveryMs: number;
+  /** How long Redis stays frozen in the pause fault (past the watchdog lease). */
+  pauseMs: number;
+  /** Writes every worker line there (JSON lines) for a post-mortem. */
+  linesFile?: string;
+  /** How often each worker makes a watchdog-kept section last 1.5–2.5 watchdog timeouts (ms; default 0, never: short runs keep their pace). */
+  longHoldEveryMs?: number;
+}

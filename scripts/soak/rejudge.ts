@@ -3,7 +3,7 @@
 // Redis (counters, leftovers) are not repeated: they need the run's servers.
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
-import type { SoakOptions } from './harness';
+import type { SoakOptions } from './records';
 import { judgeRecords } from './judge';
 import { PRIMITIVES } from './primitives';
 import type { Fault, FaultKind, Force, WorkerLine } from './records';

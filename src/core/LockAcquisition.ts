@@ -1,6 +1,6 @@
 import { LockUsageError } from '../errors';
 import { diagnostics, type LockEvent } from '../diagnostics';
-import type { RenewalTarget } from '../services/ExpirationRenewal';
+import type { RenewalTarget } from '../services/RenewalTarget';
 import type { Hold } from '../services/Hold';
 import type { LockContext } from '../services/LockContext';
 import { heldByCompositeScope, type LockOwner, scopedOwner } from '../services/LockOwner';

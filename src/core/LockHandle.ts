@@ -2,7 +2,7 @@ import { InvalidArgumentError, LockUsageError } from '../errors';
 import { diagnostics, type LockEvent, waitReports } from '../diagnostics';
 import type { LockInfo } from '../introspection';
 import { checkLockOptions, checkName, type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
-import type { RenewalTarget } from '../services/ExpirationRenewal';
+import type { RenewalTarget } from '../services/RenewalTarget';
 import { IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { readOne } from '../services/database';
 import { LockOwner, scopedOwner } from '../services/LockOwner';

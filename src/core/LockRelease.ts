@@ -1,7 +1,7 @@
 import { LockLostError, NotLockOwnerError } from '../errors';
 import { diagnostics, type LockEvent } from '../diagnostics';
 import { latchPrefixOf } from '../names';
-import type { RenewalTarget } from '../services/ExpirationRenewal';
+import type { RenewalTarget } from '../services/RenewalTarget';
 import { IDEMPOTENT, type LockContext } from '../services/LockContext';
 import { inDatabase } from '../services/database';
 import type { LockOwner } from '../services/LockOwner';

@@ -1,6 +1,6 @@
 import type { Hold } from '../services/Hold';
 import { diagnostics } from '../diagnostics';
-import type { RenewalTarget } from '../services/ExpirationRenewal';
+import type { RenewalTarget } from '../services/RenewalTarget';
 import type { CommandBound } from '../services/LockContext';
 import { type Parking, sleepAsCandidate } from '../services/candidateSleep';
 import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';

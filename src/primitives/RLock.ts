@@ -8,7 +8,7 @@ import { type Parking, sleepAsCandidate } from '../services/candidateSleep';
 import { OUTCOME_UNKNOWN, PARK_AGAIN } from '../services/LocalHandoff';
 import { type LockContext, queuePublishing } from '../services/LockContext';
 import { type LockOwner, scopedOwner } from '../services/LockOwner';
-import type { RenewalTarget } from '../services/ExpirationRenewal';
+import type { RenewalTarget } from '../services/RenewalTarget';
 import type { ScriptedRedis } from '../services/scripts';
 import { boundedWait } from '../services/bounds';
 import { ClientQueue } from './ClientQueue';

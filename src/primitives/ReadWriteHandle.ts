@@ -5,7 +5,7 @@ import { forceWhileRefused, waitFor } from '../core/waitLoop';
 import type { Hold } from '../services/Hold';
 import type { LockInfo } from '../introspection';
 import { RELEASE_LATCH_TTL_MS, rwLeasesKeyOf, rwReadChannelOf, rwTurnKeyOf, rwWriteChannelOf, rwWritersKeyOf, WAKE_ALL_MESSAGE, UNLOCK_MESSAGE } from '../names';
-import type { RenewalTarget } from '../services/ExpirationRenewal';
+import type { RenewalTarget } from '../services/RenewalTarget';
 import type { CommandBound, LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';

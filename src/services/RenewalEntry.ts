@@ -1,4 +1,4 @@
-import type { RenewalTarget } from './ExpirationRenewal';
+import type { RenewalTarget } from './RenewalTarget';
 import type { LockOwner } from './LockOwner';
 
 /** The renew script of a target that names none (lock/renew.lua). */

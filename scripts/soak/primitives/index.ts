@@ -3,7 +3,7 @@
 import type { Invariant } from '../checker';
 import type { Redis } from 'ioredis';
 import type { LockClient } from '../../../src';
-import type { SoakOptions } from '../harness';
+import type { SoakOptions } from '../records';
 import type { FaultKind } from '../records';
 import { countDownLatch } from './countDownLatch';
 import { fencedLock } from './fencedLock';

@@ -7,7 +7,7 @@ import type { LockClient } from '../../../src';
 import { semaphoreChannelOf } from '../../../src/names';
 import type { Invariant } from '../checker';
 import { oneChannel } from './channels';
-import type { SoakOptions } from '../harness';
+import type { SoakOptions } from '../records';
 import type { ErrorReading, Recorder } from '../recorder';
 import type { Redis } from 'ioredis';
 import { lockErrors, pick, randomInt, recordGrantsAndLosses, type PrimitiveAdapter } from './rlock';
