@@ -20,10 +20,10 @@ import { checkClientOptions, checkListOptions, type ListLocksOptions, type LockC
 import { CountDownLatch } from './primitives/CountDownLatch';
 import { FairLock } from './primitives/FairLock';
 import { FencedLock } from './primitives/FencedLock';
-import { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore';
-import { ReadWriteLock } from './primitives/ReadWriteLock';
-import { RLock } from './primitives/RLock';
-import { Semaphore } from './primitives/Semaphore';
+import { PermitExpirableSemaphore } from './primitives/permitSemaphore/PermitExpirableSemaphore';
+import { ReadWriteLock } from './primitives/readWriteLock/ReadWriteLock';
+import { RLock } from './primitives/lock/RLock';
+import { Semaphore } from './primitives/semaphore/Semaphore';
 import { hideFromLogs } from './redact';
 import { defineScripts } from './services/scripts';
 import { ShardedPublish } from './services/ShardedPublish';

@@ -1,9 +1,9 @@
 export { LockClient } from './LockClient';
 export type { LockClientEvents, LockLostEvent } from './clientEvents';
-export { RLock } from './primitives/RLock';
+export { RLock } from './primitives/lock/RLock';
 export { FairLock } from './primitives/FairLock';
-export { Semaphore } from './primitives/Semaphore';
-export { PermitExpirableSemaphore } from './primitives/PermitExpirableSemaphore';
+export { Semaphore } from './primitives/semaphore/Semaphore';
+export { PermitExpirableSemaphore } from './primitives/permitSemaphore/PermitExpirableSemaphore';
 export { CountDownLatch } from './primitives/CountDownLatch';
 export { MAX_PERMITS } from './primitives/permitOptions';
 export type { AwaitOptions, CountDownOptions, ExpirablePermitOptions, OperationOptions, PermitOptions, ReleaseOptions, TryExpirablePermitOptions, TryPermitOptions } from './primitives/permitOptions';
@@ -13,9 +13,9 @@ export { RedLock, type RedLockOptions } from './primitives/composite/RedLock';
 export type { CompositeLock, CompositeLockEvents } from './primitives/composite/CompositeLock';
 export type { LockHandle } from './core/LockHandle';
 export type { ForceUnlockResult } from './core/ExclusiveLock';
-export { ReadWriteLock } from './primitives/ReadWriteLock';
-export { ReadLock } from './primitives/ReadLock';
-export { WriteLock } from './primitives/WriteLock';
+export { ReadWriteLock } from './primitives/readWriteLock/ReadWriteLock';
+export { ReadLock } from './primitives/readWriteLock/ReadLock';
+export { WriteLock } from './primitives/readWriteLock/WriteLock';
 export {
   ClientClosedError,
   CompositeUnlockError,

@@ -6,7 +6,7 @@ import { fencedByKeyOf, INTERNAL_KEY_MARK, kindKeyOf } from '../names';
 import { type LockOptions, type TryLockOptions, type WithLockOptions } from '../options';
 import type { LockContext } from '../services/LockContext';
 import type { LockOwner } from '../services/LockOwner';
-import { RLock } from './RLock';
+import { RLock } from './lock/RLock';
 
 /** The script this primitive adds (lua/fencedLock/), beside the plain lock's. */
 interface FencedScripts {

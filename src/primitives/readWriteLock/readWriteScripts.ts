@@ -1,4 +1,4 @@
-import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import type { PublishCommand, ScriptedRedis } from '../../services/scripts';
 
 /** The read-write lock's scripts (lua/readWriteLock/), as `defineCommand` adds them to a connection. */
 export interface ReadWriteScripts {

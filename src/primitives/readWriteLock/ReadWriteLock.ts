@@ -1,5 +1,5 @@
-import type { LockContext } from '../services/LockContext';
-import { LockOwner } from '../services/LockOwner';
+import type { LockContext } from '../../services/LockContext';
+import { LockOwner } from '../../services/LockOwner';
 import { ReadLock } from './ReadLock';
 import type { ReadWriteHandle } from './ReadWriteHandle';
 import type { ReadWriteMode } from './readWriteOwners';

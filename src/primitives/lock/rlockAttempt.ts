@@ -1,8 +1,8 @@
-import type { LockRelease } from '../core/LockRelease';
-import { OUTCOME_UNKNOWN } from '../services/LocalHandoff';
-import type { CommandBound, LockContext } from '../services/LockContext';
-import type { LockOwner } from '../services/LockOwner';
-import { syncedAcquire } from '../services/syncedAcquire';
+import type { LockRelease } from '../../core/LockRelease';
+import { OUTCOME_UNKNOWN } from '../../services/LocalHandoff';
+import type { CommandBound, LockContext } from '../../services/LockContext';
+import type { LockOwner } from '../../services/LockOwner';
+import { syncedAcquire } from '../../services/syncedAcquire';
 
 /** What one acquire of an RLock (or a variant) asks of its handle: the handle's own steps, bound to it. */
 export interface AttemptingLock {

@@ -1,4 +1,4 @@
-import type { LockContext } from '../services/LockContext';
+import type { LockContext } from '../../services/LockContext';
 
 /** How long a client's new callers let another client's waiter, woken by its release, ask first. */
 const TURN_PASSED_MS = 50;

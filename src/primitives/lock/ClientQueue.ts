@@ -1,8 +1,8 @@
-import { whileRefused } from '../core/waitLoop';
-import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../names';
-import type { ChannelEntry } from '../services/ChannelEntry';
-import { type LockContext, queuePublishing } from '../services/LockContext';
-import { WaitingClient } from '../services/WaitingClient';
+import { whileRefused } from '../../core/waitLoop';
+import { clientQueueExpiryKeyOf, clientQueueKeyOf, wakeChannelPrefixOf } from '../../names';
+import type { ChannelEntry } from '../../services/ChannelEntry';
+import { type LockContext, queuePublishing } from '../../services/LockContext';
+import { WaitingClient } from '../../services/WaitingClient';
 
 /**
  * An RLock's queue of waiting clients as one handle sees it: its Redis names, and this client's

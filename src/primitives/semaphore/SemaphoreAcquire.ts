@@ -1,16 +1,16 @@
-import { refusedUntilFailover } from '../core/waitLoop';
-import type { Hold } from '../services/Hold';
-import { diagnostics } from '../diagnostics';
-import { RedisCommandError } from '../errors';
-import { RELEASE_LATCH_TTL_MS } from '../names';
-import { type CommandBound, IDEMPOTENT } from '../services/LockContext';
-import { type Parking, sleepAsCandidate } from '../services/candidateSleep';
-import { boundedWait, OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
-import { STALE_MARGIN_MS } from '../services/RedisClock';
-import type { ChannelEntry } from '../services/ChannelEntry';
-import type { Attempt, PrimitiveSteps } from './Primitive';
+import { refusedUntilFailover } from '../../core/waitLoop';
+import type { Hold } from '../../services/Hold';
+import { diagnostics } from '../../diagnostics';
+import { RedisCommandError } from '../../errors';
+import { RELEASE_LATCH_TTL_MS } from '../../names';
+import { type CommandBound, IDEMPOTENT } from '../../services/LockContext';
+import { type Parking, sleepAsCandidate } from '../../services/candidateSleep';
+import { boundedWait, OUTCOME_UNKNOWN, settledWithinGrace } from '../../services/bounds';
+import { STALE_MARGIN_MS } from '../../services/RedisClock';
+import type { ChannelEntry } from '../../services/ChannelEntry';
+import type { Attempt, PrimitiveSteps } from '../Primitive';
 import { semaphoreScripts as scripts } from './semaphoreScripts';
-import { standBackBound, starvingClock } from './semaphoreWaiting';
+import { standBackBound, starvingClock } from '../semaphoreWaiting';
 
 /** How long an undo that Redis did not answer waits before it is sent again. */
 const UNDO_RETRY_MS = 1_000;

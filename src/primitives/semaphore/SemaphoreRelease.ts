@@ -1,5 +1,5 @@
-import { diagnostics } from '../diagnostics';
-import type { PrimitiveSteps } from './Primitive';
+import { diagnostics } from '../../diagnostics';
+import type { PrimitiveSteps } from '../Primitive';
 
 /** What a semaphore's release asks of it: its channel and its own steps, bound to it. */
 export interface ReleasedSemaphore extends Pick<PrimitiveSteps, 'context' | 'event'> {

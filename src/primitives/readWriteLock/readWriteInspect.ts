@@ -1,7 +1,7 @@
 import type { Redis, Cluster } from 'ioredis';
-import { clientNames, type LockHolder, type LockInfo } from '../introspection';
-import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf } from '../names';
-import { readValues } from '../services/database';
+import { clientNames, type LockHolder, type LockInfo } from '../../introspection';
+import { rwLeasesKeyOf, rwReadChannelOf, rwWriteChannelOf, rwWritersKeyOf } from '../../names';
+import { readValues } from '../../services/database';
 
 const HOLDER_FIELD = /^([\w-]{21}):([\w-]{21})(:write)?$/;
 

@@ -1,16 +1,16 @@
-import { outcomeOf, watchHold } from '../core/holdScope';
-import { diagnostics } from '../diagnostics';
-import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../errors';
-import { subscriberCount, type PermitSemaphoreInfo } from '../introspection';
-import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf, RELEASE_LATCH_TTL_MS } from '../names';
-import type { LockContext } from '../services/LockContext';
-import { checkCount, checkOperationOptions, checkPermitId, checkPermitIds, checkPermitOptions, type ExpirablePermitOptions, type OperationOptions, type TryExpirablePermitOptions } from './permitOptions';
-import { checkTime } from '../options';
+import { outcomeOf, watchHold } from '../../core/holdScope';
+import { diagnostics } from '../../diagnostics';
+import { InvalidArgumentError, LockLostError, LockTimeoutError, PermitNotHeldError } from '../../errors';
+import { subscriberCount, type PermitSemaphoreInfo } from '../../introspection';
+import { kindKeyOf, permitChannelOf, permitClaimKeyOf, permitsKeyOf, RELEASE_LATCH_TTL_MS } from '../../names';
+import type { LockContext } from '../../services/LockContext';
+import { checkCount, checkOperationOptions, checkPermitId, checkPermitIds, checkPermitOptions, type ExpirablePermitOptions, type OperationOptions, type TryExpirablePermitOptions } from '../permitOptions';
+import { checkTime } from '../../options';
 import { PermitAcquire, permitNamed } from './PermitAcquire';
 import { PermitRelease } from './PermitRelease';
-import { PermitScope, permitScopeOf } from './permitScopes';
+import { PermitScope, permitScopeOf } from '../permitScopes';
 import { permitScripts as scripts } from './permitSemaphoreScripts';
-import { Primitive } from './Primitive';
+import { Primitive } from '../Primitive';
 
 /**
  * Redisson's RPermitExpirableSemaphore: every permit has an id and a lease, kept in a zset

@@ -1,9 +1,9 @@
-import { refusedUntilFailover, whileRefused } from '../core/waitLoop';
-import { diagnostics } from '../diagnostics';
-import { RedisCommandError } from '../errors';
-import { RELEASE_LATCH_TTL_MS } from '../names';
+import { refusedUntilFailover, whileRefused } from '../../core/waitLoop';
+import { diagnostics } from '../../diagnostics';
+import { RedisCommandError } from '../../errors';
+import { RELEASE_LATCH_TTL_MS } from '../../names';
 import { permitScripts as scripts } from './permitSemaphoreScripts';
-import type { PrimitiveSteps } from './Primitive';
+import type { PrimitiveSteps } from '../Primitive';
 
 /** Ids of the permits being waited for that the watchdog will keep (taken without `leaseTime`): a handoff to them may be pipelined (see handOver). */
 export const keptByWatchdog = new Set<string>();

@@ -1,16 +1,16 @@
-import type { Hold } from '../services/Hold';
-import { diagnostics } from '../diagnostics';
-import type { RenewalTarget } from '../services/RenewalTarget';
-import type { CommandBound } from '../services/LockContext';
-import { type Parking, sleepAsCandidate } from '../services/candidateSleep';
-import { OUTCOME_UNKNOWN, settledWithinGrace } from '../services/bounds';
-import type { ChannelEntry } from '../services/ChannelEntry';
-import { LockOwner } from '../services/LockOwner';
-import { syncedAcquire } from '../services/syncedAcquire';
+import type { Hold } from '../../services/Hold';
+import { diagnostics } from '../../diagnostics';
+import type { RenewalTarget } from '../../services/RenewalTarget';
+import type { CommandBound } from '../../services/LockContext';
+import { type Parking, sleepAsCandidate } from '../../services/candidateSleep';
+import { OUTCOME_UNKNOWN, settledWithinGrace } from '../../services/bounds';
+import type { ChannelEntry } from '../../services/ChannelEntry';
+import { LockOwner } from '../../services/LockOwner';
+import { syncedAcquire } from '../../services/syncedAcquire';
 import { permitScripts as scripts } from './permitSemaphoreScripts';
 import { keptByWatchdog, type PermitRelease } from './PermitRelease';
-import type { Attempt, PrimitiveSteps } from './Primitive';
-import { standBackBound, starvingClock } from './semaphoreWaiting';
+import type { Attempt, PrimitiveSteps } from '../Primitive';
+import { standBackBound, starvingClock } from '../semaphoreWaiting';
 
 /**
  * How long a client's claim on the next free permit stands unless one of its waiters renews it

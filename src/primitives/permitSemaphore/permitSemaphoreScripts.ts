@@ -1,4 +1,4 @@
-import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import type { PublishCommand, ScriptedRedis } from '../../services/scripts';
 
 /** The scripts of src/lua/permitSemaphore/, as `defineCommand` adds them. */
 export interface PermitScripts {

@@ -1,4 +1,4 @@
-import { LockOwner } from '../services/LockOwner';
+import { LockOwner } from '../../services/LockOwner';
 
 /** The two kinds of hold of a read-write lock. */
 export type ReadWriteMode = 'read' | 'write';

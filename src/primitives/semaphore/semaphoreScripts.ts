@@ -1,4 +1,4 @@
-import type { PublishCommand, ScriptedRedis } from '../services/scripts';
+import type { PublishCommand, ScriptedRedis } from '../../services/scripts';
 
 /** The semaphore's scripts (src/lua/semaphore/), as `defineCommand` adds them. */
 export interface SemaphoreScripts {

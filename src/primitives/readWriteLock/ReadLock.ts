@@ -1,7 +1,7 @@
-import type { Hold } from '../services/Hold';
-import { rwLeasesKeyOf, rwReadChannelOf, rwWritersKeyOf } from '../names';
-import type { CommandBound, LockContext } from '../services/LockContext';
-import type { LockOwner } from '../services/LockOwner';
+import type { Hold } from '../../services/Hold';
+import { rwLeasesKeyOf, rwReadChannelOf, rwWritersKeyOf } from '../../names';
+import type { CommandBound, LockContext } from '../../services/LockContext';
+import type { LockOwner } from '../../services/LockOwner';
 import { ReadWriteHandle, type ReadWriteFamily } from './ReadWriteHandle';
 import { readWriteScripts } from './readWriteScripts';
 
