@@ -302,3 +302,40 @@ test("a frozen master does not slow the queue heartbeat on the others: a fair-lo
     await setNodeTimeout(cluster, 1_000);
   }
 }, 60_000);
+
+test('close() while the subscriber’s slot refresh is under way (every master frozen) leaves no refresh behind: nothing keeps the process up (ioredis’s slotsRefreshInterval re-armed itself for good)', async () => {
+  const cluster = clusterOf();
+  const redis = cluster.connect();
+  const client = new LockClient({ redis });
+  const opener = new LockClient({ redis });
+  const name = 'refresh-at-close';
+  try {
+    await opener.getCountDownLatch(name).trySetCount(1);
+    const waiting = client.getCountDownLatch(name).await().catch(() => undefined); // the subscriber is made
+    await until('subscribed', async () => (await opener.getCountDownLatch(name).inspect()).waitingClients === 1);
+    /** The subscriber connection's slot refresh (ioredis internals). */
+    type Refreshing = { isRefreshing: boolean; refreshSlotsCache(callback?: (error?: Error | null) => void): void };
+    const subscriber = (client as unknown as { pubsub: { subscriber: Refreshing } }).pubsub.subscriber;
+    for (const server of cluster.servers) server.pause(); // the next refresh stays under way
+    try {
+      await until('a slot refresh is under way', () => subscriber.isRefreshing, 5000);
+      await client.close();
+    } finally {
+      for (const server of cluster.servers) server.resume();
+    }
+    let refreshes = 0;
+    const refresh = subscriber.refreshSlotsCache.bind(subscriber);
+    subscriber.refreshSlotsCache = (callback?: (error?: Error | null) => void) => {
+      refreshes++;
+      refresh(callback);
+    };
+    await waiting;
+    // Two refresh periods (2 s) and the refresh cut short by close() answering: a negative, no event marks it.
+    await sleep(4_500);
+    expect(refreshes).toBe(0);
+  } finally {
+    await client.close();
+    await opener.close();
+    redis.disconnect();
+  }
+}, 60_000);

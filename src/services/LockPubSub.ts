@@ -3,6 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { ChannelEntry } from './ChannelEntry';
 import type { PublishCommand } from './scripts';
 import { reviveWhenEnded } from './reviveEnded';
+import { refreshSlotsEvery, SUBSCRIBER_SLOTS_REFRESH_MS } from './slotsRefresh';
 
 /**
  * Resolves when `subscriber` is ready; rejects when it ends first (closed by us, or given up by
@@ -48,7 +49,8 @@ export class LockPubSub {
   /** The pause before the mode is asked again; close() ends it. */
   private modeRetry: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
   private closed = false;
-  private stopReviving: () => void = () => undefined;
+  /** Stops what keeps the subscriber going: remaking it after ioredis ended it, or refreshing a Cluster's slot map. */
+  private stopKeeping: () => void = () => undefined;
   /** The tail of the (un)subscribe queue, see `serially`. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -128,7 +130,7 @@ export class LockPubSub {
     this.entries.clear();
     const subscriber = this.subscriber;
     this.subscriber = undefined;
-    this.stopReviving();
+    this.stopKeeping();
     if (subscriber) subscriber.disconnect();
   }
 
@@ -310,8 +312,10 @@ export class LockPubSub {
         if (this.wasReady) this.resubscribeAll();
       });
     }
-    // ioredis can end it for good (see reviveWhenEnded); a Cluster remakes its connections itself.
-    if (!subscriber.isCluster) this.stopReviving = reviveWhenEnded(subscriber as Redis, () => !this.closed && this.subscriber === subscriber);
+    // ioredis can end it for good (see reviveWhenEnded); a Cluster remakes its connections itself,
+    // and its slot map is refreshed here (see refreshSlotsEvery).
+    const wanted = (): boolean => !this.closed && this.subscriber === subscriber;
+    this.stopKeeping = subscriber.isCluster ? refreshSlotsEvery(subscriber as Cluster, SUBSCRIBER_SLOTS_REFRESH_MS, wanted) : reviveWhenEnded(subscriber as Redis, wanted);
     this.subscriber = subscriber;
     return subscriber;
   }

@@ -3,9 +3,6 @@ import { InvalidArgumentError } from '../errors';
 import { type LockClientOptions, MAX_DATABASE } from '../options';
 import { displayUrl } from '../redact';
 
-/** How often a Cluster subscriber refreshes its slot map (CLUSTER SLOTS) to follow moved slots. */
-const SUBSCRIBER_SLOTS_REFRESH_MS = 2000;
-
 /**
  * ioredis's ready check sends INFO on every connect, which a least-privilege ACL refuses
  * (`@dangerous`), and then prints a warning. It only waits out a server still loading its data;
@@ -132,8 +129,8 @@ function refuseBadOptions(connection: CommandConnection): CommandConnection {
 export function subscriberOf(redis: Redis | Cluster, connName: string): (sharded: boolean) => Redis | Cluster {
   return (sharded) =>
     redis.isCluster
-      ? // Refreshing the slots now and then is how the subscriber notices a slot that moved.
-        (redis as Cluster).duplicate([], { shardedSubscribers: sharded, slotsRefreshInterval: SUBSCRIBER_SLOTS_REFRESH_MS }).on('+node', guardStaleReady)
+      ? // Its slot map is refreshed now and then by LockPubSub (refreshSlotsEvery), not by ioredis's slotsRefreshInterval.
+        (redis as Cluster).duplicate([], { shardedSubscribers: sharded, slotsRefreshInterval: 0 }).on('+node', guardStaleReady)
       : handleOwnResubscribes(guardStaleReady((redis as Redis).duplicate({ disconnectTimeout: 0, connectionName: connName })));
 }
 
