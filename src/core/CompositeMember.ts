@@ -17,7 +17,7 @@ export interface MemberLock {
   readonly key: string;
   /** One lock of one client (`LockHandle.identity`): what the scope owners are kept under. */
   readonly identity: string;
-  readonly acquisition: Pick<LockAcquisition, 'ownerToAcquire' | 'acquire' | 'acquired'>;
+  readonly acquisition: Pick<LockAcquisition<unknown>, 'ownerToAcquire' | 'acquire' | 'acquired'>;
   readonly releases: Pick<LockRelease, 'giveBackUnbooked'>;
   readonly scopes: Pick<LockScopes, 'leaveNested' | 'leaveScope'>;
   field(owner: LockOwner): string;

@@ -9,50 +9,53 @@ import { settledWithinGrace } from '../services/bounds';
 import type { LockRelease } from './LockRelease';
 import { stopsOf } from './waitLoop';
 
-/** What taking a lock asks of its handle: the handle's own steps, bound to it. */
-export interface AcquiringLock {
-  readonly context: LockContext;
-  readonly name: string;
+/**
+ * What taking a lock asks of a handle `H`: its own steps, in one table for every handle
+ * (`LockHandle.acquiring`), each given the handle it acts for. Not closures bound to each handle,
+ * as `LockRelease`'s are: a handle takes this part on its first acquire, so every held lock and
+ * parked waiter would carry them (scenario 6's heap per held lock went from 1.1 to 2.3 KiB).
+ */
+export interface AcquiringSteps<H> {
+  context(handle: H): LockContext;
+  name(handle: H): string;
   /** One lock of one client (`LockHandle.identity`): what the scope owners are kept under. */
-  readonly identity: string;
-  readonly releases: Pick<LockRelease, 'giveBackUnbooked'>;
+  identity(handle: H): string;
+  /** Made on first use: most acquires never give anything back unbooked. */
+  releases(handle: H): Pick<LockRelease, 'giveBackUnbooked'>;
   /** The primitive's acquire (see `LockHandle.acquireFor`). */
-  acquireFor(owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined>;
+  acquireFor(handle: H, owner: LockOwner, leaseTime: number | undefined, waitTime: number, signal?: AbortSignal, attemptDeadline?: number): Promise<Hold | undefined>;
   /** See `LockHandle.acquiresInTurn`. */
-  acquiresInTurn(): boolean;
+  acquiresInTurn(handle: H): boolean;
   /** The handle's own owner, as it books holds. */
-  handleOwner(): LockOwner;
+  handleOwner(handle: H): LockOwner;
   /** The owner that books this handle's holds for `owner` (see `LockHandle.holder`). */
-  holder(owner: LockOwner): LockOwner;
+  holder(handle: H, owner: LockOwner): LockOwner;
   /** See `LockHandle.acquiringBeside`. */
-  acquiringBeside(owner: LockOwner): string | undefined;
+  acquiringBeside(handle: H, owner: LockOwner): string | undefined;
   /** What the watchdog renews for a hold of `owner` (see `LockHandle.renewalTarget`). */
-  renewalTarget(owner: LockOwner): RenewalTarget;
-  event(owner: LockOwner): LockEvent;
+  renewalTarget(handle: H, owner: LockOwner): RenewalTarget;
+  event(handle: H, owner: LockOwner): LockEvent;
 }
 
-/**
- * How a lock handle takes the lock: which owner a call acquires as (refusing a second entry of
- * a handle outside `withLock`), the primitive's acquire (one at a time per owner when it asks
- * for that), and the booking of the hold (the count, the watchdog, the lease's end), or the
- * give-back of one taken as the caller stopped.
- */
-export class LockAcquisition {
-  constructor(private readonly lock: AcquiringLock) {}
+export class LockAcquisition<H> {
+  constructor(
+    private readonly handle: H,
+    private readonly steps: AcquiringSteps<H>,
+  ) {}
 
   /**
    * A handle outside `withLock` refuses to enter twice: a second `lock()` could as well come from
    * another task sharing the handle, and letting it in would put two tasks in the critical section.
    */
   ownerToAcquire(): LockOwner {
-    const scoped = scopedOwner(this.lock.identity);
-    if (scoped) return this.lock.holder(scoped);
+    const scoped = scopedOwner(this.steps.identity(this.handle));
+    if (scoped) return this.steps.holder(this.handle, scoped);
     this.refuseInsideComposite();
-    const owner = this.lock.handleOwner();
-    const beside = this.lock.acquiringBeside(owner);
+    const owner = this.steps.handleOwner(this.handle);
+    const beside = this.steps.acquiringBeside(this.handle, owner);
     if (owner.holds > 0 || owner.pending > 0 || beside !== undefined) {
       throw new LockUsageError(
-        `this handle of lock "${this.lock.name}" ${owner.holds > 0 ? this.stillBooked(owner) : owner.pending > 0 ? 'already is acquiring it' : `shares its owner with ${beside}, which is still acquiring it`}; ` +
+        `this handle of lock "${this.steps.name(this.handle)}" ${owner.holds > 0 ? this.stillBooked(owner) : owner.pending > 0 ? 'already is acquiring it' : `shares its owner with ${beside}, which is still acquiring it`}; ` +
           'a handle is not reentrant outside withLock, so two tasks sharing one cannot both enter. ' +
           'Use a handle per task, or withLock() for reentrant sections.',
       );
@@ -78,8 +81,8 @@ export class LockAcquisition {
    * it runs.
    */
   refuseInsideComposite(): void {
-    if (heldByCompositeScope(this.lock.identity)) {
-      throw new LockUsageError(`lock "${this.lock.name}": called inside the withLock of a MultiLock or RedLock that holds it; its members are not reentrant, it would wait for itself`);
+    if (heldByCompositeScope(this.steps.identity(this.handle))) {
+      throw new LockUsageError(`lock "${this.steps.name(this.handle)}": called inside the withLock of a MultiLock or RedLock that holds it; its members are not reentrant, it would wait for itself`);
     }
   }
 
@@ -92,17 +95,17 @@ export class LockAcquisition {
     const fenced = owner.fenced;
     let inTurn = false;
     try {
-      if (this.lock.acquiresInTurn()) {
+      if (this.steps.acquiresInTurn(this.handle)) {
         // After the owner's acquires under way, their holds booked (see ownerTurns): a waitTime
         // counts from the call.
         const from = performance.now();
         const deadline = waitTime > 0 ? from + waitTime : (attemptDeadline ?? Infinity);
-        const taking = takeTurn(owner, deadline, waitTime <= 0, stopsOf(this.lock.context, signal));
+        const taking = takeTurn(owner, deadline, waitTime <= 0, stopsOf(this.steps.context(this.handle), signal));
         inTurn = taking instanceof Promise ? await taking : taking;
         if (!inTurn) return undefined;
         if (waitTime > 0) waitTime = Math.max(0, waitTime - (performance.now() - from));
       }
-      const hold = await this.lock.acquireFor(owner, leaseTime, waitTime, signal, attemptDeadline);
+      const hold = await this.steps.acquireFor(this.handle, owner, leaseTime, waitTime, signal, attemptDeadline);
       if (hold === undefined) return undefined;
       return await this.acquired(owner, leaseTime, hold, signal);
     } catch (error) {
@@ -116,7 +119,7 @@ export class LockAcquisition {
 
   /** Books a hold; one that raced an abort is given back unbooked, leaving nothing behind. Returns its send time. */
   async acquired(owner: LockOwner, leaseTime: number | undefined, { sentAt, expiresAt }: Hold, signal: AbortSignal | undefined): Promise<number> {
-    const { context } = this.lock;
+    const context = this.steps.context(this.handle);
     // The caller's signal first, then close() (no array and closure per acquisition).
     const closed = context.closedSignal;
     const stopped = signal?.aborted ? signal : closed.aborted ? closed : undefined;
@@ -125,14 +128,14 @@ export class LockAcquisition {
       // is not booked (a retry of the same owner must not find a hold that is on its way back),
       // and it is given back unbooked, waited for at most as long as an attempt would be (Redis
       // frozen: it is given back when Redis answers).
-      await settledWithinGrace(this.lock.releases.giveBackUnbooked(owner, 1));
+      await settledWithinGrace(this.steps.releases(this.handle).giveBackUnbooked(owner, 1));
       throw stopped.reason;
     }
     owner.holds++;
-    if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.lock.event(owner), holds: owner.holds, leaseTime });
+    if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.steps.event(this.handle, owner), holds: owner.holds, leaseTime });
     if (leaseTime === undefined) {
-      context.renewal.add(this.lock.renewalTarget(owner), sentAt, expiresAt);
-    } else if (owner === this.lock.handleOwner()) {
+      context.renewal.add(this.steps.renewalTarget(this.handle, owner), sentAt, expiresAt);
+    } else if (owner === this.steps.handleOwner(this.handle)) {
       owner.leasedUntil = Math.min(sentAt + leaseTime, expiresAt ?? Infinity);
     }
     return sentAt;

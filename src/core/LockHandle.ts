@@ -9,7 +9,7 @@ import { LockOwner, scopedOwner } from '../services/LockOwner';
 import type { ScriptedRedis } from '../services/scripts';
 import { CompositeMember } from './CompositeMember';
 import type { HeldLock } from './HeldLock';
-import { LockAcquisition } from './LockAcquisition';
+import { type AcquiringSteps, LockAcquisition } from './LockAcquisition';
 import { LockRelease } from './LockRelease';
 import { LockScopes } from './LockScopes';
 import type { Hold } from '../services/Hold';
@@ -150,24 +150,27 @@ export abstract class LockHandle {
 
   private releasesMade: LockRelease | undefined;
 
-  /** How this handle takes the lock and books its holds, over its own steps (made on the first acquire). */
-  private get acquisition(): LockAcquisition {
-    return (this.acquisitionMade ??= new LockAcquisition({
-      context: this.context,
-      name: this.name,
-      identity: this.identity,
-      releases: this.releases,
-      acquireFor: (owner, leaseTime, waitTime, signal, attemptDeadline) => this.acquireFor(owner, leaseTime, waitTime, signal, attemptDeadline),
-      acquiresInTurn: () => this.acquiresInTurn,
-      handleOwner: () => this.handleOwner,
-      holder: (owner) => this.holder(owner),
-      acquiringBeside: (owner) => this.acquiringBeside(owner),
-      renewalTarget: (owner) => this.renewalTarget(owner),
-      event: (owner) => this.event(owner),
-    }));
+  /** How this handle takes the lock and books its holds (made on the first acquire). */
+  private get acquisition(): LockAcquisition<LockHandle> {
+    return (this.acquisitionMade ??= new LockAcquisition(this, LockHandle.acquiring));
   }
 
-  private acquisitionMade: LockAcquisition | undefined;
+  /** The steps taking the lock asks of a handle: one table for every handle (see `AcquiringSteps`). */
+  private static readonly acquiring: AcquiringSteps<LockHandle> = {
+    context: (handle) => handle.context,
+    name: (handle) => handle.name,
+    identity: (handle) => handle.identity,
+    releases: (handle) => handle.releases,
+    acquireFor: (handle, owner, leaseTime, waitTime, signal, attemptDeadline) => handle.acquireFor(owner, leaseTime, waitTime, signal, attemptDeadline),
+    acquiresInTurn: (handle) => handle.acquiresInTurn,
+    handleOwner: (handle) => handle.handleOwner,
+    holder: (handle, owner) => handle.holder(owner),
+    acquiringBeside: (handle, owner) => handle.acquiringBeside(owner),
+    renewalTarget: (handle, owner) => handle.renewalTarget(owner),
+    event: (handle, owner) => handle.event(owner),
+  };
+
+  private acquisitionMade: LockAcquisition<LockHandle> | undefined;
 
   /** @internal What a MultiLock/RedLock asks of this handle as its member (made on first use: most handles never are one). */
   get asMember(): CompositeMember {

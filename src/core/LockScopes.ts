@@ -19,7 +19,7 @@ export interface ScopedLock {
   /** One lock of one client (`LockHandle.identity`): what the scope owners are kept under. */
   readonly identity: string;
   /** How the handle takes the lock (`acquire`: takes it for an owner and books the hold; `refuseInsideComposite`: throws inside a MultiLock/RedLock scope that holds it, as it would wait for itself). */
-  readonly acquisition: Pick<LockAcquisition, 'acquire' | 'refuseInsideComposite'>;
+  readonly acquisition: Pick<LockAcquisition<unknown>, 'acquire' | 'refuseInsideComposite'>;
   /** How the handle gives holds back (`release`: one hold; `releaseAll`: every hold Redis counts). */
   readonly releases: Pick<LockRelease, 'release' | 'releaseAll'>;
   /** Ends an outermost scope whose holds were booked on `owner` (see `LockHandle.endScope`). */

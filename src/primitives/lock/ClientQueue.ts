@@ -9,22 +9,35 @@ import { WaitingClient } from '../../services/WaitingClient';
  * place in it, kept by the client's wake channel entry.
  */
 export class ClientQueue {
-  /** The lock hash, its queue of waiting clients and their deadlines: every script's first keys. */
-  readonly keys: [string, string, string];
-  /** Where releases wake a client's waiters: this prefix and the clientId. */
-  readonly wakePrefix: string;
-  /** Where releases wake this client's waiters: one channel per client and lock. */
-  readonly channel: string;
-
   constructor(
     private readonly context: LockContext,
-    key: string,
-  ) {
-    const { keyPrefix } = context;
-    this.keys = [key, clientQueueKeyOf(keyPrefix, key), clientQueueExpiryKeyOf(keyPrefix, key)];
-    this.wakePrefix = wakeChannelPrefixOf(keyPrefix, key);
-    this.channel = this.wakePrefix + context.clientId;
+    private readonly key: string,
+  ) {}
+
+  /**
+   * The lock hash, its queue of waiting clients and their deadlines: every script's first keys.
+   * Made for each call, not kept: a held lock keeps no copies of its names (scenario 6's heap per
+   * held lock); the channel names below are kept once a wait or a release needs them.
+   */
+  get keys(): [string, string, string] {
+    const { key } = this;
+    const { keyPrefix } = this.context;
+    return [key, clientQueueKeyOf(keyPrefix, key), clientQueueExpiryKeyOf(keyPrefix, key)];
   }
+
+  /** Where releases wake a client's waiters: this prefix and the clientId. */
+  get wakePrefix(): string {
+    return (this.wakePrefixMade ??= wakeChannelPrefixOf(this.context.keyPrefix, this.key));
+  }
+
+  private wakePrefixMade: string | undefined;
+
+  /** Where releases wake this client's waiters: one channel per client and lock. */
+  get channel(): string {
+    return (this.channelMade ??= this.wakePrefix + this.context.clientId);
+  }
+
+  private channelMade: string | undefined;
 
   /** This client's place in the queue as its channel entry keeps it now, if it has one. */
   here(): WaitingClient | undefined {

@@ -12,7 +12,7 @@ import type { RenewalTarget } from '../../services/RenewalTarget';
 import type { ScriptedRedis } from '../../services/scripts';
 import { boundedWait } from '../../services/bounds';
 import { ClientQueue } from './ClientQueue';
-import { RLockAttempt, tookAfresh, Unconfirmed } from './rlockAttempt';
+import { type AttemptingSteps, RLockAttempt, tookAfresh, Unconfirmed } from './rlockAttempt';
 import { passTurn, turnLeft, turnPassed } from './rlockTurns';
 
 /**
@@ -37,17 +37,20 @@ export class RLock extends ExclusiveLock {
 
   private queueMade: ClientQueue | undefined;
 
-  /** This handle's acquire attempts, over its own steps (made on the first wait). */
-  private get attempts(): RLockAttempt {
-    return (this.attemptsMade ??= new RLockAttempt({
-      context: this.context,
-      releases: this.releases,
-      field: (owner) => this.field(owner),
-      acquireScript: (owner) => this.acquireScript(owner),
-    }));
+  /** This handle's acquire attempts (made on the first wait). */
+  private get attempts(): RLockAttempt<RLock> {
+    return (this.attemptsMade ??= new RLockAttempt(this, RLock.attempting));
   }
 
-  private attemptsMade: RLockAttempt | undefined;
+  /** The steps one acquire asks of a handle: one table for every handle (see `AttemptingSteps`). */
+  private static readonly attempting: AttemptingSteps<RLock> = {
+    context: (handle) => handle.context,
+    releases: (handle) => handle.releases,
+    field: (handle, owner) => handle.field(owner),
+    acquireScript: (handle, owner) => handle.acquireScript(owner),
+  };
+
+  private attemptsMade: RLockAttempt<RLock> | undefined;
 
   protected async forceUnlockCall(holder: string): Promise<ForceUnlockResult> {
     const { publish, trust } = await queuePublishing(this.context);

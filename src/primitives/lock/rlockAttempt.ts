@@ -4,27 +4,32 @@ import type { CommandBound, LockContext } from '../../services/LockContext';
 import type { LockOwner } from '../../services/LockOwner';
 import { syncedAcquire } from '../../services/syncedAcquire';
 
-/** What one acquire of an RLock (or a variant) asks of its handle: the handle's own steps, bound to it. */
-export interface AttemptingLock {
-  readonly context: LockContext;
-  readonly releases: Pick<LockRelease, 'giveBackUnbooked' | 'reentryFoundHoldGone'>;
-  field(owner: LockOwner): string;
+/**
+ * What one acquire of an RLock (or a variant) asks of its handle `H`: its steps, in one table for
+ * every handle (`RLock.attempting`), each given the handle, so that a held lock carries no
+ * closures of its own (see `AcquiringSteps`).
+ */
+export interface AttemptingSteps<H> {
+  context(handle: H): LockContext;
+  /** Made on first use: most attempts never give anything back. */
+  releases(handle: H): Pick<LockRelease, 'giveBackUnbooked' | 'reentryFoundHoldGone'>;
+  field(handle: H, owner: LockOwner): string;
   /** The acquire script and its keys for `owner` (see `RLock.acquireScript`). */
-  acquireScript(owner: LockOwner): { command: string; keys: string[] };
+  acquireScript(handle: H, owner: LockOwner): { command: string; keys: string[] };
 }
 
-/**
- * One acquire of an RLock: the script call, what its late reply took given back, and with
- * `syncReplicas` the WAIT that vouches for it (an unconfirmed hold given back).
- */
-export class RLockAttempt {
-  constructor(private readonly lock: AttemptingLock) {}
+export class RLockAttempt<H> {
+  constructor(
+    private readonly handle: H,
+    private readonly steps: AttemptingSteps<H>,
+  ) {}
 
   /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
   async attempt(owner: LockOwner, lease: number, join: 0 | 1, waitBound: CommandBound): Promise<unknown> {
-    const { context, releases } = this.lock;
-    const { command, keys } = this.lock.acquireScript(owner);
-    const args = [...keys, lease, this.lock.field(owner), join, context.queueTimeout, owner.holds > 0 ? 1 : 0];
+    const { handle, steps } = this;
+    const context = steps.context(handle);
+    const { command, keys } = steps.acquireScript(handle, owner);
+    const args = [...keys, lease, steps.field(handle, owner), join, context.queueTimeout, owner.holds > 0 ? 1 : 0];
     const sync = context.syncReplicas;
     // An attempt Redis answers after the wait ended (frozen, a silent connection) may have taken
     // the lock for a caller that is gone: give that hold back (a number is a refusal, its PTTL).
@@ -41,7 +46,7 @@ export class RLockAttempt {
         // holders); a re-entry's give-back took the enclosing scope's hold (a second reader's).
         // Otherwise what it took, if it ran, stays for its lease, as before.
         if (reply === OUTCOME_UNKNOWN && !owner.undoesUnknown) return undefined;
-        return typeof reply !== 'number' ? releases.giveBackUnbooked(owner) : undefined;
+        return typeof reply !== 'number' ? steps.releases(handle).giveBackUnbooked(owner) : undefined;
       },
     };
     if (sync) return this.syncedAttempt(owner, command, args, sync, bound);
@@ -53,9 +58,9 @@ export class RLockAttempt {
    * (no `rlock:acquired` announced it), and reported as a refused attempt (`Unconfirmed`).
    */
   private async syncedAttempt(owner: LockOwner, command: string, args: (string | number)[], sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
-    const { releases } = this.lock;
-    const { reply, confirmed, waitRefused } = await syncedAcquire(this.lock.context, sync, command, args, bound);
+    const { reply, confirmed, waitRefused } = await syncedAcquire(this.steps.context(this.handle), sync, command, args, bound);
     if (typeof reply === 'number' || confirmed) return reply;
+    const releases = this.steps.releases(this.handle);
     await releases.giveBackUnbooked(owner).catch(() => undefined);
     // A re-entry that took the lock afresh: the hold it entered was lost, confirmed or not.
     if (tookAfresh(reply)) releases.reentryFoundHoldGone(owner, 'free');
