@@ -38,24 +38,29 @@ export interface AcquiringSteps<H> {
 }
 
 export class LockAcquisition<H> {
-  constructor(
-    private readonly handle: H,
-    private readonly steps: AcquiringSteps<H>,
-  ) {}
+  // Private fields, not properties: logging or JSON.stringify of a handle reaches this part, and
+  // the handle back from here would be a circle (JSON.stringify throws on one).
+  readonly #handle: H;
+  readonly #steps: AcquiringSteps<H>;
+
+  constructor(handle: H, steps: AcquiringSteps<H>) {
+    this.#handle = handle;
+    this.#steps = steps;
+  }
 
   /**
    * A handle outside `withLock` refuses to enter twice: a second `lock()` could as well come from
    * another task sharing the handle, and letting it in would put two tasks in the critical section.
    */
   ownerToAcquire(): LockOwner {
-    const scoped = scopedOwner(this.steps.identity(this.handle));
-    if (scoped) return this.steps.holder(this.handle, scoped);
+    const scoped = scopedOwner(this.#steps.identity(this.#handle));
+    if (scoped) return this.#steps.holder(this.#handle, scoped);
     this.refuseInsideComposite();
-    const owner = this.steps.handleOwner(this.handle);
-    const beside = this.steps.acquiringBeside(this.handle, owner);
+    const owner = this.#steps.handleOwner(this.#handle);
+    const beside = this.#steps.acquiringBeside(this.#handle, owner);
     if (owner.holds > 0 || owner.pending > 0 || beside !== undefined) {
       throw new LockUsageError(
-        `this handle of lock "${this.steps.name(this.handle)}" ${owner.holds > 0 ? this.stillBooked(owner) : owner.pending > 0 ? 'already is acquiring it' : `shares its owner with ${beside}, which is still acquiring it`}; ` +
+        `this handle of lock "${this.#steps.name(this.#handle)}" ${owner.holds > 0 ? this.stillBooked(owner) : owner.pending > 0 ? 'already is acquiring it' : `shares its owner with ${beside}, which is still acquiring it`}; ` +
           'a handle is not reentrant outside withLock, so two tasks sharing one cannot both enter. ' +
           'Use a handle per task, or withLock() for reentrant sections.',
       );
@@ -81,8 +86,8 @@ export class LockAcquisition<H> {
    * it runs.
    */
   refuseInsideComposite(): void {
-    if (heldByCompositeScope(this.steps.identity(this.handle))) {
-      throw new LockUsageError(`lock "${this.steps.name(this.handle)}": called inside the withLock of a MultiLock or RedLock that holds it; its members are not reentrant, it would wait for itself`);
+    if (heldByCompositeScope(this.#steps.identity(this.#handle))) {
+      throw new LockUsageError(`lock "${this.#steps.name(this.#handle)}": called inside the withLock of a MultiLock or RedLock that holds it; its members are not reentrant, it would wait for itself`);
     }
   }
 
@@ -95,17 +100,17 @@ export class LockAcquisition<H> {
     const fenced = owner.fenced;
     let inTurn = false;
     try {
-      if (this.steps.acquiresInTurn(this.handle)) {
+      if (this.#steps.acquiresInTurn(this.#handle)) {
         // After the owner's acquires under way, their holds booked (see ownerTurns): a waitTime
         // counts from the call.
         const from = performance.now();
         const deadline = waitTime > 0 ? from + waitTime : (attemptDeadline ?? Infinity);
-        const taking = takeTurn(owner, deadline, waitTime <= 0, stopsOf(this.steps.context(this.handle), signal));
+        const taking = takeTurn(owner, deadline, waitTime <= 0, stopsOf(this.#steps.context(this.#handle), signal));
         inTurn = taking instanceof Promise ? await taking : taking;
         if (!inTurn) return undefined;
         if (waitTime > 0) waitTime = Math.max(0, waitTime - (performance.now() - from));
       }
-      const hold = await this.steps.acquireFor(this.handle, owner, leaseTime, waitTime, signal, attemptDeadline);
+      const hold = await this.#steps.acquireFor(this.#handle, owner, leaseTime, waitTime, signal, attemptDeadline);
       if (hold === undefined) return undefined;
       return await this.acquired(owner, leaseTime, hold, signal);
     } catch (error) {
@@ -119,7 +124,7 @@ export class LockAcquisition<H> {
 
   /** Books a hold; one that raced an abort is given back unbooked, leaving nothing behind. Returns its send time. */
   async acquired(owner: LockOwner, leaseTime: number | undefined, { sentAt, expiresAt }: Hold, signal: AbortSignal | undefined): Promise<number> {
-    const context = this.steps.context(this.handle);
+    const context = this.#steps.context(this.#handle);
     // The caller's signal first, then close() (no array and closure per acquisition).
     const closed = context.closedSignal;
     const stopped = signal?.aborted ? signal : closed.aborted ? closed : undefined;
@@ -128,14 +133,14 @@ export class LockAcquisition<H> {
       // is not booked (a retry of the same owner must not find a hold that is on its way back),
       // and it is given back unbooked, waited for at most as long as an attempt would be (Redis
       // frozen: it is given back when Redis answers).
-      await settledWithinGrace(this.steps.releases(this.handle).giveBackUnbooked(owner, 1));
+      await settledWithinGrace(this.#steps.releases(this.#handle).giveBackUnbooked(owner, 1));
       throw stopped.reason;
     }
     owner.holds++;
-    if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.steps.event(this.handle, owner), holds: owner.holds, leaseTime });
+    if (diagnostics.acquired.hasSubscribers) diagnostics.acquired.publish({ ...this.#steps.event(this.#handle, owner), holds: owner.holds, leaseTime });
     if (leaseTime === undefined) {
-      context.renewal.add(this.steps.renewalTarget(this.handle, owner), sentAt, expiresAt);
-    } else if (owner === this.steps.handleOwner(this.handle)) {
+      context.renewal.add(this.#steps.renewalTarget(this.#handle, owner), sentAt, expiresAt);
+    } else if (owner === this.#steps.handleOwner(this.#handle)) {
       owner.leasedUntil = Math.min(sentAt + leaseTime, expiresAt ?? Infinity);
     }
     return sentAt;

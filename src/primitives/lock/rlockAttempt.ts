@@ -19,14 +19,20 @@ export interface AttemptingSteps<H> {
 }
 
 export class RLockAttempt<H> {
-  constructor(
-    private readonly handle: H,
-    private readonly steps: AttemptingSteps<H>,
-  ) {}
+  // Private fields, not properties: logging or JSON.stringify of a handle reaches this part, and
+  // the handle back from here would be a circle (JSON.stringify throws on one).
+  readonly #handle: H;
+  readonly #steps: AttemptingSteps<H>;
+
+  constructor(handle: H, steps: AttemptingSteps<H>) {
+    this.#handle = handle;
+    this.#steps = steps;
+  }
 
   /** One acquire: the PTTL when someone else holds the lock, else the script's answer. */
   async attempt(owner: LockOwner, lease: number, join: 0 | 1, waitBound: CommandBound): Promise<unknown> {
-    const { handle, steps } = this;
+    const handle = this.#handle;
+    const steps = this.#steps;
     const context = steps.context(handle);
     const { command, keys } = steps.acquireScript(handle, owner);
     const args = [...keys, lease, steps.field(handle, owner), join, context.queueTimeout, owner.holds > 0 ? 1 : 0];
@@ -58,9 +64,9 @@ export class RLockAttempt<H> {
    * (no `rlock:acquired` announced it), and reported as a refused attempt (`Unconfirmed`).
    */
   private async syncedAttempt(owner: LockOwner, command: string, args: (string | number)[], sync: { replicas: number; timeout: number }, bound: CommandBound): Promise<unknown> {
-    const { reply, confirmed, waitRefused } = await syncedAcquire(this.steps.context(this.handle), sync, command, args, bound);
+    const { reply, confirmed, waitRefused } = await syncedAcquire(this.#steps.context(this.#handle), sync, command, args, bound);
     if (typeof reply === 'number' || confirmed) return reply;
-    const releases = this.steps.releases(this.handle);
+    const releases = this.#steps.releases(this.#handle);
     await releases.giveBackUnbooked(owner).catch(() => undefined);
     // A re-entry that took the lock afresh: the hold it entered was lost, confirmed or not.
     if (tookAfresh(reply)) releases.reentryFoundHoldGone(owner, 'free');
