@@ -7,6 +7,7 @@
 import { once } from 'node:events';
 import type { Redis } from 'ioredis';
 import { type LockClient, RedisCommandError } from '../../src';
+import { heldKindNames, heldKinds } from '../helpers/heldKinds';
 import { atNextScript, usePrivateRedis } from '../helpers/privateRedis';
 import { until } from '../helpers/time';
 
@@ -15,51 +16,10 @@ const redis = usePrivateRedis();
 /** The client's command connection (client internals). */
 const connectionOf = (client: LockClient): Redis => (client as unknown as { redis: Redis }).redis;
 
-/** What a kind's wait takes and how its hold is given back. */
-interface Kind {
-  prepare?(client: LockClient, name: string): Promise<void>;
-  /** Waits as long as it takes; resolves with the hold's release. */
-  take(client: LockClient, name: string): Promise<() => Promise<unknown>>;
-  /** Nothing of `name` is held. */
-  free(client: LockClient, name: string): Promise<boolean>;
-}
-
-const keyGone = async (_client: LockClient, name: string): Promise<boolean> => (await redis.admin.exists(name)) === 0;
-const handle = (lock: { lock(): Promise<unknown>; unlock(): Promise<void> }) => async () => {
-  await lock.lock();
-  return () => lock.unlock();
-};
-
-const kinds: Record<string, Kind> = {
-  lock: { take: (client, name) => handle(client.getLock(name))(), free: keyGone },
-  fair: { take: (client, name) => handle(client.getFairLock(name))(), free: keyGone },
-  fenced: { take: (client, name) => handle(client.getFencedLock(name))(), free: keyGone },
-  read: { take: (client, name) => handle(client.getReadWriteLock(name).readLock())(), free: keyGone },
-  write: { take: (client, name) => handle(client.getReadWriteLock(name).writeLock())(), free: keyGone },
-  semaphore: {
-    prepare: async (client, name) => void (await client.getSemaphore(name).trySetPermits(1)),
-    take: async (client, name) => {
-      const semaphore = client.getSemaphore(name);
-      await semaphore.acquire();
-      return () => semaphore.release();
-    },
-    free: async (client, name) => (await client.getSemaphore(name).availablePermits()) === 1,
-  },
-  permitSemaphore: {
-    prepare: async (client, name) => void (await client.getPermitExpirableSemaphore(name).trySetPermits(1)),
-    take: async (client, name) => {
-      const semaphore = client.getPermitExpirableSemaphore(name);
-      const id = await semaphore.acquire();
-      return () => semaphore.release(id);
-    },
-    free: async (client, name) => (await client.getPermitExpirableSemaphore(name).availablePermits()) === 1,
-  },
-};
-
-test.each(Object.keys(kinds))(
+test.each(heldKindNames)(
   '%s: a wait whose attempt ioredis flushed unanswered as it ended the connection for good rides it out: it takes the lock once the connection is made again, and its release leaves nothing held',
   async (kindName) => {
-    const kind = kinds[kindName]!;
+    const kind = heldKinds[kindName];
     const name = `ended-${kindName}`;
     const client = redis.client();
     await kind.prepare?.(client, name);
@@ -67,7 +27,7 @@ test.each(Object.keys(kinds))(
     const connection = connectionOf(client);
     redis.server.pause(); // the attempt goes out and stays unanswered
     const sent = atNextScript(client, () => undefined);
-    const taking = kind.take(client, name);
+    const taking = kind.hold(client, name);
     taking.catch(() => undefined); // awaited below; not unhandled while the connection ends
     await sent; // the attempt is on the wire
     const ended = once(connection, 'end');
@@ -77,10 +37,10 @@ test.each(Object.keys(kinds))(
     // Before: the wait rejected with RedisCommandError "acquire failed: Connection is closed.".
     const release = await taking;
     expect(connection.status).toBe('ready'); // made again
-    expect(await kind.free(client, name)).toBe(false);
+    expect(await kind.free(client, redis.admin, name)).toBe(false);
     await release();
     // What the flushed attempt took, if Redis ran it, went back too.
-    await until('nothing is held', () => kind.free(client, name));
+    await until('nothing is held', () => kind.free(client, redis.admin, name));
   },
 );
 
